@@ -1,0 +1,150 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Every kernel difference uringscope's BPF code depends on lives here, behind a has_* or get_*
+ * inline. Fields that not every supported kernel (5.10 .. 7.x) has are reached through a
+ * `___flavor` struct, so this file also compiles against a vmlinux.h from a kernel that lacks them:
+ * libbpf's CO-RE strips the suffix and relocates against the running kernel's BTF.
+ */
+#ifndef URINGSCOPE_CORE_FIXES_BPF_H
+#define URINGSCOPE_CORE_FIXES_BPF_H
+
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+
+/* include/linux/sched.h; stable since 2.6. */
+#define USC_PF_IO_WORKER 0x00000010
+#define USC_PF_KTHREAD 0x00200000
+
+/*
+ * Kernel 5.14 (commit 2f064a59a11f, "sched: Change task_struct::state") renamed task_struct.state
+ * to __state and made it unsigned int.
+ */
+struct task_struct___pre514 {
+	volatile long state;
+} __attribute__((preserve_access_index));
+
+static __always_inline __u32 get_task_state(void *task)
+{
+	struct task_struct *t = task;
+	struct task_struct___pre514 *o = task;
+
+	if (bpf_core_field_exists(t->__state))
+		return BPF_CORE_READ(t, __state);
+	return (__u32)BPF_CORE_READ(o, state);
+}
+
+/*
+ * SQ thread identity.
+ * - 5.12+ and 5.10.162+ (which took 5.15's io_uring): an io-thread named "iou-sqp-<pid>" with
+ *   PF_IO_WORKER (5.12, "io_uring: move SQPOLL thread io-wq forked worker").
+ *   io-wq workers share the flag but are named "iou-wrk-".
+ * - 5.10.0-5.10.161 and 5.11: a kthread named "io_uring-sq" with PF_KTHREAD.
+ * The flags test is one load and rejects almost every task, so the comm is read only for the rare
+ * io-thread or kthread; this keeps sched_switch's cost for other tasks to a few instructions.
+ */
+#define USC_COMM_IOU_SQP 0x2d7071732d756f69ULL  /* "iou-sqp-" read as a little-endian u64 */
+#define USC_COMM_IO_URING 0x676e6972755f6f69ULL /* "io_uring" */
+#define USC_COMM_SQ_TAIL 0x71732dU               /* "-sq\0" low 3 bytes + NUL */
+
+static __always_inline bool is_sq_thread(struct task_struct *t)
+{
+	__u32 flags = BPF_CORE_READ(t, flags);
+	__u64 head = 0;
+
+	if (!(flags & (USC_PF_IO_WORKER | USC_PF_KTHREAD)))
+		return false;
+	if (bpf_probe_read_kernel(&head, sizeof(head), &t->comm[0]))
+		return false;
+	if (flags & USC_PF_IO_WORKER)
+		return head == USC_COMM_IOU_SQP;
+	if (head != USC_COMM_IO_URING)
+		return false;
+	__u32 tail = 0;
+	if (bpf_probe_read_kernel(&tail, sizeof(tail), &t->comm[8]))
+		return false;
+	return tail == USC_COMM_SQ_TAIL;
+}
+
+/*
+ * io_sq_data fields that appeared over time:
+ * - sq_thread_idle: 5.11 (the SQPOLL loop rework of seeds patch 000 moved it into the sqd);
+ *   5.10 keeps it only in io_ring_ctx.
+ * - sq_cpu, task_pid, task_tgid: 5.12 (SQ thread became an io-thread).
+ * - work_time (microseconds): 6.9 ("io_uring/sqpoll: statistics of the true utilization of sq
+ *   threads"). Up to 6.17 it accumulates getrusage(RUSAGE_SELF) system time, i.e. the whole
+ *   process; 6.18 made it per thread. The daemon tells the two apart (see daemon/kernel_features).
+ */
+struct io_sq_data___v512 {
+	int sq_cpu;
+} __attribute__((preserve_access_index));
+
+struct io_sq_data___v69 {
+	__u64 work_time;
+} __attribute__((preserve_access_index));
+
+/* Seeds patch 004 (IORING_SETUP_SQTHREAD_STATS, not merged): work_time only moves when enabled. */
+struct io_sq_data___sqthread_stats {
+	bool enable_work_time_stat;
+} __attribute__((preserve_access_index));
+
+/*
+ * sq_thread_idle in the sqd: unsigned jiffies upstream (5.11+). Seeds patch 002
+ * (IORING_SETUP_IDLE_NS, not merged) widens it to u64 and adds idle_mode: when set, the value is
+ * nanoseconds, otherwise jiffies.
+ */
+struct io_sq_data___v511 {
+	unsigned int sq_thread_idle;
+} __attribute__((preserve_access_index));
+
+struct io_sq_data___idle_ns {
+	__u64 sq_thread_idle;
+	bool idle_mode;
+} __attribute__((preserve_access_index));
+
+static __always_inline int get_sqd_cpu(void *sqd)
+{
+	struct io_sq_data___v512 *s = sqd;
+
+	if (bpf_core_field_exists(s->sq_cpu))
+		return BPF_CORE_READ(s, sq_cpu);
+	return -1;
+}
+
+static __always_inline bool has_sqd_work_time(void *sqd)
+{
+	struct io_sq_data___v69 *s = sqd;
+	struct io_sq_data___sqthread_stats *p = sqd;
+
+	if (!bpf_core_field_exists(s->work_time))
+		return false;
+	if (bpf_core_field_exists(p->enable_work_time_stat))
+		return BPF_CORE_READ(p, enable_work_time_stat);
+	return true;
+}
+
+static __always_inline __u64 get_sqd_work_time_us(void *sqd)
+{
+	struct io_sq_data___v69 *s = sqd;
+
+	return BPF_CORE_READ(s, work_time);
+}
+
+/* Returns the idle setting; *unit gets USC_IDLE_JIFFIES or USC_IDLE_NS. */
+static __always_inline __u64 get_sq_thread_idle(struct io_ring_ctx *ctx, void *sqd, __u32 *unit)
+{
+	struct io_sq_data___idle_ns *n = sqd;
+	struct io_sq_data___v511 *s = sqd;
+
+	*unit = USC_IDLE_JIFFIES;
+	if (sqd && bpf_core_field_exists(n->idle_mode)) {
+		if (BPF_CORE_READ(n, idle_mode))
+			*unit = USC_IDLE_NS;
+		return BPF_CORE_READ(n, sq_thread_idle);
+	}
+	if (sqd && bpf_core_field_exists(s->sq_thread_idle))
+		return BPF_CORE_READ(s, sq_thread_idle);
+	/* 5.10: only the ctx has it. */
+	return BPF_CORE_READ(ctx, sq_thread_idle);
+}
+
+#endif /* URINGSCOPE_CORE_FIXES_BPF_H */

@@ -1,0 +1,251 @@
+#include "daemon/aggregator.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+namespace uringscope {
+
+namespace {
+
+constexpr std::uint32_t kSetupIopoll = 1u << 0;  // IORING_SETUP_IOPOLL
+constexpr std::uint32_t kSetupSqpoll = 1u << 1;  // IORING_SETUP_SQPOLL
+constexpr std::uint32_t kSetupSqAff = 1u << 2;   // IORING_SETUP_SQ_AFF
+// Histogram buckets below 2^10 ns (~1 us) carry no information about wake latency, which is never
+// that short, so exposition starts there and keeps the series count per thread at 25.
+constexpr std::size_t kFirstLatencyBucket = 9;
+
+std::string comm_of(const char (&c)[USC_COMM_LEN]) {
+    std::size_t n = 0;
+    while (n < USC_COMM_LEN && c[n]) ++n;
+    return std::string(c, n);
+}
+
+double idle_seconds(const usc_ring_record& r) {
+    if (r.sq_idle_unit == USC_IDLE_NS) return static_cast<double>(r.sq_thread_idle) / 1e9;
+    if (r.hz == 0) return 0;  // CONFIG_HZ unreadable: the setting is unknown
+    return static_cast<double>(r.sq_thread_idle) / r.hz;
+}
+
+}  // namespace
+
+const char* to_string(WorkSource s) { return s == WorkSource::kernel ? "kernel" : "estimate"; }
+
+std::string ring_mode(std::uint32_t flags) {
+    bool sq = flags & kSetupSqpoll, io = flags & kSetupIopoll;
+    if (sq && io) return "both";
+    if (sq) return "sqpoll";
+    if (io) return "iopoll";
+    return "plain";
+}
+
+Snapshot Aggregator::update(const RawSample& raw) {
+    Snapshot snap;
+    snap.seq = ++seq_;
+    snap.timestamp = raw.unix_time;
+    const double interval =
+        prev_mono_ns_ && raw.mono_ns > prev_mono_ns_ ? (raw.mono_ns - prev_mono_ns_) / 1e9 : 0;
+    prev_mono_ns_ = raw.mono_ns;
+    snap.interval_seconds = interval;
+    expired_.clear();
+
+    // A ring can sit in several fd tables (fork, SCM_RIGHTS); the first holder walked names it.
+    std::map<std::uint64_t, const usc_ring_record*> live;
+    for (const auto& r : raw.rings) live.emplace(r.ctx, &r);
+
+    for (const auto& c : raw.created) {
+        auto mode = ring_mode(c.setup_flags);
+        ++created_by_mode_[mode];
+        if (!live.count(c.ctx) && !rings_.count(c.ctx)) ++short_lived_by_mode_[mode];
+    }
+    std::erase_if(rings_, [&](const auto& kv) { return !live.count(kv.first); });
+
+    struct RingDelta {
+        std::uint64_t sqes = 0, cqes = 0;
+    };
+    std::map<std::int32_t, std::vector<std::pair<std::size_t, RingDelta>>> by_thread;
+    std::map<std::int32_t, const usc_ring_record*> thread_rec;
+
+    for (const auto& [ctx, rec] : live) {
+        auto& st = rings_[ctx];
+        if (!st.seen_before) st.id = std::to_string(rec->pid) + ":" + std::to_string(rec->fd);
+        RingSnapshot rs;
+        rs.id = st.id;
+        rs.ctx = ctx;
+        rs.pid = rec->pid;
+        rs.fd = rec->fd;
+        rs.comm = comm_of(rec->comm);
+        rs.mode = ring_mode(rec->setup_flags);
+        rs.setup_flags = rec->setup_flags;
+        rs.sq_entries = rec->sq_entries;
+        rs.sq_thread = (rec->caps & USC_CAP_SQ_THREAD) ? rec->sq_tid : -1;
+        rs.sqes_total = st.sqes.observe(rec->sq_head);
+        rs.cqes_total = st.cqes.observe(rec->cq_tail);
+        if (rec->caps & USC_CAP_SQ_TAIL)
+            rs.sq_backlog = static_cast<std::uint32_t>(rec->sq_tail - rec->sq_head);
+        RingDelta d;
+        if (st.seen_before) {
+            d.sqes = rs.sqes_total - st.prev_sqes;
+            d.cqes = rs.cqes_total - st.prev_cqes;
+        }
+        if (interval > 0) {
+            rs.sqe_rate = d.sqes / interval;
+            rs.cqe_rate = d.cqes / interval;
+        }
+        st.prev_sqes = rs.sqes_total;
+        st.prev_cqes = rs.cqes_total;
+        st.seen_before = true;
+        if (rs.sq_thread > 0) {
+            by_thread[rs.sq_thread].emplace_back(snap.rings.size(), d);
+            thread_rec.emplace(rs.sq_thread, rec);
+        }
+        snap.rings.push_back(std::move(rs));
+    }
+
+    std::map<std::uint32_t, const usc_sched_state*> sched;
+    for (const auto& [tid, s] : raw.sched) sched.emplace(tid, &s);
+
+    for (auto& [tid, members] : by_thread) {
+        const usc_ring_record& rec = *thread_rec.at(tid);
+        auto& st = threads_[static_cast<std::uint32_t>(tid)];
+        st.missing = 0;
+        const auto& first_ring = snap.rings[members.front().first];
+        if (!st.seen_before) {
+            st.pid = first_ring.pid;
+            st.comm = first_ring.comm;
+        }
+
+        ThreadSnapshot ts;
+        ts.tid = tid;
+        ts.pid = st.pid;
+        ts.comm = st.comm;
+        ts.voluntary_switches = rec.sq_nvcsw;
+        ts.involuntary_switches = rec.sq_nivcsw;
+        ts.state = rec.sq_state;
+        ts.sq_cpu = rec.sq_cpu;
+        ts.idle_setting_seconds = idle_seconds(rec);
+        ts.idle_ns_granular = rec.sq_idle_unit == USC_IDLE_NS;
+        ts.rings = members.size();
+
+        const usc_sched_state* ss = nullptr;
+        if (auto it = sched.find(static_cast<std::uint32_t>(tid)); it != sched.end())
+            ss = it->second;
+        // Without the sched tracepoints, voluntary switches are the best count of sleeps.
+        const std::uint64_t sleeps = ss ? ss->sleeps : rec.sq_nvcsw;
+        const std::uint64_t wakeups = ss ? ss->wakeups : 0;
+
+        const std::uint64_t cpu_ns = rec.sq_runtime_ns;
+        std::uint64_t dsqes = 0, dcqes = 0;
+        for (const auto& [idx, d] : members) {
+            dsqes += d.sqes;
+            dcqes += d.cqes;
+            ts.pinned = ts.pinned || (snap.rings[idx].setup_flags & kSetupSqAff);
+        }
+        const bool kernel_work =
+            raw.work_time_per_thread && (rec.caps & USC_CAP_WORK_TIME) != 0;
+        ts.work_source = kernel_work ? WorkSource::kernel : WorkSource::estimate;
+        const auto idle_ns = static_cast<std::uint64_t>(ts.idle_setting_seconds * 1e9);
+
+        if (kernel_work) {
+            auto split = split_with_work_time(cpu_ns, rec.work_time_us * 1000);
+            st.work_ns = std::max(st.work_ns, split.work_ns);
+            st.spin_ns = std::max(st.spin_ns, cpu_ns - std::min(cpu_ns, st.work_ns));
+        } else if (!st.seen_before) {
+            // The CPU the thread used before we first saw it is split with the same estimate,
+            // taking its voluntary switches as its sleeps.
+            std::uint64_t total_sqes = 0;
+            for (const auto& [idx, d] : members) total_sqes += snap.rings[idx].sqes_total;
+            auto split = estimate_split(cpu_ns, rec.sq_nvcsw, idle_ns, total_sqes > 0);
+            st.work_ns = split.work_ns;
+            st.spin_ns = split.spin_ns;
+        } else {
+            std::uint64_t dcpu = cpu_ns > st.prev_cpu_ns ? cpu_ns - st.prev_cpu_ns : 0;
+            std::uint64_t dsleeps = sleeps > st.prev_sleeps ? sleeps - st.prev_sleeps : 0;
+            auto split = estimate_split(dcpu, dsleeps, idle_ns, dsqes + dcqes > 0);
+            st.work_ns += split.work_ns;
+            st.spin_ns += split.spin_ns;
+        }
+
+        std::uint64_t sleep_ns = 0;
+        if (ss) {
+            sleep_ns = ss->sleep_ns;
+            if (ss->sleep_start_ns && raw.mono_ns > ss->sleep_start_ns)
+                sleep_ns += raw.mono_ns - ss->sleep_start_ns;
+        }
+        const std::uint64_t prev_sleep_total = st.sleep_ns;
+        st.sleep_ns = std::max(st.sleep_ns, sleep_ns);
+
+        ts.cpu_seconds = cpu_ns / 1e9;
+        ts.work_seconds = st.work_ns / 1e9;
+        ts.spin_seconds = st.spin_ns / 1e9;
+        ts.sleep_seconds = st.sleep_ns / 1e9;
+        ts.sleeps = sleeps;
+        ts.wakeups = wakeups;
+
+        if (st.seen_before && interval > 0) {
+            const double ns = interval * 1e9;
+            ts.cpu_util = (cpu_ns - std::min(cpu_ns, st.prev_cpu_ns)) / ns;
+            ts.work_util = (st.work_ns - std::min(st.work_ns, st.prev_work_ns)) / ns;
+            ts.spin_util = std::max(0.0, ts.cpu_util - ts.work_util);
+            ts.sleep_util = (st.sleep_ns - prev_sleep_total) / ns;
+            ts.sqe_rate = dsqes / interval;
+            ts.sleep_rate = (sleeps - std::min(sleeps, st.prev_sleeps)) / interval;
+            ts.wakeup_rate = (wakeups - std::min(wakeups, st.prev_wakeups)) / interval;
+        }
+
+        if (ss) {
+            ts.wake_latency_log2.assign(std::begin(ss->lat_hist), std::end(ss->lat_hist));
+            auto cum = log2_to_cumulative(ts.wake_latency_log2, kFirstLatencyBucket);
+            for (double b : cum.upper_bounds) ts.wake_latency.upper_bounds_s.push_back(b / 1e9);
+            ts.wake_latency.cumulative = std::move(cum.cumulative);
+            ts.wake_latency.count = cum.count;
+            ts.wake_latency.sum_s = ss->lat_sum_ns / 1e9;
+        }
+
+        // Fairness counts the rings that wanted service in the interval: those that got some,
+        // and those left with a backlog.
+        std::vector<double> demand;
+        for (const auto& [idx, d] : members) {
+            auto& ring = snap.rings[idx];
+            ring.sqthread_share = dsqes ? static_cast<double>(d.sqes) / dsqes : 0;
+            if (d.sqes > 0 || ring.sq_backlog > 0) demand.push_back(static_cast<double>(d.sqes));
+        }
+        ts.fairness = jain_fairness(demand);
+
+        for (const auto& [key, val] : raw.wakers)
+            if (key.sq_tid == static_cast<std::uint32_t>(tid))
+                ts.wakers.push_back({key.waker_pid, comm_of(val.comm), val.count});
+        std::sort(ts.wakers.begin(), ts.wakers.end(),
+                  [](const auto& a, const auto& b) { return a.wakeups > b.wakeups; });
+
+        st.prev_cpu_ns = cpu_ns;
+        st.prev_work_ns = st.work_ns;
+        st.prev_sleeps = sleeps;
+        st.prev_wakeups = wakeups;
+        st.seen_before = true;
+        snap.threads.push_back(std::move(ts));
+    }
+
+    // Threads with BPF state but no ring any more, and threads that vanished, expire after a few
+    // samples: long enough to ride out a ring that is being set up, short enough to keep the
+    // maps bounded under churn.
+    for (const auto& [tid, s] : raw.sched) threads_.try_emplace(tid);
+    for (auto it = threads_.begin(); it != threads_.end();) {
+        if (by_thread.count(static_cast<std::int32_t>(it->first)) ||
+            ++it->second.missing < kExpireAfter) {
+            ++it;
+            continue;
+        }
+        expired_.push_back(it->first);
+        it = threads_.erase(it);
+    }
+
+    for (const auto& [m, n] : created_by_mode_) snap.rings_created_by_mode.emplace_back(m, n);
+    for (const auto& [m, n] : short_lived_by_mode_) snap.rings_short_lived_by_mode.emplace_back(m, n);
+    snap.map_overflows = {{"created_rings", raw.stats.created_dropped},
+                          {"sched_state", raw.stats.sched_dropped},
+                          {"wakers", raw.stats.wakers_dropped}};
+    return snap;
+}
+
+}  // namespace uringscope

@@ -1,0 +1,66 @@
+#pragma once
+// Turns raw BPF readings into a Snapshot: wraps 32-bit counters into totals, keeps counters
+// monotonic, derives the CPU split, shares and fairness, and notices what came and went.
+// Pure logic: the unit tests feed it hand-made RawSamples.
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "daemon/counters.hpp"
+#include "daemon/snapshot.hpp"
+#include "uringscope/records.h"
+
+namespace uringscope {
+
+struct RawSample {
+    std::uint64_t mono_ns = 0;  // CLOCK_MONOTONIC at the walk, the clock of bpf_ktime_get_ns()
+    double unix_time = 0;
+    std::vector<usc_ring_record> rings;
+    std::vector<std::pair<std::uint32_t, usc_sched_state>> sched;
+    std::vector<std::pair<usc_waker_key, usc_waker_val>> wakers;
+    std::vector<usc_created_ring> created;  // drained from the map before the walk
+    usc_stats stats{};
+    bool work_time_per_thread = false;       // kernel_features: sqd->work_time is per thread
+};
+
+std::string ring_mode(std::uint32_t setup_flags);
+
+class Aggregator {
+public:
+    // Threads missing from this many consecutive samples are forgotten, and their BPF state is
+    // reported in expired_threads() for the sampler to delete.
+    static constexpr int kExpireAfter = 3;
+
+    Snapshot update(const RawSample& raw);
+
+    // SQ thread tids whose state the sampler should delete from the BPF maps.
+    const std::vector<std::uint32_t>& expired_threads() const { return expired_; }
+
+private:
+    struct RingState {
+        std::string id;
+        WrappingCounter32 sqes, cqes;
+        std::uint64_t prev_sqes = 0, prev_cqes = 0;
+        bool seen_before = false;
+    };
+    struct ThreadState {
+        std::uint32_t pid = 0;
+        std::string comm;
+        std::uint64_t prev_cpu_ns = 0, prev_work_ns = 0, prev_sleep_ns = 0;
+        std::uint64_t prev_sleeps = 0, prev_wakeups = 0;
+        std::uint64_t work_ns = 0, spin_ns = 0, sleep_ns = 0;
+        bool seen_before = false;
+        int missing = 0;
+    };
+
+    std::map<std::uint64_t, RingState> rings_;     // by ctx
+    std::map<std::uint32_t, ThreadState> threads_; // by tid
+    std::map<std::string, std::uint64_t> created_by_mode_, short_lived_by_mode_;
+    std::vector<std::uint32_t> expired_;
+    std::uint64_t seq_ = 0;
+    std::uint64_t prev_mono_ns_ = 0;
+};
+
+}  // namespace uringscope

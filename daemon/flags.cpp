@@ -1,0 +1,134 @@
+#include "daemon/flags.hpp"
+
+#include <arpa/inet.h>
+
+#include <CLI/CLI.hpp>
+#include <charconv>
+
+#include "common/duration.hpp"
+
+namespace uringscope {
+
+namespace {
+
+constexpr auto kMinInterval = std::chrono::milliseconds(10);
+constexpr auto kMaxInterval = std::chrono::hours(1);
+
+const char* const kDescription = R"(uringscoped - observe io_uring SQPOLL threads, rings and polling
+
+uringscoped samples every io_uring instance on the host and serves Prometheus metrics. It reads the
+counters the kernel already keeps with a BPF iterator (ring heads and tails, SQ thread run time,
+context switches, sqd->work_time) and follows SQ threads' sleeps and wakeups with scheduler
+tracepoints that return after one test for any other task. Nothing runs on the I/O path.
+
+It needs root, or CAP_BPF, CAP_PERFMON and CAP_SYS_RESOURCE, and a kernel with BTF
+(/sys/kernel/btf/vmlinux).)";
+
+const char* const kFooter = R"(METRICS
+  uringscope_sqthread_{cpu,work,spin,sleep}_seconds_total   CPU of each SQ thread, split
+  uringscope_sqthread_{sleeps,wakeups}_total                  sleep and wake transitions
+  uringscope_sqthread_wakeup_latency_seconds                  wakeup until back on a CPU
+  uringscope_sqthread_{rings,fairness,idle_setting_seconds}   sharing and settings
+  uringscope_ring_{sqes,cqes}_total, _sq_backlog, _sqthread_share   per ring
+  uringscope_probe_attached                                   state of every BPF program
+  docs/ARCHITECTURE.md describes each one and how it is derived.
+
+EXAMPLES
+  uringscoped
+      Serve http://127.0.0.1:10464/metrics, sampling every second.
+  uringscoped --web.listen-address=:10464 --sample.interval=5s
+      Listen on every interface (an explicit choice: the metrics name processes) and sample
+      every five seconds.
+
+EXIT STATUS
+  0  stopped by SIGINT or SIGTERM, or --help/--version
+  1  could not start: no BPF permission, no BTF, address in use, BPF load failure
+  2  bad command line)";
+
+}  // namespace
+
+std::optional<std::string> check_listen_address(std::string_view address) {
+    auto colon = address.rfind(':');
+    if (colon == std::string_view::npos)
+        return "listen address \"" + std::string(address) + "\" has no port; use HOST:PORT";
+    std::string_view host = address.substr(0, colon), port = address.substr(colon + 1);
+    unsigned value = 0;
+    auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+    if (port.empty() || ec != std::errc() || end != port.data() + port.size() || value == 0 ||
+        value > 65535)
+        return "listen address \"" + std::string(address) + "\": port must be 1-65535";
+    if (host.empty()) return std::nullopt;
+    unsigned char buf[16];
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+        std::string v6(host.substr(1, host.size() - 2));
+        if (inet_pton(AF_INET6, v6.c_str(), buf) == 1) return std::nullopt;
+    } else if (inet_pton(AF_INET, std::string(host).c_str(), buf) == 1) {
+        return std::nullopt;
+    }
+    return "listen address \"" + std::string(address) +
+           "\": host must be an IPv4 address, a bracketed IPv6 address, or empty for all "
+           "interfaces";
+}
+
+FlagsResult parse_daemon_flags(int argc, const char* const* argv) {
+    DaemonConfig cfg;
+    std::string interval_text = "1s";
+    bool version = false;
+
+    CLI::App app{kDescription, "uringscoped"};
+    app.footer(kFooter);
+    app.get_formatter()->column_width(34);
+    app.add_option("--web.listen-address", cfg.listen_address,
+                   "Address to serve metrics on, HOST:PORT. An empty host listens on every "
+                   "interface.")
+        ->default_str(std::string(kDefaultListenAddress));
+    app.add_option("--web.telemetry-path", cfg.telemetry_path,
+                   "Path under which to expose metrics.")
+        ->default_str("/metrics");
+    app.add_option("--sample.interval", interval_text,
+                   "Time between samples, e.g. 500ms, 1s, 1m (10ms to 1h).")
+        ->default_str("1s");
+    app.add_option("--log.level", cfg.log_level, "Log level: debug, info, warn or error.")
+        ->default_str("info");
+    app.add_flag("--version", version, "Print the version and exit.");
+
+    FlagsResult result;
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp&) {
+        result.output = app.help();
+        return result;
+    } catch (const CLI::ParseError& e) {
+        result.exit_code = 2;
+        result.output = std::string("uringscoped: ") + e.what() + "\nTry 'uringscoped --help'.";
+        return result;
+    }
+    if (version) {
+        result.output = "uringscoped " URINGSCOPE_VERSION;
+        return result;
+    }
+    auto fail = [&](std::string msg) {
+        result.exit_code = 2;
+        result.output = "uringscoped: " + msg;
+        return result;
+    };
+    if (auto err = check_listen_address(cfg.listen_address)) return fail(*err);
+    if (cfg.telemetry_path.empty() || cfg.telemetry_path.front() != '/')
+        return fail("--web.telemetry-path must start with '/', got \"" + cfg.telemetry_path +
+                    "\"");
+    auto interval = parse_duration(interval_text);
+    if (!interval)
+        return fail("--sample.interval: \"" + interval_text +
+                    "\" is not a duration (examples: 500ms, 1s, 2m)");
+    if (*interval < kMinInterval || *interval > kMaxInterval)
+        return fail("--sample.interval must be between 10ms and 1h, got " + interval_text);
+    cfg.interval = *interval;
+    if (cfg.log_level != "debug" && cfg.log_level != "info" && cfg.log_level != "warn" &&
+        cfg.log_level != "error")
+        return fail("--log.level must be debug, info, warn or error, got \"" + cfg.log_level +
+                    "\"");
+    result.config = cfg;
+    return result;
+}
+
+}  // namespace uringscope

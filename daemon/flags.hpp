@@ -1,0 +1,33 @@
+#pragma once
+// Command line of uringscoped, in node_exporter's style (--web.listen-address, --log.level, ...),
+// parsed without side effects so every error path is unit-tested.
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace uringscope {
+
+// 10464 sits outside 9100-9999, which the Prometheus exporter port registry has used up.
+inline constexpr std::string_view kDefaultListenAddress = "127.0.0.1:10464";
+
+struct DaemonConfig {
+    std::string listen_address{kDefaultListenAddress};
+    std::string telemetry_path = "/metrics";
+    std::chrono::nanoseconds interval = std::chrono::seconds(1);
+    std::string log_level = "info";
+};
+
+struct FlagsResult {
+    std::optional<DaemonConfig> config;  // set when the daemon should run
+    int exit_code = 0;                   // when config is empty: 0 after --help/--version, else 2
+    std::string output;                  // help/version text (stdout) or error message (stderr)
+};
+
+FlagsResult parse_daemon_flags(int argc, const char* const* argv);
+
+// Returns an error message if the address is not HOST:PORT with an IPv4/IPv6 literal host (or an
+// empty host, meaning every interface) and a port in 1..65535.
+std::optional<std::string> check_listen_address(std::string_view address);
+
+}  // namespace uringscope

@@ -1,0 +1,41 @@
+#pragma once
+// What the running kernel offers, asked of its BTF and its symbol table, never of its version
+// number: distributions backport io_uring wholesale (5.10.162 carries 5.15's), so versions lie.
+#include <memory>
+#include <optional>
+#include <string>
+
+struct btf;
+
+namespace uringscope {
+
+class KernelFeatures {
+public:
+    // Loads /sys/kernel/btf/vmlinux. Returns an error message if the kernel has no BTF.
+    static std::optional<std::string> load(KernelFeatures& out);
+
+    KernelFeatures();
+    ~KernelFeatures();
+    KernelFeatures(KernelFeatures&&) noexcept;
+    KernelFeatures& operator=(KernelFeatures&&) noexcept;
+
+    bool has_btf_func(const std::string& name) const;
+    bool has_btf_typedef(const std::string& name) const;
+    bool has_btf_struct(const std::string& name) const;
+    // Resolved through BCC's kernel symbol cache (/proc/kallsyms).
+    bool has_ksym(const std::string& name) const;
+
+    // sqd->work_time counts only the SQ thread's own time. Kernels up to 6.17 filled it from
+    // getrusage(RUSAGE_SELF), i.e. the whole process; the change that made it per thread added
+    // io_sq_cpu_usec(), whose presence in BTF is the test (it is also in the 6.12.y backport).
+    bool work_time_per_thread() const { return has_btf_func("io_sq_cpu_usec"); }
+
+    std::string release() const;  // uname -r, for logs and views only
+
+private:
+    struct btf* btf_ = nullptr;
+    struct SymCache;
+    std::unique_ptr<SymCache> syms_;
+};
+
+}  // namespace uringscope

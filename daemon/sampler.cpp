@@ -1,0 +1,68 @@
+#include "daemon/sampler.hpp"
+
+#include <spdlog/spdlog.h>
+#include <time.h>
+
+#include <condition_variable>
+#include <mutex>
+
+namespace uringscope {
+
+namespace {
+
+std::uint64_t mono_ns() {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull + ts.tv_nsec;
+}
+
+}  // namespace
+
+bool Sampler::sample_once() {
+    const auto t0 = std::chrono::steady_clock::now();
+    RawSample raw;
+    raw.work_time_per_thread = work_time_per_thread_;
+    // Drain before the walk: a ring created after the drain is walked now and recognised when
+    // its record is drained next time; one that died before the walk is counted as short-lived.
+    bpf_.drain_created(raw.created);
+    std::string err;
+    raw.mono_ns = mono_ns();
+    raw.unix_time = std::chrono::duration<double>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count();
+    if (!bpf_.walk_rings(raw.rings, err)) {
+        spdlog::error("sample failed: {}", err);
+        return false;
+    }
+    bpf_.read_sched(raw.sched);
+    bpf_.read_wakers(raw.wakers);
+    raw.stats = bpf_.stats();
+
+    auto snap = std::make_shared<Snapshot>(agg_.update(raw));
+    for (auto tid : agg_.expired_threads()) bpf_.forget_thread(tid);
+    snap->probes = bpf_.probes();
+    snap->sample_duration_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    spdlog::debug("sample {}: {} rings, {} SQ threads, {:.3f} ms", snap->seq, snap->rings.size(),
+                  snap->threads.size(), snap->sample_duration_seconds * 1e3);
+    store_->publish(std::move(snap));
+    return true;
+}
+
+void Sampler::run(std::stop_token stop, std::chrono::nanoseconds interval) {
+    std::mutex mu;
+    std::condition_variable_any cv;
+    auto next = std::chrono::steady_clock::now();
+    while (!stop.stop_requested()) {
+        next += interval;
+        std::unique_lock lock(mu);
+        if (cv.wait_until(lock, stop, next, [] { return false; })) break;
+        if (stop.stop_requested()) break;
+        sample_once();
+        // After a stall (suspend, long walk) skip missed ticks instead of bursting.
+        auto now = std::chrono::steady_clock::now();
+        if (now > next + interval) next = now;
+    }
+}
+
+}  // namespace uringscope

@@ -1,0 +1,32 @@
+#pragma once
+// The sampler: one thread that, every interval, drains io_uring_create records, walks the rings,
+// reads the sched maps, aggregates and publishes a Snapshot. Readers never call into it.
+#include <chrono>
+#include <memory>
+#include <stop_token>
+
+#include "daemon/aggregator.hpp"
+#include "daemon/bpf_loader.hpp"
+#include "daemon/snapshot_store.hpp"
+
+namespace uringscope {
+
+class Sampler {
+public:
+    Sampler(BpfCollector& bpf, bool work_time_per_thread, std::shared_ptr<SnapshotStore> store)
+        : bpf_(bpf), work_time_per_thread_(work_time_per_thread), store_(std::move(store)) {}
+
+    // Takes and publishes one sample. Returns false (and logs) if the walk failed.
+    bool sample_once();
+
+    // Samples every `interval` until stop is requested. Drift-free: the schedule is absolute.
+    void run(std::stop_token stop, std::chrono::nanoseconds interval);
+
+private:
+    BpfCollector& bpf_;
+    bool work_time_per_thread_;
+    std::shared_ptr<SnapshotStore> store_;
+    Aggregator agg_;
+};
+
+}  // namespace uringscope

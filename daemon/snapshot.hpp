@@ -1,0 +1,96 @@
+#pragma once
+// What one sample of the system looks like once aggregated. The sampler publishes an immutable
+// Snapshot; exporters and views only ever read one, so a slow scrape or a slow terminal can
+// never hold up sampling.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace uringscope {
+
+enum class WorkSource {
+    kernel,    // sqd->work_time, per thread (6.18+, and kernels with io_sq_cpu_usec)
+    estimate,  // derived from sleeps, idle setting and ring progress; see estimate_split()
+};
+
+const char* to_string(WorkSource s);
+
+struct LatencyHistogram {
+    std::vector<double> upper_bounds_s;      // Prometheus "le" bounds, seconds, ascending
+    std::vector<std::uint64_t> cumulative;   // cumulative counts at each bound
+    std::uint64_t count = 0;                 // all observations (+Inf)
+    double sum_s = 0;                        // sum of observations, seconds
+};
+
+struct WakerSnapshot {
+    std::uint32_t pid = 0;     // tgid of the waking task
+    std::string comm;          // comm of the waking thread
+    std::uint64_t wakeups = 0; // cumulative
+};
+
+struct ThreadSnapshot {
+    std::int32_t tid = -1;           // SQ thread tid: the sq_thread label
+    std::uint32_t pid = 0;           // owner process (first ring's holder)
+    std::string comm;                // owner process comm
+    double cpu_seconds = 0;          // cumulative on-CPU time since the thread started
+    double work_seconds = 0;         // cumulative, see work_source
+    double spin_seconds = 0;         // cumulative idle spinning (cpu - work)
+    double sleep_seconds = 0;        // cumulative time asleep since uringscope attached
+    WorkSource work_source = WorkSource::estimate;
+    std::uint64_t sleeps = 0;        // since attach
+    std::uint64_t wakeups = 0;       // since attach
+    std::uint64_t voluntary_switches = 0;    // since the thread started (task->nvcsw)
+    std::uint64_t involuntary_switches = 0;  // since the thread started (task->nivcsw)
+    std::uint32_t state = 0;         // task __state bits, 0 = running
+    std::int32_t sq_cpu = -1;        // sqd->sq_cpu: pinned CPU, or where it last ran; -1 unknown
+    bool pinned = false;             // a ring on it asked for IORING_SETUP_SQ_AFF
+    double idle_setting_seconds = 0; // sq_thread_idle
+    bool idle_ns_granular = false;   // the kernel takes sq_thread_idle in ns (seeds patch 002)
+    LatencyHistogram wake_latency;
+    std::vector<std::uint64_t> wake_latency_log2;  // raw log2 buckets in ns, for quantiles
+    std::size_t rings = 0;
+    double fairness = 1;             // Jain's index over rings with demand in the last interval
+    // Rates over the last interval, for views; Prometheus users derive their own from counters.
+    double cpu_util = 0, work_util = 0, spin_util = 0, sleep_util = 0;  // fraction of one CPU
+    double sqe_rate = 0, sleep_rate = 0, wakeup_rate = 0;
+    std::vector<WakerSnapshot> wakers;
+};
+
+struct RingSnapshot {
+    std::string id;                 // "pid:fd" of the first holder seen; stable for the ring's life
+    std::uint64_t ctx = 0;          // kernel address, identity only, never exported
+    std::uint32_t pid = 0;
+    std::uint32_t fd = 0;
+    std::string comm;
+    std::string mode;               // sqpoll | iopoll | both | plain
+    std::int32_t sq_thread = -1;
+    std::uint32_t setup_flags = 0;
+    std::uint32_t sq_entries = 0;
+    std::uint64_t sqes_total = 0;   // cumulative SQEs consumed since the ring was created
+    std::uint64_t cqes_total = 0;   // cumulative CQEs posted since the ring was created
+    std::uint32_t sq_backlog = 0;   // SQEs published but not consumed yet
+    double sqthread_share = 0;      // share of its SQ thread's SQEs in the last interval
+    double sqe_rate = 0, cqe_rate = 0;
+};
+
+struct ProbeState {
+    std::string probe;   // program name without the usc_ prefix
+    std::string kind;    // tp_btf, iter, ...
+    bool attached = false;
+    std::string reason;  // why not, when not attached
+};
+
+struct Snapshot {
+    std::uint64_t seq = 0;              // samples taken so far
+    double timestamp = 0;               // Unix time of the sample, seconds
+    double interval_seconds = 0;        // time since the previous sample
+    double sample_duration_seconds = 0; // time the sample itself took
+    std::vector<ThreadSnapshot> threads;
+    std::vector<RingSnapshot> rings;
+    std::vector<ProbeState> probes;
+    std::vector<std::pair<std::string, std::uint64_t>> rings_created_by_mode;     // cumulative
+    std::vector<std::pair<std::string, std::uint64_t>> rings_short_lived_by_mode; // cumulative
+    std::vector<std::pair<std::string, std::uint64_t>> map_overflows;             // map -> drops
+};
+
+}  // namespace uringscope

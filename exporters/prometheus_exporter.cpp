@@ -1,0 +1,239 @@
+#include "exporters/prometheus_exporter.hpp"
+
+#include <prometheus/text_serializer.h>
+
+#include <limits>
+#include <map>
+#include <sstream>
+
+namespace uringscope {
+
+namespace {
+
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+using Labels = std::vector<ClientMetric::Label>;
+
+class Family {
+public:
+    Family(std::string name, std::string help, MetricType type) {
+        f_.name = std::move(name);
+        f_.help = std::move(help);
+        f_.type = type;
+    }
+    ClientMetric& add(Labels labels) {
+        for (auto& l : labels) l.value = sanitize_utf8(l.value);
+        auto& m = f_.metric.emplace_back();
+        m.label = std::move(labels);
+        return m;
+    }
+    void counter(Labels labels, double v) { add(std::move(labels)).counter.value = v; }
+    void gauge(Labels labels, double v) { add(std::move(labels)).gauge.value = v; }
+    void move_into(std::vector<MetricFamily>& out) {
+        // Families without series are left out, as the Go client does; a scrape of a host with no
+        // rings is then short rather than full of HELP lines.
+        if (!f_.metric.empty()) out.push_back(std::move(f_));
+    }
+
+private:
+    MetricFamily f_;
+};
+
+Labels thread_labels(const ThreadSnapshot& t) {
+    return {{"sq_thread", std::to_string(t.tid)}, {"pid", std::to_string(t.pid)}, {"comm", t.comm}};
+}
+
+Labels ring_labels(const RingSnapshot& r) {
+    return {{"ring", r.id},
+            {"pid", std::to_string(r.pid)},
+            {"comm", r.comm},
+            {"mode", r.mode},
+            {"sq_thread", r.sq_thread > 0 ? std::to_string(r.sq_thread) : std::string()}};
+}
+
+}  // namespace
+
+std::string sanitize_utf8(std::string_view in) {
+    // Hand-written: the only library on the dependency list that validates UTF-8 is ICU, far too
+    // heavy for 16-byte names. Follows RFC 3629 (no overlongs, no surrogates, max U+10FFFF).
+    std::string out;
+    out.reserve(in.size());
+    std::size_t i = 0;
+    while (i < in.size()) {
+        auto c = static_cast<unsigned char>(in[i]);
+        std::size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3
+                                        : (c >> 3) == 0x1E ? 4 : 0;
+        bool ok = len != 0 && i + len <= in.size();
+        for (std::size_t k = 1; ok && k < len; ++k)
+            ok = (static_cast<unsigned char>(in[i + k]) & 0xC0) == 0x80;
+        if (ok && len > 1) {
+            std::uint32_t cp = c & (0xFF >> (len + 1));
+            for (std::size_t k = 1; k < len; ++k)
+                cp = (cp << 6) | (static_cast<unsigned char>(in[i + k]) & 0x3F);
+            static constexpr std::uint32_t min_cp[] = {0, 0, 0x80, 0x800, 0x10000};
+            ok = cp >= min_cp[len] && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
+        }
+        if (ok) {
+            out.append(in.substr(i, len));
+            i += len;
+        } else {
+            out.append("\xEF\xBF\xBD");
+            ++i;
+        }
+    }
+    return out;
+}
+
+std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
+    std::vector<MetricFamily> out;
+    const auto C = MetricType::Counter;
+    const auto G = MetricType::Gauge;
+
+    Family cpu("uringscope_sqthread_cpu_seconds_total",
+               "CPU time used by the SQ thread since it started.", C);
+    Family work("uringscope_sqthread_work_seconds_total",
+                "SQ thread CPU time spent doing work (submitting, reaping, task work); see "
+                "uringscope_sqthread_work_time_source.", C);
+    Family spin("uringscope_sqthread_spin_seconds_total",
+                "SQ thread CPU time spent polling idle rings: CPU minus work.", C);
+    Family sleep("uringscope_sqthread_sleep_seconds_total",
+                 "Time the SQ thread spent asleep since uringscope attached.", C);
+    Family source("uringscope_sqthread_work_time_source",
+                  "1 for the source of the work/spin split: kernel (per-thread sqd->work_time) "
+                  "or estimate.", G);
+    Family sleeps("uringscope_sqthread_sleeps_total",
+                  "Times the SQ thread went to sleep since uringscope attached.", C);
+    Family wakeups("uringscope_sqthread_wakeups_total",
+                   "Times the SQ thread was woken since uringscope attached.", C);
+    Family vcsw("uringscope_sqthread_voluntary_switches_total",
+                "Voluntary context switches of the SQ thread since it started.", C);
+    Family ivcsw("uringscope_sqthread_involuntary_switches_total",
+                 "Involuntary context switches (preemptions) of the SQ thread since it started.", C);
+    Family by_waker("uringscope_sqthread_wakeups_by_waker_total",
+                    "Wakeups of the SQ thread by the waking process.", C);
+    Family rings("uringscope_sqthread_rings", "Rings served by the SQ thread.", G);
+    Family fairness("uringscope_sqthread_fairness",
+                    "Jain's fairness index of SQEs served among the thread's rings that had "
+                    "demand in the last sample interval (1 = equal, 1/n = one ring took all).", G);
+    Family idle("uringscope_sqthread_idle_setting_seconds",
+                "sq_thread_idle: how long the thread polls idle rings before sleeping.", G);
+    Family sq_cpu("uringscope_sqthread_sq_cpu",
+                  "sqd->sq_cpu: the CPU the SQ thread is pinned to (pinned=\"true\", "
+                  "IORING_SETUP_SQ_AFF), or on newer kernels the CPU it last started on.", G);
+    MetricFamily latency;
+    latency.name = "uringscope_sqthread_wakeup_latency_seconds";
+    latency.help = "Time from the SQ thread's wakeup until it ran on a CPU.";
+    latency.type = MetricType::Histogram;
+
+    for (const auto& t : s.threads) {
+        auto l = thread_labels(t);
+        cpu.counter(l, t.cpu_seconds);
+        work.counter(l, t.work_seconds);
+        spin.counter(l, t.spin_seconds);
+        sleep.counter(l, t.sleep_seconds);
+        auto ls = l;
+        ls.push_back({"source", to_string(t.work_source)});
+        source.gauge(ls, 1);
+        sleeps.counter(l, static_cast<double>(t.sleeps));
+        wakeups.counter(l, static_cast<double>(t.wakeups));
+        vcsw.counter(l, static_cast<double>(t.voluntary_switches));
+        ivcsw.counter(l, static_cast<double>(t.involuntary_switches));
+        for (const auto& w : t.wakers) {
+            auto lw = l;
+            lw.push_back({"waker_pid", std::to_string(w.pid)});
+            lw.push_back({"waker_comm", w.comm});
+            by_waker.counter(lw, static_cast<double>(w.wakeups));
+        }
+        rings.gauge(l, static_cast<double>(t.rings));
+        fairness.gauge(l, t.fairness);
+        idle.gauge(l, t.idle_setting_seconds);
+        if (t.sq_cpu >= 0) {
+            auto lc = l;
+            lc.push_back({"pinned", t.pinned ? "true" : "false"});
+            sq_cpu.gauge(lc, t.sq_cpu);
+        }
+
+        auto& m = latency.metric.emplace_back();
+        m.label = l;
+        for (auto& lab : m.label) lab.value = sanitize_utf8(lab.value);
+        m.histogram.sample_count = t.wake_latency.count;
+        m.histogram.sample_sum = t.wake_latency.sum_s;
+        for (std::size_t i = 0; i < t.wake_latency.upper_bounds_s.size(); ++i)
+            m.histogram.bucket.push_back(
+                {t.wake_latency.cumulative[i], t.wake_latency.upper_bounds_s[i]});
+        m.histogram.bucket.push_back(
+            {t.wake_latency.count, std::numeric_limits<double>::infinity()});
+    }
+
+    Family sqes("uringscope_ring_sqes_total", "SQEs consumed by the ring since it was created.", C);
+    Family cqes("uringscope_ring_cqes_total", "CQEs posted by the ring since it was created.", C);
+    Family backlog("uringscope_ring_sq_backlog",
+                   "SQEs the application has queued that the kernel has not consumed yet.", G);
+    Family share("uringscope_ring_sqthread_share",
+                 "The ring's share of its SQ thread's SQEs in the last sample interval.", G);
+    Family entries("uringscope_ring_sq_entries", "Size of the ring's submission queue.", G);
+    std::map<std::string, int> by_mode = {{"plain", 0}, {"sqpoll", 0}, {"iopoll", 0}, {"both", 0}};
+    for (const auto& r : s.rings) {
+        auto l = ring_labels(r);
+        sqes.counter(l, static_cast<double>(r.sqes_total));
+        cqes.counter(l, static_cast<double>(r.cqes_total));
+        backlog.gauge(l, r.sq_backlog);
+        if (r.sq_thread > 0) share.gauge(l, r.sqthread_share);
+        entries.gauge(l, r.sq_entries);
+        ++by_mode[r.mode];
+    }
+    Family rings_by_mode("uringscope_rings", "Live io_uring instances by mode.", G);
+    for (const auto& [mode, n] : by_mode) rings_by_mode.gauge({{"mode", mode}}, n);
+    Family created("uringscope_rings_created_total",
+                   "Rings created since uringscope attached, from the io_uring_create tracepoint.",
+                   C);
+    for (const auto& [mode, n] : s.rings_created_by_mode)
+        created.counter({{"mode", mode}}, static_cast<double>(n));
+    Family short_lived("uringscope_rings_short_lived_total",
+                       "Rings created and destroyed between two samples: never walked, so their "
+                       "counts are not in uringscope_ring_*.", C);
+    for (const auto& [mode, n] : s.rings_short_lived_by_mode)
+        short_lived.counter({{"mode", mode}}, static_cast<double>(n));
+
+    Family probe("uringscope_probe_attached",
+                 "1 if the BPF program is attached, 0 if it is off (see the log for why).", G);
+    for (const auto& p : s.probes)
+        probe.gauge({{"probe", p.probe}, {"kind", p.kind}}, p.attached ? 1 : 0);
+    Family overflow("uringscope_map_overflow_total",
+                    "Entries a bounded BPF map could not take; non-zero means data was lost.", C);
+    for (const auto& [map, n] : s.map_overflows)
+        overflow.counter({{"map", map}}, static_cast<double>(n));
+    Family samples("uringscope_samples_total", "Samples taken since the daemon started.", C);
+    samples.counter({}, static_cast<double>(s.seq));
+    Family duration("uringscope_sample_duration_seconds",
+                    "Time the last sample took: iterator walk plus map reads.", G);
+    duration.gauge({}, s.sample_duration_seconds);
+    Family last("uringscope_last_sample_timestamp_seconds", "Unix time of the last sample.", G);
+    last.gauge({}, s.timestamp);
+    Family build("uringscope_build_info", "Version of uringscope, always 1.", G);
+    build.gauge({{"version", URINGSCOPE_VERSION}}, 1);
+
+    for (auto* f : {&cpu, &work, &spin, &sleep, &source, &sleeps, &wakeups, &vcsw, &ivcsw,
+                    &by_waker, &rings, &fairness, &idle, &sq_cpu})
+        f->move_into(out);
+    if (!latency.metric.empty()) out.push_back(std::move(latency));
+    for (auto* f : {&sqes, &cqes, &backlog, &share, &entries, &rings_by_mode, &created,
+                    &short_lived, &probe, &overflow, &samples, &duration, &last, &build})
+        f->move_into(out);
+    return out;
+}
+
+std::string render_text(const Snapshot& snap) {
+    std::ostringstream os;
+    prometheus::TextSerializer{}.Serialize(os, to_metric_families(snap));
+    return os.str();
+}
+
+std::vector<MetricFamily> SnapshotCollectable::Collect() const {
+    auto snap = store_->latest();
+    if (!snap) return {};
+    return to_metric_families(*snap);
+}
+
+}  // namespace uringscope

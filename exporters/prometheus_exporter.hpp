@@ -1,0 +1,36 @@
+#pragma once
+// Prometheus exposition of a Snapshot. Metric names, types and the labels listed in
+// docs/ARCHITECTURE.md ("Metric contract") are a contract with dashboards and alerts.
+#include <prometheus/collectable.h>
+#include <prometheus/metric_family.h>
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "daemon/snapshot.hpp"
+#include "daemon/snapshot_store.hpp"
+
+namespace uringscope {
+
+// comm names are 16 arbitrary bytes; exposition must be UTF-8. Invalid sequences become U+FFFD.
+std::string sanitize_utf8(std::string_view in);
+
+std::vector<prometheus::MetricFamily> to_metric_families(const Snapshot& snap);
+
+// Text exposition format 0.0.4 of a snapshot, as served on /metrics.
+std::string render_text(const Snapshot& snap);
+
+// Serves whatever snapshot was published last; a scrape never waits for a sample.
+class SnapshotCollectable : public prometheus::Collectable {
+public:
+    explicit SnapshotCollectable(std::shared_ptr<const SnapshotStore> store)
+        : store_(std::move(store)) {}
+    std::vector<prometheus::MetricFamily> Collect() const override;
+
+private:
+    std::shared_ptr<const SnapshotStore> store_;
+};
+
+}  // namespace uringscope

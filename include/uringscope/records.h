@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Records shared between the BPF programs (bpf/uringscope.bpf.c) and the daemon.
+ *
+ * Every field is fixed-width and every struct is padded by hand, so the layout is the same for
+ * clang -target bpf and for g++ on x86_64/arm64. daemon/bpf_records.cpp pins the sizes with
+ * static_assert: a change here that moves a field breaks the build, not the data.
+ */
+#ifndef URINGSCOPE_RECORDS_H
+#define URINGSCOPE_RECORDS_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+#define USC_COMM_LEN 16
+/* Wake-latency histogram: bucket i counts latencies in [2^i, 2^(i+1)) ns; the last one is open. */
+#define USC_LAT_BUCKETS 34
+/* Bounds of the BPF maps; overflow is counted in usc_stats, never silent. */
+#define USC_MAX_SQ_THREADS 4096
+#define USC_MAX_WAKERS 8192
+#define USC_MAX_CREATED 16384
+
+/* Units of usc_ring_record.sq_thread_idle. */
+enum usc_idle_unit {
+	USC_IDLE_JIFFIES = 0, /* upstream: msecs_to_jiffies(sq_thread_idle) */
+	USC_IDLE_NS = 1,      /* seeds' IORING_SETUP_IDLE_NS patch with sqd->idle_mode set */
+};
+
+/* Bits of usc_ring_record.caps: what this kernel let the iterator read. */
+enum usc_ring_caps {
+	USC_CAP_SQ_THREAD = 1 << 0,  /* sq_data->thread was readable (SQPOLL ring, thread alive) */
+	USC_CAP_SQ_CPU = 1 << 1,     /* io_sq_data.sq_cpu exists (5.12+) */
+	USC_CAP_WORK_TIME = 1 << 2,  /* io_sq_data.work_time exists and is being updated (6.9+) */
+	USC_CAP_SQ_TAIL = 1 << 3,    /* ctx->rings->sq.tail was readable */
+};
+
+/*
+ * One io_uring file seen by the task_file iterator. The iterator writes these back to back into
+ * its seq_file; userspace reads them as a flat array.
+ */
+struct usc_ring_record {
+	__u64 ctx;                  /* address of the io_ring_ctx: the ring's identity while it lives */
+	__u64 sqd;                  /* address of its io_sq_data, 0 without SQPOLL */
+	__u32 pid;                  /* tgid of the process holding the fd */
+	__u32 fd;                   /* fd number in that process */
+	__u32 setup_flags;          /* ctx->flags: IORING_SETUP_* */
+	__u32 caps;                 /* enum usc_ring_caps */
+	__u32 sq_head;              /* ctx->cached_sq_head: SQEs consumed, wraps at 2^32 */
+	__u32 sq_tail;              /* ctx->rings->sq.tail: SQEs published by the application */
+	__u32 cq_tail;              /* ctx->cached_cq_tail: CQEs posted, wraps at 2^32 */
+	__u32 sq_entries;           /* ctx->sq_entries */
+	__s32 sq_tid;               /* SQ thread tid, -1 without one */
+	__s32 sq_cpu;               /* sqd->sq_cpu: CPU the thread is pinned to, -1 if not pinned */
+	__u64 sq_thread_idle;       /* raw idle setting, in sq_idle_unit */
+	__u32 sq_idle_unit;         /* enum usc_idle_unit */
+	__u32 hz;                   /* CONFIG_HZ of the running kernel, 0 if libbpf could not read it */
+	__u64 work_time_us;         /* sqd->work_time in microseconds, valid with USC_CAP_WORK_TIME */
+	__u64 sq_runtime_ns;        /* SQ thread's se.sum_exec_runtime */
+	__u64 sq_nvcsw;             /* SQ thread's voluntary context switches */
+	__u64 sq_nivcsw;            /* SQ thread's involuntary context switches */
+	__u32 sq_state;             /* SQ thread's __state (TASK_* bits); 0 = running */
+	__u32 _pad0;                /* keeps comm 8-byte aligned on every ABI */
+	char comm[USC_COMM_LEN];    /* comm of the process's group leader */
+};
+
+/* Per SQ thread scheduler state, keyed by tid; written only by the sched tracepoints. */
+struct usc_sched_state {
+	__u64 sleeps;               /* voluntary switches out of the CPU (the thread went to sleep) */
+	__u64 wakeups;              /* sched_wakeup events for the thread */
+	__u64 sleep_ns;             /* completed time asleep: switch-out until wakeup */
+	__u64 sleep_start_ns;       /* bpf_ktime_get_ns() of the current sleep, 0 while awake */
+	__u64 wake_ts_ns;           /* time of a wakeup not yet followed by getting a CPU, else 0 */
+	__u64 lat_count;            /* wake latencies recorded */
+	__u64 lat_sum_ns;           /* sum of wake latencies */
+	__u64 lat_hist[USC_LAT_BUCKETS]; /* log2 histogram of wake latency, see USC_LAT_BUCKETS */
+};
+
+/* Who woke an SQ thread. */
+struct usc_waker_key {
+	__u32 sq_tid;               /* the SQ thread that was woken */
+	__u32 waker_pid;            /* tgid of the task that was running the wakeup */
+};
+
+struct usc_waker_val {
+	__u64 count;                /* wakeups of sq_tid done by waker_pid */
+	char comm[USC_COMM_LEN];    /* comm of the waking thread, last seen */
+};
+
+/* A ring announced by the io_uring_create tracepoint, kept until userspace drains it. */
+struct usc_created_ring {
+	__u64 ctx;                  /* io_ring_ctx address, same identity as usc_ring_record.ctx */
+	__u64 ts_ns;                /* bpf_ktime_get_ns() at creation */
+	__u32 pid;                  /* tgid of the creator */
+	__u32 fd;                   /* fd returned to it */
+	__u32 setup_flags;          /* IORING_SETUP_* */
+	__u32 sq_entries;           /* SQ size */
+	char comm[USC_COMM_LEN];    /* comm of the creating thread */
+};
+
+/* Global counters in .bss; only rare paths touch them. */
+struct usc_stats {
+	__u64 rings_created;        /* io_uring_create events */
+	__u64 created_dropped;      /* created rings not recorded because the map was full */
+	__u64 sched_dropped;        /* SQ threads not tracked because the map was full */
+	__u64 wakers_dropped;       /* waker pairs not recorded because the map was full */
+	__u64 iter_rings;           /* rings emitted by the last iterator walk(s), cumulative */
+};
+
+#endif /* URINGSCOPE_RECORDS_H */

@@ -1,0 +1,255 @@
+#include "daemon/aggregator.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+using namespace uringscope;
+
+namespace {
+
+constexpr std::uint32_t kSqpoll = 2;
+
+usc_ring_record ring(std::uint64_t ctx, std::uint32_t pid, std::uint32_t fd, std::uint32_t flags,
+                     std::uint32_t head, std::int32_t tid = -1) {
+    usc_ring_record r{};
+    r.ctx = ctx;
+    r.pid = pid;
+    r.fd = fd;
+    r.setup_flags = flags;
+    r.sq_head = head;
+    r.sq_tail = head;
+    r.cq_tail = head;
+    r.sq_entries = 64;
+    r.caps = USC_CAP_SQ_TAIL;
+    r.sq_tid = tid;
+    r.sq_cpu = -1;
+    r.hz = 250;
+    r.sq_thread_idle = 250;  // 1 s in jiffies at HZ=250
+    std::strcpy(r.comm, "app");
+    if (tid > 0) {
+        r.caps |= USC_CAP_SQ_THREAD;
+        r.sqd = 0x5000;
+    }
+    return r;
+}
+
+RawSample sample(std::uint64_t t_ns, std::vector<usc_ring_record> rings) {
+    RawSample s;
+    s.mono_ns = t_ns;
+    s.rings = std::move(rings);
+    return s;
+}
+
+const RingSnapshot& find_ring(const Snapshot& s, const std::string& id) {
+    for (const auto& r : s.rings)
+        if (r.id == id) return r;
+    throw std::runtime_error("no ring " + id);
+}
+
+constexpr std::uint64_t kSec = 1'000'000'000;
+
+}  // namespace
+
+TEST(Aggregator, ModesFromSetupFlags) {
+    EXPECT_EQ(ring_mode(0), "plain");
+    EXPECT_EQ(ring_mode(1), "iopoll");
+    EXPECT_EQ(ring_mode(2), "sqpoll");
+    EXPECT_EQ(ring_mode(3), "both");
+    EXPECT_EQ(ring_mode(2 | 4 | 8), "sqpoll");
+}
+
+TEST(Aggregator, RingCountersAreExactAcrossTheWrap) {
+    Aggregator a;
+    a.update(sample(kSec, {ring(1, 10, 3, 0, 0xFFFFFF00u)}));
+    auto s = a.update(sample(2 * kSec, {ring(1, 10, 3, 0, 0x100u)}));
+    ASSERT_EQ(s.rings.size(), 1u);
+    EXPECT_EQ(s.rings[0].sqes_total, 0x100000100ull);
+    EXPECT_EQ(s.rings[0].id, "10:3");
+    EXPECT_EQ(s.rings[0].mode, "plain");
+    EXPECT_DOUBLE_EQ(s.rings[0].sqe_rate, 512.0);
+}
+
+TEST(Aggregator, RingIdIsStableAndFirstHolderWins) {
+    Aggregator a;
+    auto s = a.update(sample(kSec, {ring(7, 10, 3, 0, 5), ring(7, 11, 9, 0, 5)}));
+    ASSERT_EQ(s.rings.size(), 1u);
+    EXPECT_EQ(s.rings[0].id, "10:3");
+    // The first holder exits; the ring keeps its name.
+    s = a.update(sample(2 * kSec, {ring(7, 11, 9, 0, 6)}));
+    ASSERT_EQ(s.rings.size(), 1u);
+    EXPECT_EQ(s.rings[0].id, "10:3");
+    EXPECT_EQ(s.rings[0].sqes_total, 6u);
+}
+
+TEST(Aggregator, BacklogIsTailMinusHeadModulo32) {
+    Aggregator a;
+    auto r = ring(1, 10, 3, kSqpoll, 0xFFFFFFFEu, 50);
+    r.sq_tail = 3;  // the application's tail has wrapped, the kernel's head not yet
+    auto s = a.update(sample(kSec, {r}));
+    EXPECT_EQ(s.rings[0].sq_backlog, 5u);
+}
+
+TEST(Aggregator, SharesAndFairnessOfEqualRings) {
+    Aggregator a;
+    a.update(sample(kSec, {ring(1, 10, 3, kSqpoll, 0, 50), ring(2, 10, 4, kSqpoll, 0, 50)}));
+    auto s = a.update(
+        sample(2 * kSec, {ring(1, 10, 3, kSqpoll, 1000, 50), ring(2, 10, 4, kSqpoll, 1000, 50)}));
+    ASSERT_EQ(s.threads.size(), 1u);
+    EXPECT_EQ(s.threads[0].rings, 2u);
+    EXPECT_DOUBLE_EQ(s.threads[0].fairness, 1.0);
+    EXPECT_DOUBLE_EQ(find_ring(s, "10:3").sqthread_share, 0.5);
+    EXPECT_DOUBLE_EQ(s.threads[0].sqe_rate, 2000.0);
+}
+
+TEST(Aggregator, StarvedRingWithBacklogLowersFairness) {
+    Aggregator a;
+    a.update(sample(kSec, {ring(1, 10, 3, kSqpoll, 0, 50), ring(2, 10, 4, kSqpoll, 0, 50)}));
+    auto starved = ring(2, 10, 4, kSqpoll, 0, 50);
+    starved.sq_tail = 32;  // wants service, got none
+    auto s = a.update(sample(2 * kSec, {ring(1, 10, 3, kSqpoll, 900, 50), starved}));
+    EXPECT_DOUBLE_EQ(s.threads[0].fairness, 0.5);
+    EXPECT_DOUBLE_EQ(find_ring(s, "10:3").sqthread_share, 1.0);
+    EXPECT_DOUBLE_EQ(find_ring(s, "10:4").sqthread_share, 0.0);
+}
+
+TEST(Aggregator, IdleRingsWithoutDemandDoNotCountAgainstFairness) {
+    Aggregator a;
+    a.update(sample(kSec, {ring(1, 10, 3, kSqpoll, 0, 50), ring(2, 10, 4, kSqpoll, 0, 50)}));
+    auto s = a.update(
+        sample(2 * kSec, {ring(1, 10, 3, kSqpoll, 900, 50), ring(2, 10, 4, kSqpoll, 0, 50)}));
+    EXPECT_DOUBLE_EQ(s.threads[0].fairness, 1.0);
+}
+
+TEST(Aggregator, KernelWorkTimeSplitsCpu) {
+    Aggregator a;
+    auto r = ring(1, 10, 3, kSqpoll, 0, 50);
+    r.caps |= USC_CAP_WORK_TIME;
+    r.sq_runtime_ns = 2 * kSec;
+    r.work_time_us = 500'000;
+    RawSample raw = sample(kSec, {r});
+    raw.work_time_per_thread = true;
+    auto s = a.update(raw);
+    ASSERT_EQ(s.threads.size(), 1u);
+    const auto& t = s.threads[0];
+    EXPECT_EQ(t.work_source, WorkSource::kernel);
+    EXPECT_DOUBLE_EQ(t.cpu_seconds, 2.0);
+    EXPECT_DOUBLE_EQ(t.work_seconds, 0.5);
+    EXPECT_DOUBLE_EQ(t.spin_seconds, 1.5);
+    EXPECT_DOUBLE_EQ(t.idle_setting_seconds, 1.0);
+}
+
+TEST(Aggregator, ProcessWideWorkTimeFallsBackToTheEstimate) {
+    Aggregator a;
+    auto r = ring(1, 10, 3, kSqpoll, 0, 50);
+    r.caps |= USC_CAP_WORK_TIME;
+    r.work_time_us = 123;
+    r.sq_runtime_ns = kSec;
+    RawSample raw = sample(kSec, {r});
+    raw.work_time_per_thread = false;
+    auto s = a.update(raw);
+    EXPECT_EQ(s.threads[0].work_source, WorkSource::estimate);
+    // No SQEs yet: everything so far was spinning.
+    EXPECT_DOUBLE_EQ(s.threads[0].spin_seconds, 1.0);
+    EXPECT_DOUBLE_EQ(s.threads[0].work_seconds, 0.0);
+
+    // Next second: 0.4 s CPU, progress, two sleeps of 0.1 s idle each -> 0.2 spin, 0.2 work.
+    r.sq_head = r.cq_tail = r.sq_tail = 100;
+    r.sq_runtime_ns = kSec + 400'000'000;
+    r.sq_thread_idle = 25;  // 100 ms at HZ=250
+    RawSample raw2 = sample(2 * kSec, {r});
+    usc_sched_state ss{};
+    ss.sleeps = 2;
+    raw2.sched.emplace_back(50, ss);
+    s = a.update(raw2);
+    EXPECT_NEAR(s.threads[0].spin_seconds, 1.2, 1e-9);
+    EXPECT_NEAR(s.threads[0].work_seconds, 0.2, 1e-9);
+    EXPECT_NEAR(s.threads[0].cpu_util, 0.4, 1e-9);
+}
+
+TEST(Aggregator, SleepIncludesTheSleepInProgress) {
+    Aggregator a;
+    RawSample raw = sample(10 * kSec, {ring(1, 10, 3, kSqpoll, 0, 50)});
+    usc_sched_state ss{};
+    ss.sleeps = 3;
+    ss.wakeups = 2;
+    ss.sleep_ns = 2 * kSec;
+    ss.sleep_start_ns = 9 * kSec;
+    ss.lat_hist[12] = 2;  // two latencies in [4096, 8192) ns
+    ss.lat_count = 2;
+    ss.lat_sum_ns = 10'000;
+    raw.sched.emplace_back(50, ss);
+    auto s = a.update(raw);
+    const auto& t = s.threads[0];
+    EXPECT_DOUBLE_EQ(t.sleep_seconds, 3.0);
+    EXPECT_EQ(t.sleeps, 3u);
+    EXPECT_EQ(t.wakeups, 2u);
+    EXPECT_EQ(t.wake_latency.count, 2u);
+    EXPECT_DOUBLE_EQ(t.wake_latency.sum_s, 10e-6);
+    // The first exported bound is 2^10 ns; the two latencies are counted from 8192 ns on.
+    ASSERT_FALSE(t.wake_latency.upper_bounds_s.empty());
+    EXPECT_DOUBLE_EQ(t.wake_latency.upper_bounds_s[0], 1024e-9);
+    EXPECT_EQ(t.wake_latency.cumulative[2], 0u);  // le 4096 ns
+    EXPECT_EQ(t.wake_latency.cumulative[3], 2u);  // le 8192 ns
+}
+
+TEST(Aggregator, ShortLivedRingsAreCountedOnce) {
+    Aggregator a;
+    usc_created_ring gone{};
+    gone.ctx = 99;
+    gone.setup_flags = kSqpoll;
+    usc_created_ring stays{};
+    stays.ctx = 1;
+    RawSample raw = sample(kSec, {ring(1, 10, 3, 0, 0)});
+    raw.created = {gone, stays};
+    auto s = a.update(raw);
+    ASSERT_EQ(s.rings_short_lived_by_mode.size(), 1u);
+    EXPECT_EQ(s.rings_short_lived_by_mode[0], (std::pair<std::string, std::uint64_t>{"sqpoll", 1}));
+    EXPECT_EQ(s.rings_created_by_mode.size(), 2u);
+    // The walked ring's record drained one sample late is not short-lived.
+    RawSample raw2 = sample(2 * kSec, {ring(1, 10, 3, 0, 0), ring(2, 10, 4, 0, 0)});
+    usc_created_ring late{};
+    late.ctx = 2;
+    raw2.created = {late};
+    s = a.update(raw2);
+    EXPECT_EQ(s.rings_short_lived_by_mode[0].second, 1u);
+}
+
+TEST(Aggregator, VanishedThreadsExpireAfterAFewSamples) {
+    Aggregator a;
+    RawSample raw = sample(kSec, {ring(1, 10, 3, kSqpoll, 0, 50)});
+    raw.sched.emplace_back(50, usc_sched_state{});
+    a.update(raw);
+    EXPECT_TRUE(a.expired_threads().empty());
+    std::vector<std::uint32_t> expired;
+    for (int i = 0; i < Aggregator::kExpireAfter; ++i) {
+        RawSample r = sample((2 + i) * kSec, {});
+        r.sched.emplace_back(50, usc_sched_state{});
+        auto s = a.update(r);
+        EXPECT_TRUE(s.threads.empty());
+        EXPECT_TRUE(s.rings.empty());
+        expired.insert(expired.end(), a.expired_threads().begin(), a.expired_threads().end());
+    }
+    EXPECT_EQ(expired, std::vector<std::uint32_t>{50});
+}
+
+TEST(Aggregator, CountersStayMonotonicWhenWorkTimeRunsAhead) {
+    Aggregator a;
+    auto r = ring(1, 10, 3, kSqpoll, 0, 50);
+    r.caps |= USC_CAP_WORK_TIME;
+    r.sq_runtime_ns = kSec;
+    r.work_time_us = 400'000;
+    RawSample raw = sample(kSec, {r});
+    raw.work_time_per_thread = true;
+    auto s1 = a.update(raw);
+    // work_time updated before sum_exec_runtime caught up: work may not exceed CPU.
+    r.work_time_us = 1'200'000;
+    r.sq_runtime_ns = kSec + 100'000'000;
+    raw = sample(2 * kSec, {r});
+    raw.work_time_per_thread = true;
+    auto s2 = a.update(raw);
+    EXPECT_GE(s2.threads[0].work_seconds, s1.threads[0].work_seconds);
+    EXPECT_GE(s2.threads[0].spin_seconds, 0.0);
+    EXPECT_LE(s2.threads[0].work_seconds, s2.threads[0].cpu_seconds + 1e-12);
+    EXPECT_GE(s2.threads[0].spin_seconds + 1e-12, s1.threads[0].spin_seconds);
+}

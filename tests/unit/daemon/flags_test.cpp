@@ -1,0 +1,74 @@
+#include "daemon/flags.hpp"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+using namespace uringscope;
+
+namespace {
+
+FlagsResult parse(std::vector<const char*> args) {
+    args.insert(args.begin(), "uringscoped");
+    return parse_daemon_flags(static_cast<int>(args.size()), args.data());
+}
+
+void expect_error(std::vector<const char*> args, const std::string& needle) {
+    auto r = parse(args);
+    EXPECT_FALSE(r.config.has_value());
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.output.find(needle), std::string::npos) << r.output;
+}
+
+}  // namespace
+
+TEST(DaemonFlags, DefaultsAreLoopbackAndOneSecond) {
+    auto r = parse({});
+    ASSERT_TRUE(r.config.has_value());
+    EXPECT_EQ(r.config->listen_address, "127.0.0.1:10464");
+    EXPECT_EQ(r.config->telemetry_path, "/metrics");
+    EXPECT_EQ(r.config->interval, std::chrono::seconds(1));
+}
+
+TEST(DaemonFlags, AcceptsNodeExporterSpellings) {
+    auto r = parse({"--web.listen-address=[::1]:9999", "--sample.interval", "250ms",
+                    "--log.level=debug", "--web.telemetry-path=/m"});
+    ASSERT_TRUE(r.config.has_value()) << r.output;
+    EXPECT_EQ(r.config->listen_address, "[::1]:9999");
+    EXPECT_EQ(r.config->interval, std::chrono::milliseconds(250));
+    EXPECT_EQ(r.config->log_level, "debug");
+    EXPECT_EQ(r.config->telemetry_path, "/m");
+    EXPECT_TRUE(parse({"--web.listen-address=:10464"}).config.has_value());
+}
+
+TEST(DaemonFlags, UnknownFlagIsAnError) { expect_error({"--bogus"}, "--bogus"); }
+
+TEST(DaemonFlags, BadAddresses) {
+    expect_error({"--web.listen-address=localhost"}, "no port");
+    expect_error({"--web.listen-address=127.0.0.1:0"}, "port must be 1-65535");
+    expect_error({"--web.listen-address=127.0.0.1:70000"}, "port must be 1-65535");
+    expect_error({"--web.listen-address=127.0.0.1:http"}, "port must be 1-65535");
+    expect_error({"--web.listen-address=999.1.1.1:80"}, "host must be");
+    expect_error({"--web.listen-address=::1:80"}, "host must be");
+}
+
+TEST(DaemonFlags, BadIntervals) {
+    expect_error({"--sample.interval=soon"}, "not a duration");
+    expect_error({"--sample.interval=1ms"}, "between 10ms and 1h");
+    expect_error({"--sample.interval=2h"}, "between 10ms and 1h");
+    expect_error({"--sample.interval"}, "sample.interval");
+}
+
+TEST(DaemonFlags, BadLogLevelAndPath) {
+    expect_error({"--log.level=loud"}, "--log.level");
+    expect_error({"--web.telemetry-path=metrics"}, "must start with '/'");
+}
+
+TEST(DaemonFlags, HelpIsCompleteAndExitsZero) {
+    auto r = parse({"--help"});
+    EXPECT_FALSE(r.config.has_value());
+    EXPECT_EQ(r.exit_code, 0);
+    for (const char* s : {"--web.listen-address", "--web.telemetry-path", "--sample.interval",
+                          "--log.level", "--version", "EXIT STATUS", "EXAMPLES", "CAP_BPF"})
+        EXPECT_NE(r.output.find(s), std::string::npos) << s;
+}

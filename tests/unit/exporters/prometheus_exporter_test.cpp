@@ -1,0 +1,146 @@
+#include "exporters/prometheus_exporter.hpp"
+
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <sstream>
+
+using namespace uringscope;
+
+namespace {
+
+Snapshot one_thread_snapshot(const std::string& comm) {
+    Snapshot s;
+    s.seq = 3;
+    ThreadSnapshot t;
+    t.tid = 42;
+    t.pid = 41;
+    t.comm = comm;
+    t.cpu_seconds = 2;
+    t.work_seconds = 0.5;
+    t.spin_seconds = 1.5;
+    t.rings = 1;
+    t.wake_latency.upper_bounds_s = {1e-6, 2e-6};
+    t.wake_latency.cumulative = {1, 3};
+    t.wake_latency.count = 4;
+    t.wake_latency.sum_s = 0.25;
+    t.wakers.push_back({7, "waker", 9});
+    s.threads.push_back(t);
+    RingSnapshot r;
+    r.id = "41:5";
+    r.pid = 41;
+    r.fd = 5;
+    r.comm = comm;
+    r.mode = "sqpoll";
+    r.sq_thread = 42;
+    r.sqes_total = 1000;
+    r.cqes_total = 999;
+    s.rings.push_back(r);
+    RingSnapshot plain = r;
+    plain.id = "41:6";
+    plain.mode = "plain";
+    plain.sq_thread = -1;
+    s.rings.push_back(plain);
+    s.probes.push_back({"sched_switch", "tp_btf", true, ""});
+    s.probes.push_back({"io_uring_create", "tp_btf", false, "kernel lacks it"});
+    return s;
+}
+
+// Parses "name{labels} value" lines into (series, value) pairs, ignoring comments.
+std::vector<std::pair<std::string, std::string>> series(const std::string& text) {
+    std::vector<std::pair<std::string, std::string>> out;
+    std::istringstream in(text);
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.empty() || line[0] == '#') continue;
+        auto sp = line.rfind(' ');
+        out.emplace_back(line.substr(0, sp), line.substr(sp + 1));
+    }
+    return out;
+}
+
+std::string value_of(const std::string& text, const std::string& series_name) {
+    for (const auto& [k, v] : series(text))
+        if (k == series_name) return v;
+    return "<absent>";
+}
+
+}  // namespace
+
+TEST(Sanitize, KeepsValidUtf8) {
+    EXPECT_EQ(sanitize_utf8("fio"), "fio");
+    EXPECT_EQ(sanitize_utf8("caf\xc3\xa9"), "caf\xc3\xa9");
+    EXPECT_EQ(sanitize_utf8("\xf0\x9f\x98\x80"), "\xf0\x9f\x98\x80");
+}
+
+TEST(Sanitize, ReplacesInvalidSequences) {
+    EXPECT_EQ(sanitize_utf8("a\xffz"), "a\xef\xbf\xbdz");
+    EXPECT_EQ(sanitize_utf8("\xc3"), "\xef\xbf\xbd");            // truncated
+    EXPECT_EQ(sanitize_utf8("\xc0\xaf"), "\xef\xbf\xbd\xef\xbf\xbd");  // overlong '/'
+    EXPECT_EQ(sanitize_utf8("\xed\xa0\x80"), "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");  // surrogate
+}
+
+TEST(Exposition, ContractMetricsHaveTheirTypesAndLabels) {
+    auto text = render_text(one_thread_snapshot("db"));
+    for (const char* line :
+         {"# TYPE uringscope_sqthread_cpu_seconds_total counter",
+          "# TYPE uringscope_sqthread_work_seconds_total counter",
+          "# TYPE uringscope_sqthread_spin_seconds_total counter",
+          "# TYPE uringscope_sqthread_sleep_seconds_total counter",
+          "# TYPE uringscope_sqthread_sleeps_total counter",
+          "# TYPE uringscope_sqthread_wakeups_total counter",
+          "# TYPE uringscope_sqthread_wakeup_latency_seconds histogram",
+          "# TYPE uringscope_sqthread_rings gauge", "# TYPE uringscope_sqthread_fairness gauge",
+          "# TYPE uringscope_sqthread_idle_setting_seconds gauge",
+          "# TYPE uringscope_ring_sqes_total counter", "# TYPE uringscope_ring_cqes_total counter",
+          "# TYPE uringscope_ring_sq_backlog gauge", "# TYPE uringscope_ring_sqthread_share gauge",
+          "# TYPE uringscope_probe_attached gauge"})
+        EXPECT_NE(text.find(std::string(line) + "\n"), std::string::npos) << line;
+    EXPECT_EQ(value_of(text, R"(uringscope_sqthread_cpu_seconds_total{sq_thread="42",pid="41",comm="db"})"), "2");
+    EXPECT_EQ(value_of(text, R"(uringscope_ring_sqes_total{ring="41:5",pid="41",comm="db",mode="sqpoll",sq_thread="42"})"), "1000");
+    EXPECT_EQ(value_of(text, R"(uringscope_ring_cqes_total{ring="41:6",pid="41",comm="db",mode="plain",sq_thread=""})"), "999");
+    EXPECT_EQ(value_of(text, R"(uringscope_probe_attached{probe="io_uring_create",kind="tp_btf"})"), "0");
+    EXPECT_EQ(value_of(text, R"(uringscope_rings{mode="sqpoll"})"), "1");
+    EXPECT_EQ(value_of(text, R"(uringscope_rings{mode="iopoll"})"), "0");
+}
+
+TEST(Exposition, PlainRingsHaveNoShare) {
+    auto text = render_text(one_thread_snapshot("db"));
+    EXPECT_EQ(text.find(R"(uringscope_ring_sqthread_share{ring="41:6")"), std::string::npos);
+    EXPECT_NE(text.find(R"(uringscope_ring_sqthread_share{ring="41:5")"), std::string::npos);
+}
+
+TEST(Exposition, HistogramIsCumulativeWithInf) {
+    auto text = render_text(one_thread_snapshot("db"));
+    const std::string l = R"(sq_thread="42",pid="41",comm="db")";
+    EXPECT_EQ(value_of(text, "uringscope_sqthread_wakeup_latency_seconds_bucket{" + l + R"(,le="1e-06"})"), "1");
+    EXPECT_EQ(value_of(text, "uringscope_sqthread_wakeup_latency_seconds_bucket{" + l + R"(,le="2e-06"})"), "3");
+    EXPECT_EQ(value_of(text, "uringscope_sqthread_wakeup_latency_seconds_bucket{" + l + R"(,le="+Inf"})"), "4");
+    EXPECT_EQ(value_of(text, "uringscope_sqthread_wakeup_latency_seconds_count{" + l + "}"), "4");
+    EXPECT_EQ(value_of(text, "uringscope_sqthread_wakeup_latency_seconds_sum{" + l + "}"), "0.25");
+}
+
+TEST(Exposition, HostileCommNamesAreEscaped) {
+    auto text = render_text(one_thread_snapshot("a\"b\\c\nd\xff"));
+    EXPECT_NE(text.find(R"(comm="a\"b\\c\nd)" "\xef\xbf\xbd\""), std::string::npos) << text;
+    // Every sample line still has the shape name{labels} value: nothing broke a line.
+    std::regex ok(R"(^[a-zA-Z_:][a-zA-Z0-9_:]*(\{.*\})? \S+$)");
+    std::istringstream in(text);
+    std::string line;
+    int n = 0;
+    while (std::getline(in, line)) {
+        if (line.empty() || line[0] == '#') continue;
+        EXPECT_TRUE(std::regex_match(line, ok)) << line;
+        ++n;
+    }
+    EXPECT_GT(n, 20);
+}
+
+TEST(Exposition, EmptyHostStillReportsProbesAndBuild) {
+    Snapshot s;
+    s.probes.push_back({"iter_rings", "iter", true, ""});
+    auto text = render_text(s);
+    EXPECT_EQ(value_of(text, R"(uringscope_probe_attached{probe="iter_rings",kind="iter"})"), "1");
+    EXPECT_EQ(text.find("uringscope_sqthread_cpu_seconds_total"), std::string::npos);
+    EXPECT_NE(text.find("uringscope_build_info{version="), std::string::npos);
+}

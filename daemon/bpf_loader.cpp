@@ -91,7 +91,7 @@ std::optional<std::string> missing_requirement(const KernelFeatures& kf, const P
 std::string load_error_text(int err) {
     if (err == -EPERM || err == -EACCES)
         return "permission denied loading BPF programs: run uringscoped as root, or with "
-               "CAP_BPF, CAP_PERFMON and CAP_SYS_RESOURCE";
+               "CAP_BPF, CAP_PERFMON and CAP_SYSLOG";
     return std::string("loading BPF programs failed: ") + std::strerror(-err) +
            " (run with --log.level=debug for the verifier log)";
 }

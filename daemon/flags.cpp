@@ -21,7 +21,7 @@ counters the kernel already keeps with a BPF iterator (ring heads and tails, SQ 
 context switches, sqd->work_time) and follows SQ threads' sleeps and wakeups with scheduler
 tracepoints that return after one test for any other task. Nothing runs on the I/O path.
 
-It needs root, or CAP_BPF, CAP_PERFMON and CAP_SYS_RESOURCE, and a kernel with BTF
+It needs root, or CAP_BPF, CAP_PERFMON and CAP_SYSLOG, and a kernel with BTF
 (/sys/kernel/btf/vmlinux).)";
 
 const char* const kFooter = R"(METRICS

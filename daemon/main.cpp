@@ -11,6 +11,7 @@
 #include "daemon/bpf_loader.hpp"
 #include "daemon/flags.hpp"
 #include "daemon/kernel_features.hpp"
+#include "daemon/privileges.hpp"
 #include "daemon/sampler.hpp"
 #include "exporters/prometheus_exporter.hpp"
 
@@ -43,6 +44,10 @@ int main(int argc, char** argv) {
     sigaddset(&sigs, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
+    if (auto err = missing_bpf_privileges()) {
+        spdlog::error("{}", *err);
+        return 1;
+    }
     KernelFeatures kf;
     if (auto err = KernelFeatures::load(kf)) {
         spdlog::error("{}", *err);

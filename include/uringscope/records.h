@@ -3,8 +3,8 @@
  * Records shared between the BPF programs (bpf/uringscope.bpf.c) and the daemon.
  *
  * Every field is fixed-width and every struct is padded by hand, so the layout is the same for
- * clang -target bpf and for g++ on x86_64/arm64. daemon/bpf_records.cpp pins the sizes with
- * static_assert: a change here that moves a field breaks the build, not the data.
+ * clang -target bpf and for g++ on x86_64/arm64. The size assertions at the end are compiled on
+ * both sides: a change here that moves a field breaks the build, not the data.
  */
 #ifndef URINGSCOPE_RECORDS_H
 #define URINGSCOPE_RECORDS_H
@@ -106,5 +106,17 @@ struct usc_stats {
 	__u64 wakers_dropped;       /* waker pairs not recorded because the map was full */
 	__u64 iter_rings;           /* rings emitted by the last iterator walk(s), cumulative */
 };
+
+#ifdef __cplusplus
+#define USC_ASSERT_SIZE(type, size) static_assert(sizeof(struct type) == (size), #type " layout")
+#else
+#define USC_ASSERT_SIZE(type, size) _Static_assert(sizeof(struct type) == (size), #type " layout")
+#endif
+USC_ASSERT_SIZE(usc_ring_record, 128);
+USC_ASSERT_SIZE(usc_sched_state, 56 + 8 * USC_LAT_BUCKETS);
+USC_ASSERT_SIZE(usc_waker_key, 8);
+USC_ASSERT_SIZE(usc_waker_val, 24);
+USC_ASSERT_SIZE(usc_created_ring, 48);
+USC_ASSERT_SIZE(usc_stats, 40);
 
 #endif /* URINGSCOPE_RECORDS_H */

@@ -1,0 +1,269 @@
+#include "tests/live/harness.hpp"
+
+#include <curl/curl.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+#include <utility>
+
+namespace live {
+
+using namespace std::chrono;
+
+Child::Child(std::vector<std::string> argv, bool merge_stderr) {
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
+    pid_ = fork();
+    if (pid_ < 0) throw std::runtime_error("fork failed");
+    if (pid_ == 0) {
+        dup2(p[1], STDOUT_FILENO);
+        if (merge_stderr) dup2(p[1], STDERR_FILENO);
+        std::vector<char*> args;
+        for (auto& a : argv) args.push_back(a.data());
+        args.push_back(nullptr);
+        execv(args[0], args.data());
+        _exit(127);
+    }
+    close(p[1]);
+    out_ = p[0];
+}
+
+Child::~Child() {
+    if (!status_) {
+        signal(SIGTERM);
+        if (!wait(seconds(5))) {
+            signal(SIGKILL);
+            wait(seconds(5));
+        }
+    }
+    if (out_ >= 0) close(out_);
+}
+
+void Child::signal(int sig) {
+    if (pid_ > 0 && !status_) ::kill(pid_, sig);
+}
+
+std::optional<std::string> Child::read_line(milliseconds timeout) {
+    auto deadline = steady_clock::now() + timeout;
+    for (;;) {
+        if (auto nl = buf_.find('\n'); nl != std::string::npos) {
+            std::string line = buf_.substr(0, nl);
+            buf_.erase(0, nl + 1);
+            return line;
+        }
+        auto left = duration_cast<milliseconds>(deadline - steady_clock::now()).count();
+        if (left <= 0 || out_ < 0) return std::nullopt;
+        pollfd pfd{out_, POLLIN, 0};
+        if (poll(&pfd, 1, static_cast<int>(left)) <= 0) continue;
+        char tmp[4096];
+        ssize_t n = ::read(out_, tmp, sizeof tmp);
+        if (n <= 0) {
+            close(out_);
+            out_ = -1;
+            if (buf_.empty()) return std::nullopt;
+            return std::exchange(buf_, {});
+        }
+        buf_.append(tmp, static_cast<std::size_t>(n));
+        all_.append(tmp, static_cast<std::size_t>(n));
+    }
+}
+
+std::string Child::drain(milliseconds timeout) {
+    auto deadline = steady_clock::now() + timeout;
+    while (out_ >= 0 && steady_clock::now() < deadline)
+        read_line(duration_cast<milliseconds>(deadline - steady_clock::now()));
+    return all_;
+}
+
+std::optional<int> Child::wait(milliseconds timeout) {
+    if (status_) return status_;
+    auto deadline = steady_clock::now() + timeout;
+    do {
+        int st = 0;
+        pid_t r = waitpid(pid_, &st, WNOHANG);
+        if (r == pid_) {
+            status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+            return status_;
+        }
+        std::this_thread::sleep_for(milliseconds(10));
+    } while (steady_clock::now() < deadline);
+    return std::nullopt;
+}
+
+namespace {
+
+size_t append_body(char* data, size_t size, size_t n, void* out) {
+    static_cast<std::string*>(out)->append(data, size * n);
+    return size * n;
+}
+
+}  // namespace
+
+HttpResponse http_get(const std::string& url) {
+    HttpResponse r;
+    CURL* c = curl_easy_init();
+    curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, append_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &r.body);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 5000L);
+    curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+    CURLcode rc = curl_easy_perform(c);
+    if (rc != CURLE_OK)
+        r.error = curl_easy_strerror(rc);
+    else
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
+    curl_easy_cleanup(c);
+    return r;
+}
+
+int free_port() {
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    socklen_t len = sizeof a;
+    getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
+    close(s);
+    return ntohs(a.sin_port);
+}
+
+std::vector<Series> parse_exposition(const std::string& text) {
+    std::vector<Series> out;
+    std::istringstream in(text);
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.empty() || line[0] == '#') continue;
+        Series s;
+        std::size_t i = line.find_first_of("{ ");
+        s.name = line.substr(0, i);
+        if (i != std::string::npos && line[i] == '{') {
+            ++i;
+            while (i < line.size() && line[i] != '}') {
+                auto eq = line.find('=', i);
+                std::string key = line.substr(i, eq - i);
+                std::string val;
+                std::size_t j = eq + 2;  // skip ="
+                for (; j < line.size() && line[j] != '"'; ++j) {
+                    if (line[j] == '\\' && j + 1 < line.size()) {
+                        ++j;
+                        val += line[j] == 'n' ? '\n' : line[j];
+                    } else {
+                        val += line[j];
+                    }
+                }
+                s.labels[key] = val;
+                i = j + 1;
+                if (i < line.size() && line[i] == ',') ++i;
+            }
+            i = line.find(' ', i);
+        }
+        s.value = std::stod(line.substr(i + 1));
+        out.push_back(std::move(s));
+    }
+    return out;
+}
+
+std::optional<double> find_value(const std::vector<Series>& all, const std::string& name,
+                                 const std::map<std::string, std::string>& match) {
+    for (const auto& s : all) {
+        if (s.name != name) continue;
+        bool ok = true;
+        for (const auto& [k, v] : match) {
+            auto it = s.labels.find(k);
+            if (it == s.labels.end() || it->second != v) {
+                ok = false;
+                break;
+            }
+        }
+        if (ok) return s.value;
+    }
+    return std::nullopt;
+}
+
+bool eventually(milliseconds timeout, const std::function<bool()>& pred) {
+    auto deadline = steady_clock::now() + timeout;
+    for (;;) {
+        if (pred()) return true;
+        if (steady_clock::now() > deadline) return false;
+        std::this_thread::sleep_for(milliseconds(50));
+    }
+}
+
+std::string build_dir() { return URINGSCOPE_BUILD_DIR; }
+
+Daemon::Daemon(std::vector<std::string> extra_args) : port_(free_port()) {
+    std::vector<std::string> argv{build_dir() + "/uringscoped",
+                                  "--web.listen-address=127.0.0.1:" + std::to_string(port_)};
+    argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+    child_ = std::make_unique<Child>(argv, /*merge_stderr=*/true);
+    // Ready once it says it serves; a daemon that cannot start exits and we keep its log.
+    while (auto line = child_->read_line(seconds(15))) {
+        log_ += *line + "\n";
+        if (line->find("serving metrics") != std::string::npos) {
+            ready_ = true;
+            break;
+        }
+    }
+}
+
+std::string Daemon::url() const {
+    return "http://127.0.0.1:" + std::to_string(port_) + "/metrics";
+}
+
+std::vector<Series> Daemon::scrape() {
+    auto r = http_get(url());
+    if (r.status != 200) return {};
+    return parse_exposition(r.body);
+}
+
+std::optional<LoadRing> parse_load_line(const std::string& line, const std::string& kind) {
+    std::istringstream in(line);
+    std::string word;
+    if (!(in >> word) || word != kind) return std::nullopt;
+    LoadRing r;
+    while (in >> word) {
+        auto eq = word.find('=');
+        if (eq == std::string::npos) continue;
+        std::string k = word.substr(0, eq), v = word.substr(eq + 1);
+        if (k == "index") r.index = std::stoi(v);
+        else if (k == "pid") r.pid = std::stoi(v);
+        else if (k == "fd") r.fd = std::stoi(v);
+        else if (k == "mode") r.mode = v;
+        else if (k == "sq_thread") r.sq_thread = std::stoi(v);
+        else if (k == "sqes") r.sqes = std::stoull(v);
+        else if (k == "cqes") r.cqes = std::stoull(v);
+    }
+    return r;
+}
+
+std::vector<LoadRing> read_load_rings(Child& load, const std::string& kind, const std::string& end,
+                                      milliseconds timeout) {
+    std::vector<LoadRing> rings;
+    auto deadline = steady_clock::now() + timeout;
+    while (steady_clock::now() < deadline) {
+        auto line = load.read_line(duration_cast<milliseconds>(deadline - steady_clock::now()));
+        if (!line) break;
+        if (line->rfind(end, 0) == 0) return rings;
+        if (auto r = parse_load_line(*line, kind)) rings.push_back(*r);
+    }
+    return {};
+}
+
+std::optional<unsigned long long> schedstat_ns(pid_t pid, pid_t tid) {
+    std::ifstream f("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/schedstat");
+    unsigned long long ns = 0;
+    if (!(f >> ns)) return std::nullopt;
+    return ns;
+}
+
+}  // namespace live

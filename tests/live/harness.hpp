@@ -1,0 +1,106 @@
+#pragma once
+// Helpers for live tests: real processes, real HTTP, real kernel. Nothing here is mocked.
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace live {
+
+// A child process with its stdout (and optionally stderr) captured line by line. The destructor
+// sends SIGTERM, then SIGKILL after a grace period, so a failing test never leaks processes.
+class Child {
+public:
+    explicit Child(std::vector<std::string> argv, bool merge_stderr = false);
+    ~Child();
+    Child(const Child&) = delete;
+    Child& operator=(const Child&) = delete;
+
+    pid_t pid() const { return pid_; }
+    // Next line of output, or nullopt on EOF or timeout.
+    std::optional<std::string> read_line(std::chrono::milliseconds timeout);
+    // Everything read so far plus whatever arrives before EOF or timeout.
+    std::string drain(std::chrono::milliseconds timeout);
+    void signal(int sig);
+    // Exit status (WEXITSTATUS, or 128+signal), or nullopt if still running after timeout.
+    std::optional<int> wait(std::chrono::milliseconds timeout);
+
+private:
+    pid_t pid_ = -1;
+    int out_ = -1;
+    std::string buf_;
+    std::string all_;
+    std::optional<int> status_;
+};
+
+struct HttpResponse {
+    long status = 0;
+    std::string body;
+    std::string error;
+};
+HttpResponse http_get(const std::string& url);
+
+// A TCP port nobody listens on right now.
+int free_port();
+
+// One sample line of the text exposition format.
+struct Series {
+    std::string name;
+    std::map<std::string, std::string> labels;
+    double value = 0;
+};
+std::vector<Series> parse_exposition(const std::string& text);
+
+// First series with this name whose labels include all of `match`.
+std::optional<double> find_value(const std::vector<Series>& all, const std::string& name,
+                                 const std::map<std::string, std::string>& match);
+
+// Polls until pred returns true or the timeout passes; returns pred's last value.
+bool eventually(std::chrono::milliseconds timeout, const std::function<bool()>& pred);
+
+std::string build_dir();
+
+// A running uringscoped on a free loopback port.
+class Daemon {
+public:
+    explicit Daemon(std::vector<std::string> extra_args = {});
+    std::string url() const;
+    std::vector<Series> scrape();
+    Child& process() { return *child_; }
+    bool ready() const { return ready_; }
+    const std::string& startup_log() const { return log_; }
+
+private:
+    int port_;
+    std::unique_ptr<Child> child_;
+    bool ready_ = false;
+    std::string log_;
+};
+
+// One ring line printed by uringscope-load.
+struct LoadRing {
+    int index = -1;
+    pid_t pid = 0;
+    int fd = -1;
+    std::string mode;
+    int sq_thread = -1;
+    unsigned long long sqes = 0, cqes = 0;
+    std::string id() const { return std::to_string(pid) + ":" + std::to_string(fd); }
+};
+// Parses "ring ..." / "setup ..." key=value lines; returns nullopt for other lines.
+std::optional<LoadRing> parse_load_line(const std::string& line, const std::string& kind);
+
+// Reads lines of kind ("setup" or "ring") from the load generator until `end` ("started" or
+// "done ...") appears.
+std::vector<LoadRing> read_load_rings(Child& load, const std::string& kind, const std::string& end,
+                                      std::chrono::milliseconds timeout);
+
+// On-CPU nanoseconds of a thread from /proc/PID/task/TID/schedstat.
+std::optional<unsigned long long> schedstat_ns(pid_t pid, pid_t tid);
+
+}  // namespace live

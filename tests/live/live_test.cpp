@@ -1,0 +1,309 @@
+// Live tier: the real daemon and the real load generator on this host's kernel. Needs root and
+// BPF; each test is gated on the features it uses, detected at run time.
+#include <bpf/bpf.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "tests/live/harness.hpp"
+
+using namespace live;
+using namespace std::chrono;
+
+namespace {
+
+std::string load_bin() { return build_dir() + "/uringscope-load"; }
+
+// Names of loaded BPF programs by id, from the kernel itself.
+std::map<unsigned, std::string> loaded_programs() {
+    std::map<unsigned, std::string> out;
+    __u32 id = 0;
+    while (bpf_prog_get_next_id(id, &id) == 0) {
+        int fd = bpf_prog_get_fd_by_id(id);
+        if (fd < 0) continue;
+        bpf_prog_info info{};
+        __u32 len = sizeof info;
+        if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0) out[id] = info.name;
+        close(fd);
+    }
+    return out;
+}
+
+std::set<unsigned> ours(const std::map<unsigned, std::string>& progs) {
+    std::set<unsigned> ids;
+    for (const auto& [id, name] : progs)
+        if (name.rfind("usc_", 0) == 0) ids.insert(id);
+    return ids;
+}
+
+class Live : public ::testing::Test {
+protected:
+    void SetUp() override {
+        if (geteuid() != 0) GTEST_SKIP() << "needs root to load BPF programs";
+        if (!std::filesystem::exists("/sys/kernel/btf/vmlinux"))
+            GTEST_SKIP() << "kernel has no BTF";
+        std::ifstream dis("/proc/sys/kernel/io_uring_disabled");
+        int disabled = 0;
+        if (dis >> disabled && disabled != 0) GTEST_SKIP() << "io_uring is disabled on this host";
+    }
+
+    // Starts the daemon and fails the test (not skips) if it does not come up.
+    std::unique_ptr<Daemon> start_daemon(std::string interval = "100ms") {
+        auto d = std::make_unique<Daemon>(std::vector<std::string>{"--sample.interval=" + interval});
+        EXPECT_TRUE(d->ready()) << d->startup_log();
+        return d;
+    }
+
+    bool probe_attached(Daemon& d, const std::string& probe) {
+        auto v = find_value(d.scrape(), "uringscope_probe_attached", {{"probe", probe}});
+        return v && *v == 1;
+    }
+};
+
+}  // namespace
+
+TEST_F(Live, RingCountsEqualTheLoadGeneratorsGroundTruth) {
+    auto d = start_daemon();
+    ASSERT_TRUE(d->ready());
+    Child load({load_bin(), "--ring", "sqpoll,count=200000", "--ring", "sqpoll,share=0,count=50000",
+                "--ring", "plain,count=77777", "--ring", "sqpoll,count=12345,batch=7", "--ring",
+                "plain,count=1", "--hold", "inf"});
+    auto rings = read_load_rings(load, "ring", "done", seconds(120));
+    ASSERT_EQ(rings.size(), 5u);
+    const unsigned long long expected[] = {200000, 50000, 77777, 12345, 1};
+    for (std::size_t i = 0; i < rings.size(); ++i) ASSERT_EQ(rings[i].sqes, expected[i]);
+    ASSERT_EQ(rings[0].sq_thread, rings[1].sq_thread) << "share=0 must attach to ring 0's thread";
+
+    std::vector<Series> m;
+    bool all_equal = eventually(seconds(5), [&] {
+        m = d->scrape();
+        for (const auto& r : rings) {
+            auto sqes = find_value(m, "uringscope_ring_sqes_total", {{"ring", r.id()}});
+            if (!sqes || *sqes != static_cast<double>(r.sqes)) return false;
+        }
+        return true;
+    });
+    for (const auto& r : rings) {
+        std::string sq = r.sq_thread > 0 ? std::to_string(r.sq_thread) : "";
+        std::map<std::string, std::string> labels{{"ring", r.id()},
+                                                  {"pid", std::to_string(r.pid)},
+                                                  {"mode", r.mode},
+                                                  {"sq_thread", sq}};
+        EXPECT_EQ(find_value(m, "uringscope_ring_sqes_total", labels),
+                  std::optional<double>(static_cast<double>(r.sqes)))
+            << r.id();
+        EXPECT_EQ(find_value(m, "uringscope_ring_cqes_total", labels),
+                  std::optional<double>(static_cast<double>(r.cqes)))
+            << r.id();
+        EXPECT_EQ(find_value(m, "uringscope_ring_sq_backlog", labels), std::optional<double>(0));
+    }
+    EXPECT_TRUE(all_equal);
+    // Two SQ threads: ring 0 and 1 share one, ring 3 has its own.
+    auto shared = find_value(m, "uringscope_sqthread_rings",
+                             {{"sq_thread", std::to_string(rings[0].sq_thread)}});
+    EXPECT_EQ(shared, std::optional<double>(2));
+    EXPECT_EQ(find_value(m, "uringscope_sqthread_rings",
+                         {{"sq_thread", std::to_string(rings[3].sq_thread)}}),
+              std::optional<double>(1));
+}
+
+TEST_F(Live, SqThreadCpuMatchesSchedstat) {
+    auto d = start_daemon();
+    ASSERT_TRUE(d->ready());
+    // A busy ring, then 300 ms of idle spinning before the thread sleeps: well over 0.3 s of CPU.
+    Child load({load_bin(), "--ring", "sqpoll,idle=300,count=400000", "--hold", "inf"});
+    auto rings = read_load_rings(load, "ring", "done", seconds(120));
+    ASSERT_EQ(rings.size(), 1u);
+    ASSERT_GT(rings[0].sq_thread, 0);
+    // Let it finish spinning and fall asleep, so its CPU stops moving while we compare.
+    std::this_thread::sleep_for(milliseconds(800));
+    auto truth = schedstat_ns(rings[0].pid, rings[0].sq_thread);
+    ASSERT_TRUE(truth.has_value());
+    std::this_thread::sleep_for(milliseconds(300));  // at least one sample after the read
+    auto m = d->scrape();
+    std::map<std::string, std::string> l{{"sq_thread", std::to_string(rings[0].sq_thread)}};
+    auto cpu = find_value(m, "uringscope_sqthread_cpu_seconds_total", l);
+    ASSERT_TRUE(cpu.has_value());
+    double want = *truth / 1e9;
+    ASSERT_GT(want, 0.25);
+    EXPECT_NEAR(*cpu, want, want * 0.05) << "schedstat says " << want << " s";
+    auto work = find_value(m, "uringscope_sqthread_work_seconds_total", l);
+    auto spin = find_value(m, "uringscope_sqthread_spin_seconds_total", l);
+    ASSERT_TRUE(work && spin);
+    EXPECT_NEAR(*work + *spin, *cpu, *cpu * 0.05);
+    // It spun for the whole 300 ms idle period at least once.
+    EXPECT_GT(*spin, 0.2);
+}
+
+TEST_F(Live, SleepsAndWakeupsFollowPausesLongerThanIdle) {
+    auto d = start_daemon();
+    ASSERT_TRUE(d->ready());
+    if (!probe_attached(*d, "sched_switch") || !probe_attached(*d, "sched_wakeup"))
+        GTEST_SKIP() << "sched tracepoints not attachable on this kernel";
+    // 5 ms idle, one SQE every 25 ms: the thread should sleep and be woken for nearly every SQE.
+    Child load({load_bin(), "--ring", "sqpoll,idle=5,rate=40,batch=1", "--duration", "3s",
+                "--hold", "inf"});
+    auto setup = read_load_rings(load, "setup", "started", seconds(10));
+    ASSERT_EQ(setup.size(), 1u);
+    std::map<std::string, std::string> l{{"sq_thread", std::to_string(setup[0].sq_thread)}};
+    double sleeps0 = -1, wakeups0 = -1;
+    ASSERT_TRUE(eventually(seconds(3), [&] {
+        auto m = d->scrape();
+        auto s = find_value(m, "uringscope_sqthread_sleeps_total", l);
+        auto w = find_value(m, "uringscope_sqthread_wakeups_total", l);
+        if (!s || !w) return false;
+        sleeps0 = *s;
+        wakeups0 = *w;
+        return true;
+    }));
+    auto done = read_load_rings(load, "ring", "done", seconds(20));
+    ASSERT_EQ(done.size(), 1u);
+    std::this_thread::sleep_for(milliseconds(300));
+    auto m = d->scrape();
+    double sleeps = find_value(m, "uringscope_sqthread_sleeps_total", l).value_or(-1);
+    double wakeups = find_value(m, "uringscope_sqthread_wakeups_total", l).value_or(-1);
+    double asleep = find_value(m, "uringscope_sqthread_sleep_seconds_total", l).value_or(-1);
+    double lat_count =
+        find_value(m, "uringscope_sqthread_wakeup_latency_seconds_count", l).value_or(-1);
+    // ~100 SQEs over ~2.5 s after the first scrape; demand at least a third of them.
+    EXPECT_GE(sleeps - sleeps0, 30) << "sleeps " << sleeps0 << " -> " << sleeps;
+    EXPECT_GE(wakeups - wakeups0, 30) << "wakeups " << wakeups0 << " -> " << wakeups;
+    EXPECT_GE(lat_count, wakeups - 1);
+    EXPECT_GT(asleep, 1.0);
+    // The load generator's ring thread does the wakeups (io_uring_enter with SQ_WAKEUP).
+    auto by_waker = find_value(m, "uringscope_sqthread_wakeups_by_waker_total",
+                               {{"sq_thread", l["sq_thread"]},
+                                {"waker_pid", std::to_string(setup[0].pid)}});
+    ASSERT_TRUE(by_waker.has_value());
+    EXPECT_GE(*by_waker, 30);
+}
+
+TEST_F(Live, BusyThreadThatNeverPausesDoesNotSleep) {
+    auto d = start_daemon();
+    ASSERT_TRUE(d->ready());
+    if (!probe_attached(*d, "sched_switch")) GTEST_SKIP() << "sched_switch not attachable";
+    // Long idle (2 s) and a steady stream: the thread must keep polling, never sleeping.
+    Child load({load_bin(), "--ring", "sqpoll,idle=2000,rate=2000", "--duration", "2s", "--hold",
+                "inf"});
+    auto setup = read_load_rings(load, "setup", "started", seconds(10));
+    ASSERT_EQ(setup.size(), 1u);
+    std::map<std::string, std::string> l{{"sq_thread", std::to_string(setup[0].sq_thread)}};
+    std::this_thread::sleep_for(milliseconds(300));
+    double s0 = find_value(d->scrape(), "uringscope_sqthread_sleeps_total", l).value_or(-1);
+    auto done = read_load_rings(load, "ring", "done", seconds(20));
+    ASSERT_EQ(done.size(), 1u);
+    double s1 = find_value(d->scrape(), "uringscope_sqthread_sleeps_total", l).value_or(-1);
+    ASSERT_GE(s0, 0);
+    EXPECT_LE(s1 - s0, 3) << "a thread with work every 0.5 ms and 2 s idle slept";
+}
+
+namespace {
+
+// Median fairness of one thread over several samples while the load runs.
+double median_fairness(Daemon& d, const std::string& tid, int samples) {
+    std::vector<double> v;
+    for (int i = 0; i < samples; ++i) {
+        std::this_thread::sleep_for(milliseconds(520));
+        if (auto f = find_value(d.scrape(), "uringscope_sqthread_fairness", {{"sq_thread", tid}}))
+            v.push_back(*f);
+    }
+    if (v.empty()) return -1;
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+}  // namespace
+
+TEST_F(Live, FairnessIsNearOneForEqualRingsAndLowerForUnequal) {
+    auto d = start_daemon("500ms");
+    ASSERT_TRUE(d->ready());
+    double equal = 0, unequal = 0;
+    {
+        Child load({load_bin(), "--ring", "sqpoll,rate=2000", "--ring", "sqpoll,share=0,rate=2000",
+                    "--duration", "5s"});
+        auto setup = read_load_rings(load, "setup", "started", seconds(10));
+        ASSERT_EQ(setup.size(), 2u);
+        equal = median_fairness(*d, std::to_string(setup[0].sq_thread), 7);
+    }
+    {
+        Child load({load_bin(), "--ring", "sqpoll,rate=4000", "--ring", "sqpoll,share=0,rate=200",
+                    "--duration", "5s"});
+        auto setup = read_load_rings(load, "setup", "started", seconds(10));
+        ASSERT_EQ(setup.size(), 2u);
+        unequal = median_fairness(*d, std::to_string(setup[0].sq_thread), 7);
+    }
+    // Jain's index for 4000:200 is 0.55; for equal rates 1.
+    EXPECT_GE(equal, 0.95);
+    EXPECT_LE(unequal, 0.7);
+    EXPECT_GT(unequal, 0.45);
+}
+
+TEST_F(Live, ScrapePassesPromtool) {
+    if (system("command -v promtool >/dev/null 2>&1") != 0) GTEST_SKIP() << "promtool not installed";
+    auto d = start_daemon();
+    ASSERT_TRUE(d->ready());
+    // A comm with quotes and a backslash: the exposition must still be valid.
+    std::string odd = std::filesystem::temp_directory_path() / "ld\"q\\x";
+    std::filesystem::copy_file(load_bin(), odd, std::filesystem::copy_options::overwrite_existing);
+    Child load({odd, "--ring", "sqpoll,count=1000", "--ring", "plain,count=10", "--hold", "inf"});
+    ASSERT_EQ(read_load_rings(load, "ring", "done", seconds(30)).size(), 2u);
+    std::this_thread::sleep_for(milliseconds(300));
+    auto r = http_get(d->url());
+    ASSERT_EQ(r.status, 200);
+    EXPECT_NE(r.body.find(R"(comm="ld\"q\\x")"), std::string::npos);
+    std::string file = std::filesystem::temp_directory_path() / "uringscope-scrape.txt";
+    std::ofstream(file) << r.body;
+    EXPECT_EQ(system(("promtool check metrics < " + file + " >/dev/null 2>&1").c_str()), 0)
+        << r.body;
+    std::filesystem::remove(odd);
+}
+
+TEST_F(Live, SigtermDetachesEveryProgram) {
+    auto before = ours(loaded_programs());
+    {
+        auto d = start_daemon();
+        ASSERT_TRUE(d->ready());
+        auto during = ours(loaded_programs());
+        std::set<unsigned> added;
+        std::set_difference(during.begin(), during.end(), before.begin(), before.end(),
+                            std::inserter(added, added.end()));
+        EXPECT_EQ(added.size(), 4u) << "expected the iterator and three tracepoint programs";
+        d->process().signal(SIGTERM);
+        EXPECT_EQ(d->process().wait(seconds(10)), std::optional<int>(0));
+    }
+    EXPECT_EQ(ours(loaded_programs()), before);
+}
+
+TEST_F(Live, StartupErrorsAreClear) {
+    // Busy address: take a port, then ask the daemon for it.
+    int port = free_port();
+    Daemon first({"--sample.interval=1s"});
+    ASSERT_TRUE(first.ready());
+    std::string busy = first.url().substr(7);  // 127.0.0.1:PORT/metrics
+    busy = busy.substr(0, busy.find('/'));
+    Child second({build_dir() + "/uringscoped", "--web.listen-address=" + busy}, true);
+    EXPECT_EQ(second.wait(seconds(10)), std::optional<int>(1));
+    EXPECT_NE(second.drain(seconds(1)).find("cannot listen on " + busy), std::string::npos);
+
+    Child bad({build_dir() + "/uringscoped", "--web.listen-address=127.0.0.1:" +
+                                                 std::to_string(port), "--frobnicate"},
+              true);
+    EXPECT_EQ(bad.wait(seconds(10)), std::optional<int>(2));
+    EXPECT_NE(bad.drain(seconds(1)).find("--frobnicate"), std::string::npos);
+
+    // Without privileges: a clear message about root or CAP_BPF, and exit status 1.
+    if (system("command -v setpriv >/dev/null 2>&1") == 0) {
+        Child unpriv({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                      "--inh-caps=-all", "--bounding-set=-all", build_dir() + "/uringscoped",
+                      "--web.listen-address=127.0.0.1:" + std::to_string(free_port())},
+                     true);
+        EXPECT_EQ(unpriv.wait(seconds(10)), std::optional<int>(1));
+        EXPECT_NE(unpriv.drain(seconds(1)).find("CAP_BPF"), std::string::npos);
+    }
+}

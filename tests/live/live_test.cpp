@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -133,6 +134,8 @@ TEST_F(Live, SqThreadCpuMatchesSchedstat) {
     double want = *truth / 1e9;
     ASSERT_GT(want, 0.25);
     EXPECT_NEAR(*cpu, want, want * 0.05) << "schedstat says " << want << " s";
+    std::printf("SQ thread CPU: metric %.6f s, schedstat %.6f s, difference %+.3f%%\n", *cpu, want,
+                (*cpu - want) / want * 100);
     auto work = find_value(m, "uringscope_sqthread_work_seconds_total", l);
     auto spin = find_value(m, "uringscope_sqthread_spin_seconds_total", l);
     ASSERT_TRUE(work && spin);
@@ -172,6 +175,8 @@ TEST_F(Live, SleepsAndWakeupsFollowPausesLongerThanIdle) {
     double lat_count =
         find_value(m, "uringscope_sqthread_wakeup_latency_seconds_count", l).value_or(-1);
     // ~100 SQEs over ~2.5 s after the first scrape; demand at least a third of them.
+    std::printf("paused load: +%.0f sleeps, +%.0f wakeups, %.3f s asleep, %.0f latencies\n",
+                sleeps - sleeps0, wakeups - wakeups0, asleep, lat_count);
     EXPECT_GE(sleeps - sleeps0, 30) << "sleeps " << sleeps0 << " -> " << sleeps;
     EXPECT_GE(wakeups - wakeups0, 30) << "wakeups " << wakeups0 << " -> " << wakeups;
     EXPECT_GE(lat_count, wakeups - 1);
@@ -238,6 +243,8 @@ TEST_F(Live, FairnessIsNearOneForEqualRingsAndLowerForUnequal) {
         ASSERT_EQ(setup.size(), 2u);
         unequal = median_fairness(*d, std::to_string(setup[0].sq_thread), 7);
     }
+    std::printf("median fairness: equal rates %.3f, 4000:200 rates %.3f (Jain ideal 1.000, 0.550)\n",
+                equal, unequal);
     // Jain's index for 4000:200 is 0.55; for equal rates 1.
     EXPECT_GE(equal, 0.95);
     EXPECT_LE(unequal, 0.7);

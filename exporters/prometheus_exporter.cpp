@@ -118,6 +118,8 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
                     "demand in the last sample interval (1 = equal, 1/n = one ring took all).", G);
     Family idle("uringscope_sqthread_idle_setting_seconds",
                 "sq_thread_idle: how long the thread polls idle rings before sleeping.", G);
+    Family running("uringscope_sqthread_running",
+                   "1 if the SQ thread was running or runnable at the last sample, 0 if asleep.", G);
     Family sq_cpu("uringscope_sqthread_sq_cpu",
                   "sqd->sq_cpu: the CPU the SQ thread is pinned to (pinned=\"true\", "
                   "IORING_SETUP_SQ_AFF), or on newer kernels the CPU it last started on.", G);
@@ -148,6 +150,7 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
         rings.gauge(l, static_cast<double>(t.rings));
         fairness.gauge(l, t.fairness);
         idle.gauge(l, t.idle_setting_seconds);
+        running.gauge(l, t.state == 0 ? 1 : 0);
         if (t.sq_cpu >= 0) {
             auto lc = l;
             lc.push_back({"pinned", t.pinned ? "true" : "false"});
@@ -215,7 +218,7 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
     build.gauge({{"version", URINGSCOPE_VERSION}}, 1);
 
     for (auto* f : {&cpu, &work, &spin, &sleep, &source, &sleeps, &wakeups, &vcsw, &ivcsw,
-                    &by_waker, &rings, &fairness, &idle, &sq_cpu})
+                    &by_waker, &rings, &fairness, &idle, &running, &sq_cpu})
         f->move_into(out);
     if (!latency.metric.empty()) out.push_back(std::move(latency));
     for (auto* f : {&sqes, &cqes, &backlog, &share, &entries, &rings_by_mode, &created,

@@ -102,6 +102,7 @@ TEST(Exposition, ContractMetricsHaveTheirTypesAndLabels) {
     EXPECT_EQ(value_of(text, R"(uringscope_probe_attached{probe="io_uring_create",kind="tp_btf"})"), "0");
     EXPECT_EQ(value_of(text, R"(uringscope_rings{mode="sqpoll"})"), "1");
     EXPECT_EQ(value_of(text, R"(uringscope_rings{mode="iopoll"})"), "0");
+    EXPECT_EQ(value_of(text, R"(uringscope_sqthread_running{sq_thread="42",pid="41",comm="db"})"), "1");
 }
 
 TEST(Exposition, PlainRingsHaveNoShare) {

@@ -200,6 +200,14 @@ Snapshot Aggregator::update(const RawSample& raw) {
             ts.wake_latency.cumulative = std::move(cum.cumulative);
             ts.wake_latency.count = cum.count;
             ts.wake_latency.sum_s = ss->lat_sum_ns / 1e9;
+            // Quantiles of this interval alone, from the difference of the cumulative buckets.
+            std::vector<std::uint64_t> delta(ts.wake_latency_log2);
+            if (st.prev_lat_hist.size() == delta.size())
+                for (std::size_t i = 0; i < delta.size(); ++i)
+                    delta[i] -= std::min(delta[i], st.prev_lat_hist[i]);
+            if (auto p50 = log2_quantile(delta, 0.50)) ts.wake_p50_seconds = *p50 / 1e9;
+            if (auto p99 = log2_quantile(delta, 0.99)) ts.wake_p99_seconds = *p99 / 1e9;
+            st.prev_lat_hist = ts.wake_latency_log2;
         }
 
         // Fairness counts the rings that wanted service in the interval: those that got some,

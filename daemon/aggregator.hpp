@@ -51,6 +51,7 @@ private:
         std::uint64_t prev_cpu_ns = 0, prev_work_ns = 0, prev_sleep_ns = 0;
         std::uint64_t prev_sleeps = 0, prev_wakeups = 0;
         std::uint64_t work_ns = 0, spin_ns = 0, sleep_ns = 0;
+        std::vector<std::uint64_t> prev_lat_hist;
         bool seen_before = false;
         int missing = 0;
     };

@@ -1,6 +1,5 @@
 // uringscoped: the daemon. Parses flags, binds the HTTP port, loads and attaches the BPF
 // programs the kernel supports, then samples until SIGINT or SIGTERM.
-#include <prometheus/exposer.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
@@ -13,18 +12,11 @@
 #include "daemon/kernel_features.hpp"
 #include "daemon/privileges.hpp"
 #include "daemon/sampler.hpp"
+#include "exporters/http_server.hpp"
+#include "exporters/json_exporter.hpp"
 #include "exporters/prometheus_exporter.hpp"
 
 using namespace uringscope;
-
-namespace {
-
-// civetweb spells "every interface" as a bare port.
-std::string civetweb_port(const std::string& address) {
-    return address.front() == ':' ? address.substr(1) : address;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
     auto flags = parse_daemon_flags(argc, argv);
@@ -54,16 +46,14 @@ int main(int argc, char** argv) {
         return 1;
     }
 
-    std::unique_ptr<prometheus::Exposer> exposer;
-    try {
-        exposer = std::make_unique<prometheus::Exposer>(civetweb_port(cfg.listen_address), 4);
-    } catch (const std::exception& e) {
+    std::string err;
+    auto http = HttpServer::make(cfg.listen_address, err);
+    if (!http) {
         spdlog::error("cannot listen on {}: {} (is the address in use, or not on this host?)",
-                      cfg.listen_address, e.what());
+                      cfg.listen_address, err);
         return 1;
     }
 
-    std::string err;
     auto bpf = BpfCollector::make(kf, err);
     if (!bpf) {
         spdlog::error("{}", err);
@@ -75,11 +65,15 @@ int main(int argc, char** argv) {
                             : "estimated (sqd->work_time absent or process-wide)");
 
     auto store = std::make_shared<SnapshotStore>();
-    Sampler sampler(*bpf, per_thread, store);
+    Sampler sampler(*bpf, per_thread, store, kf.release());
     if (!sampler.sample_once()) return 1;
-    // The exposer holds only a weak_ptr: the collectable must outlive it, so it lives here.
-    auto collectable = std::make_shared<SnapshotCollectable>(store);
-    exposer->RegisterCollectable(collectable, cfg.telemetry_path);
+    http->route(cfg.telemetry_path, [store] {
+        return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8",
+                            render_text(*store->latest())};
+    });
+    http->route("/api/v1/snapshot", [store] {
+        return HttpResponse{200, "application/json", snapshot_to_json(*store->latest())};
+    });
     spdlog::info("serving metrics on http://{}{} every {} ms", cfg.listen_address,
                  cfg.telemetry_path,
                  std::chrono::duration_cast<std::chrono::milliseconds>(cfg.interval).count());
@@ -90,7 +84,7 @@ int main(int argc, char** argv) {
     spdlog::info("received {}, detaching", sig == SIGINT ? "SIGINT" : "SIGTERM");
     worker.request_stop();
     worker.join();
-    exposer.reset();
+    http.reset();
     bpf.reset();
     spdlog::info("all probes detached");
     return 0;

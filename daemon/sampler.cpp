@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <condition_variable>
 #include <mutex>
@@ -17,6 +18,17 @@ std::uint64_t mono_ns() {
 }
 
 }  // namespace
+
+Sampler::Sampler(BpfCollector& bpf, bool work_time_per_thread,
+                 std::shared_ptr<SnapshotStore> store, std::string kernel_release)
+    : bpf_(bpf),
+      work_time_per_thread_(work_time_per_thread),
+      store_(std::move(store)),
+      kernel_(std::move(kernel_release)) {
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    hostname_ = host;
+}
 
 bool Sampler::sample_once() {
     const auto t0 = std::chrono::steady_clock::now();
@@ -41,6 +53,8 @@ bool Sampler::sample_once() {
     auto snap = std::make_shared<Snapshot>(agg_.update(raw));
     for (auto tid : agg_.expired_threads()) bpf_.forget_thread(tid);
     snap->probes = bpf_.probes();
+    snap->hostname = hostname_;
+    snap->kernel = kernel_;
     snap->sample_duration_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     spdlog::debug("sample {}: {} rings, {} SQ threads, {:.3f} ms", snap->seq, snap->rings.size(),

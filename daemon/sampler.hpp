@@ -4,6 +4,7 @@
 #include <chrono>
 #include <memory>
 #include <stop_token>
+#include <string>
 
 #include "daemon/aggregator.hpp"
 #include "daemon/bpf_loader.hpp"
@@ -13,8 +14,8 @@ namespace uringscope {
 
 class Sampler {
 public:
-    Sampler(BpfCollector& bpf, bool work_time_per_thread, std::shared_ptr<SnapshotStore> store)
-        : bpf_(bpf), work_time_per_thread_(work_time_per_thread), store_(std::move(store)) {}
+    Sampler(BpfCollector& bpf, bool work_time_per_thread, std::shared_ptr<SnapshotStore> store,
+            std::string kernel_release);
 
     // Takes and publishes one sample. Returns false (and logs) if the walk failed.
     bool sample_once();
@@ -26,6 +27,7 @@ private:
     BpfCollector& bpf_;
     bool work_time_per_thread_;
     std::shared_ptr<SnapshotStore> store_;
+    std::string hostname_, kernel_;
     Aggregator agg_;
 };
 

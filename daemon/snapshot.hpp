@@ -47,7 +47,9 @@ struct ThreadSnapshot {
     double idle_setting_seconds = 0; // sq_thread_idle
     bool idle_ns_granular = false;   // the kernel takes sq_thread_idle in ns (seeds patch 002)
     LatencyHistogram wake_latency;
-    std::vector<std::uint64_t> wake_latency_log2;  // raw log2 buckets in ns, for quantiles
+    std::vector<std::uint64_t> wake_latency_log2;  // raw log2 buckets in ns, cumulative
+    double wake_p50_seconds = -1;    // wake latency quantiles over the last interval, -1 if none
+    double wake_p99_seconds = -1;
     std::size_t rings = 0;
     double fairness = 1;             // Jain's index over rings with demand in the last interval
     // Rates over the last interval, for views; Prometheus users derive their own from counters.
@@ -81,6 +83,8 @@ struct ProbeState {
 };
 
 struct Snapshot {
+    std::string hostname;               // where it was taken
+    std::string kernel;                 // uname -r of that host
     std::uint64_t seq = 0;              // samples taken so far
     double timestamp = 0;               // Unix time of the sample, seconds
     double interval_seconds = 0;        // time since the previous sample

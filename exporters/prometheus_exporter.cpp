@@ -233,10 +233,4 @@ std::string render_text(const Snapshot& snap) {
     return os.str();
 }
 
-std::vector<MetricFamily> SnapshotCollectable::Collect() const {
-    auto snap = store_->latest();
-    if (!snap) return {};
-    return to_metric_families(*snap);
-}
-
 }  // namespace uringscope

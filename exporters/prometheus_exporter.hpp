@@ -1,7 +1,6 @@
 #pragma once
 // Prometheus exposition of a Snapshot. Metric names, types and the labels listed in
 // docs/ARCHITECTURE.md ("Metric contract") are a contract with dashboards and alerts.
-#include <prometheus/collectable.h>
 #include <prometheus/metric_family.h>
 
 #include <memory>
@@ -10,7 +9,6 @@
 #include <vector>
 
 #include "daemon/snapshot.hpp"
-#include "daemon/snapshot_store.hpp"
 
 namespace uringscope {
 
@@ -22,15 +20,5 @@ std::vector<prometheus::MetricFamily> to_metric_families(const Snapshot& snap);
 // Text exposition format 0.0.4 of a snapshot, as served on /metrics.
 std::string render_text(const Snapshot& snap);
 
-// Serves whatever snapshot was published last; a scrape never waits for a sample.
-class SnapshotCollectable : public prometheus::Collectable {
-public:
-    explicit SnapshotCollectable(std::shared_ptr<const SnapshotStore> store)
-        : store_(std::move(store)) {}
-    std::vector<prometheus::MetricFamily> Collect() const override;
-
-private:
-    std::shared_ptr<const SnapshotStore> store_;
-};
 
 }  // namespace uringscope

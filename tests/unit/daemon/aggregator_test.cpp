@@ -253,3 +253,23 @@ TEST(Aggregator, CountersStayMonotonicWhenWorkTimeRunsAhead) {
     EXPECT_LE(s2.threads[0].work_seconds, s2.threads[0].cpu_seconds + 1e-12);
     EXPECT_GE(s2.threads[0].spin_seconds + 1e-12, s1.threads[0].spin_seconds);
 }
+
+TEST(Aggregator, WakeLatencyQuantilesCoverOnlyTheLastInterval) {
+    Aggregator a;
+    usc_sched_state ss{};
+    ss.lat_hist[20] = 100;  // ~1 ms, all before the second sample
+    RawSample r1 = sample(kSec, {ring(1, 10, 3, kSqpoll, 0, 50)});
+    r1.sched.emplace_back(50, ss);
+    auto s = a.update(r1);
+    EXPECT_GT(s.threads[0].wake_p50_seconds, 1e-3);
+    ss.lat_hist[10] = 10;  // ten new ~1.5 us latencies
+    RawSample r2 = sample(2 * kSec, {ring(1, 10, 3, kSqpoll, 0, 50)});
+    r2.sched.emplace_back(50, ss);
+    s = a.update(r2);
+    EXPECT_GE(s.threads[0].wake_p99_seconds, 1024e-9);
+    EXPECT_LE(s.threads[0].wake_p99_seconds, 2048e-9);
+    RawSample r3 = sample(3 * kSec, {ring(1, 10, 3, kSqpoll, 0, 50)});
+    r3.sched.emplace_back(50, ss);
+    s = a.update(r3);
+    EXPECT_EQ(s.threads[0].wake_p50_seconds, -1);  // no wakeups in this interval
+}

@@ -1,0 +1,61 @@
+#include "exporters/json_exporter.hpp"
+
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "exporters/prometheus_exporter.hpp"
+
+namespace uringscope {
+
+NLOHMANN_JSON_SERIALIZE_ENUM(WorkSource, {{WorkSource::kernel, "kernel"},
+                                          {WorkSource::estimate, "estimate"}})
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LatencyHistogram, upper_bounds_s, cumulative,
+                                                count, sum_s)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(WakerSnapshot, pid, comm, wakeups)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
+    ThreadSnapshot, tid, pid, comm, cpu_seconds, work_seconds, spin_seconds, sleep_seconds,
+    work_source, sleeps, wakeups, voluntary_switches, involuntary_switches, state, sq_cpu, pinned,
+    idle_setting_seconds, idle_ns_granular, wake_latency, wake_latency_log2, wake_p50_seconds,
+    wake_p99_seconds, rings, fairness, cpu_util, work_util, spin_util, sleep_util, sqe_rate,
+    sleep_rate, wakeup_rate, wakers)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RingSnapshot, id, pid, fd, comm, mode, sq_thread,
+                                                setup_flags, sq_entries, sqes_total, cqes_total,
+                                                sq_backlog, sqthread_share, sqe_rate, cqe_rate)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ProbeState, probe, kind, attached, reason)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Snapshot, hostname, kernel, seq, timestamp,
+                                                interval_seconds, sample_duration_seconds, threads,
+                                                rings, probes, rings_created_by_mode,
+                                                rings_short_lived_by_mode, map_overflows)
+
+std::string snapshot_to_json(const Snapshot& snap) {
+    nlohmann::json j = snap;
+    j["schema"] = kSchemaVersion;
+    // comm names are arbitrary bytes; JSON must be UTF-8 or nlohmann refuses to dump it.
+    for (auto& t : j["threads"]) {
+        t["comm"] = sanitize_utf8(t["comm"].get<std::string>());
+        for (auto& w : t["wakers"]) w["comm"] = sanitize_utf8(w["comm"].get<std::string>());
+    }
+    for (auto& r : j["rings"]) r["comm"] = sanitize_utf8(r["comm"].get<std::string>());
+    return j.dump();
+}
+
+Snapshot snapshot_from_json(const std::string& text) {
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::parse_error& e) {
+        throw std::runtime_error(std::string("not JSON: ") + e.what());
+    }
+    if (!j.is_object() || !j.contains("schema"))
+        throw std::runtime_error("not a uringscope snapshot (no \"schema\" field)");
+    if (j["schema"] != kSchemaVersion)
+        throw std::runtime_error("snapshot schema " + j["schema"].dump() + ", this build reads " +
+                                 std::to_string(kSchemaVersion));
+    try {
+        return j.get<Snapshot>();
+    } catch (const nlohmann::json::exception& e) {
+        throw std::runtime_error(std::string("malformed snapshot: ") + e.what());
+    }
+}
+
+}  // namespace uringscope

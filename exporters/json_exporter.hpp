@@ -1,0 +1,18 @@
+#pragma once
+// The JSON form of a Snapshot, served at /api/v1/snapshot and read back by `uringscope top`.
+// docs/API.md documents it; kSchemaVersion changes when a field changes meaning or goes away.
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+
+#include "daemon/snapshot.hpp"
+
+namespace uringscope {
+
+inline constexpr int kSchemaVersion = 1;
+
+std::string snapshot_to_json(const Snapshot& snap);
+
+// Throws std::runtime_error with a readable message on malformed input or a schema mismatch.
+Snapshot snapshot_from_json(const std::string& text);
+
+}  // namespace uringscope

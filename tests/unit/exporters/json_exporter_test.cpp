@@ -1,0 +1,68 @@
+#include "exporters/json_exporter.hpp"
+
+#include <gtest/gtest.h>
+
+using namespace uringscope;
+
+namespace {
+
+Snapshot sample_snapshot() {
+    Snapshot s;
+    s.hostname = "db1";
+    s.kernel = "6.18.0";
+    s.seq = 7;
+    s.interval_seconds = 1;
+    ThreadSnapshot t;
+    t.tid = 42;
+    t.pid = 41;
+    t.comm = "post\"gres\xff";
+    t.cpu_seconds = 3.5;
+    t.work_source = WorkSource::kernel;
+    t.wake_latency.upper_bounds_s = {1e-6};
+    t.wake_latency.cumulative = {2};
+    t.wake_latency.count = 3;
+    t.wakers.push_back({41, "postgres", 9});
+    t.wake_p99_seconds = 2e-5;
+    s.threads.push_back(t);
+    RingSnapshot r;
+    r.id = "41:5";
+    r.mode = "sqpoll";
+    r.sq_thread = 42;
+    r.sqes_total = 1ull << 40;
+    s.rings.push_back(r);
+    s.probes.push_back({"sched_switch", "tp_btf", false, "kernel lacks it"});
+    s.rings_created_by_mode.emplace_back("sqpoll", 4);
+    return s;
+}
+
+}  // namespace
+
+TEST(Json, RoundTripKeepsEveryField) {
+    auto in = sample_snapshot();
+    auto out = snapshot_from_json(snapshot_to_json(in));
+    EXPECT_EQ(out.hostname, "db1");
+    EXPECT_EQ(out.seq, 7u);
+    ASSERT_EQ(out.threads.size(), 1u);
+    EXPECT_EQ(out.threads[0].tid, 42);
+    EXPECT_DOUBLE_EQ(out.threads[0].cpu_seconds, 3.5);
+    EXPECT_EQ(out.threads[0].work_source, WorkSource::kernel);
+    EXPECT_EQ(out.threads[0].wake_latency.count, 3u);
+    EXPECT_EQ(out.threads[0].wakers.at(0).wakeups, 9u);
+    EXPECT_DOUBLE_EQ(out.threads[0].wake_p99_seconds, 2e-5);
+    ASSERT_EQ(out.rings.size(), 1u);
+    EXPECT_EQ(out.rings[0].sqes_total, 1ull << 40);
+    EXPECT_EQ(out.probes.at(0).reason, "kernel lacks it");
+    EXPECT_EQ(out.rings_created_by_mode.at(0).second, 4u);
+}
+
+TEST(Json, InvalidUtf8InCommIsReplaced) {
+    auto out = snapshot_from_json(snapshot_to_json(sample_snapshot()));
+    EXPECT_EQ(out.threads[0].comm, "post\"gres\xef\xbf\xbd");
+}
+
+TEST(Json, RejectsWhatIsNotASnapshot) {
+    EXPECT_THROW(snapshot_from_json("nope"), std::runtime_error);
+    EXPECT_THROW(snapshot_from_json("{}"), std::runtime_error);
+    EXPECT_THROW(snapshot_from_json(R"({"schema": 99})"), std::runtime_error);
+    EXPECT_THROW(snapshot_from_json(R"({"schema": 1, "threads": 5})"), std::runtime_error);
+}

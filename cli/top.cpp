@@ -1,0 +1,253 @@
+// The interactive and batch front ends of `uringscope top`.
+#include "cli/top.hpp"
+
+#include <curses.h>
+#include <langinfo.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <clocale>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <iostream>
+#include <thread>
+
+#include "cli/top_source.hpp"
+#include "exporters/json_exporter.hpp"
+
+namespace uringscope::top {
+
+namespace {
+
+std::atomic<bool> g_quit{false};
+std::atomic<bool> g_curses_active{false};
+
+void on_quit(int) { g_quit = true; }
+
+// A fatal signal must not leave the user's terminal in raw mode with no echo. endwin() is not
+// async-signal-safe, but the process is about to die anyway and a restored terminal is worth
+// the risk; the default action is then re-raised so the crash is still reported.
+void on_fatal(int sig) {
+    if (g_curses_active.exchange(false)) endwin();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+// Owns curses mode; every way out of the interactive loop, including exceptions, ends it.
+class CursesSession {
+public:
+    CursesSession() {
+        initscr();
+        g_curses_active = true;
+        cbreak();
+        noecho();
+        keypad(stdscr, TRUE);
+        curs_set(0);
+        timeout(100);  // getch() returns every 100 ms so new snapshots are drawn promptly
+        std::set_terminate([] {
+            if (g_curses_active.exchange(false)) endwin();
+            std::abort();
+        });
+    }
+    ~CursesSession() {
+        if (g_curses_active.exchange(false)) endwin();
+    }
+};
+
+void install_signals() {
+    struct sigaction sa {};
+    sa.sa_handler = on_quit;
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
+    sigaction(SIGHUP, &sa, nullptr);
+    for (int sig : {SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL}) signal(sig, on_fatal);
+}
+
+std::unique_ptr<SnapshotSource> open_source(const Options& o) {
+    std::string daemon_err, local_err;
+    if (!o.local) {
+        if (auto s = connect_daemon(o.daemon_url, o.delay_seconds, daemon_err)) return s;
+    }
+    if (auto s = start_local(o.delay_seconds, local_err)) return s;
+    if (o.local) {
+        std::cerr << "uringscope top: cannot sample in-process: " << local_err << "\n";
+    } else {
+        std::cerr << "uringscope top: no uringscope daemon answered (" << daemon_err
+                  << "),\nand sampling in-process failed: " << local_err
+                  << "\nStart uringscoped, or run uringscope top as root.\n";
+    }
+    return nullptr;
+}
+
+// Waits for a snapshot newer than `seq`; nullptr on quit.
+std::shared_ptr<const Snapshot> next_snapshot(SnapshotSource& src, std::uint64_t seq,
+                                              double timeout_s) {
+    auto deadline = std::chrono::steady_clock::now() +
+                    std::chrono::milliseconds(static_cast<long>(timeout_s * 1000));
+    while (!g_quit) {
+        auto s = src.latest();
+        // A daemon restarted in the meantime counts again from 1: any change of seq is new.
+        if (s && s->seq != seq && s->seq >= 2) return s;
+        if (std::chrono::steady_clock::now() > deadline) return nullptr;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return nullptr;
+}
+
+int run_batch(const Options& o, SnapshotSource& src, ViewState v) {
+    int width = o.width;
+    if (width == 0) {
+        const char* cols = std::getenv("COLUMNS");
+        width = cols ? std::atoi(cols) : 0;
+        if (width < 40) width = 160;
+    }
+    History h;
+    std::uint64_t seq = 0;
+    for (int i = 0; (o.iterations == 0 || i < o.iterations) && !g_quit; ++i) {
+        auto s = next_snapshot(src, seq, o.delay_seconds * 3 + 5);
+        if (!s) {
+            if (g_quit) break;
+            std::cerr << "uringscope top: no new snapshot: " << src.last_error() << "\n";
+            return 1;
+        }
+        seq = s->seq;
+        h.add(*s);
+        if (o.json) {
+            std::cout << snapshot_to_json(*s) << "\n";
+        } else {
+            for (const auto& t : s->threads) v.expanded.insert(t.tid);
+            for (auto& line : render(*s, v, h, width, 0, false)) {
+                while (!line.empty() && line.back() == ' ') line.pop_back();
+                std::cout << line << "\n";
+            }
+            std::cout << "\n";
+        }
+        std::cout.flush();
+        // The next snapshot is not due before the delay has passed.
+        if (o.iterations == 0 || i + 1 < o.iterations)
+            std::this_thread::sleep_for(
+                std::chrono::milliseconds(static_cast<long>(o.delay_seconds * 1000 * 0.9)));
+    }
+    return 0;
+}
+
+void draw(const std::vector<std::string>& lines, int selected_line) {
+    erase();
+    for (int y = 0; y < static_cast<int>(lines.size()) && y < LINES; ++y) {
+        bool header = y == 3;
+        bool sel = y == selected_line;
+        if (header || sel) attron(A_REVERSE);
+        mvaddnstr(y, 0, lines[static_cast<std::size_t>(y)].c_str(), -1);
+        if (header || sel) attroff(A_REVERSE);
+    }
+    refresh();
+}
+
+int run_interactive(SnapshotSource& src, ViewState v) {
+    const char* codeset = nl_langinfo(CODESET);
+    const bool utf8 = codeset && std::strcmp(codeset, "UTF-8") == 0;
+    CursesSession curses;
+    History h;
+    std::shared_ptr<const Snapshot> shown;
+    bool dirty = true;
+    while (!g_quit) {
+        if (!v.paused) {
+            auto s = src.latest();
+            if (s && (!shown || s->seq != shown->seq)) {
+                shown = s;
+                h.add(*s);
+                dirty = true;
+            }
+        }
+        if (dirty && shown) {
+            auto rows = visible_threads(*shown, v);
+            v.selected = std::clamp(v.selected, 0, std::max(0, static_cast<int>(rows.size()) - 1));
+            auto lines = render(*shown, v, h, COLS, LINES, utf8);
+            // The selected thread's line: header (3) + column titles (1) + rows before it,
+            // counting expanded rings of earlier rows.
+            int line = 4 + (v.help ? 6 : 0);
+            for (int i = 0; i < v.selected && i < static_cast<int>(rows.size()); ++i) {
+                ++line;
+                if (v.expanded.count(rows[static_cast<std::size_t>(i)]->tid))
+                    for (const auto& r : shown->rings)
+                        line += r.sq_thread == rows[static_cast<std::size_t>(i)]->tid;
+            }
+            draw(lines, v.view == View::threads && !rows.empty() ? line : -1);
+            dirty = false;
+        } else if (dirty) {
+            erase();
+            mvaddstr(0, 0, "uringscope top: waiting for the first snapshot...");
+            refresh();
+        }
+        int ch = getch();
+        if (ch == ERR) continue;
+        dirty = true;
+        if (v.editing) {
+            if (ch == '\n' || ch == KEY_ENTER) {
+                v.filter = v.editing_filter;
+                v.editing = false;
+            } else if (ch == 27) {
+                v.editing = false;
+            } else if (ch == KEY_BACKSPACE || ch == 127 || ch == 8) {
+                if (!v.editing_filter.empty()) v.editing_filter.pop_back();
+            } else if (ch >= 32 && ch < 127) {
+                v.editing_filter += static_cast<char>(ch);
+            }
+            continue;
+        }
+        auto rows = shown ? visible_threads(*shown, v) : std::vector<const ThreadSnapshot*>{};
+        const auto& cols = thread_columns();
+        int sort_idx = 0;
+        for (std::size_t i = 0; i < cols.size(); ++i)
+            if (cols[i].id == v.sort) sort_idx = static_cast<int>(i);
+        switch (ch) {
+        case 'q': case 'Q': g_quit = true; break;
+        case '\t': v.view = v.view == View::threads ? View::polling : View::threads; break;
+        case '\n': case KEY_ENTER: case 'e':
+            if (v.selected < static_cast<int>(rows.size())) {
+                auto tid = rows[static_cast<std::size_t>(v.selected)]->tid;
+                if (!v.expanded.erase(tid)) v.expanded.insert(tid);
+            }
+            break;
+        case KEY_UP: case 'k': v.selected = std::max(0, v.selected - 1); break;
+        case KEY_DOWN: case 'j': ++v.selected; break;
+        case '<': v.sort = cols[static_cast<std::size_t>((sort_idx + static_cast<int>(cols.size()) - 2) % (static_cast<int>(cols.size()) - 1))].id; break;
+        case '>': v.sort = cols[static_cast<std::size_t>((sort_idx + 1) % (static_cast<int>(cols.size()) - 1))].id; break;
+        case 'r': v.descending = !v.descending; break;
+        case '/': v.editing = true; v.editing_filter = v.filter; break;
+        case 'p': case ' ': v.paused = !v.paused; break;
+        case '+': v.refresh_seconds = std::min(60.0, v.refresh_seconds * 2); src.set_interval(v.refresh_seconds); break;
+        case '-': v.refresh_seconds = std::max(0.125, v.refresh_seconds / 2); src.set_interval(v.refresh_seconds); break;
+        case 'h': case '?': v.help = !v.help; break;
+        case KEY_RESIZE: break;
+        default: dirty = false;
+        }
+    }
+    return 0;
+}
+
+}  // namespace
+
+int run(const Options& o) {
+    std::setlocale(LC_ALL, "");
+    install_signals();
+    auto src = open_source(o);
+    if (!src) return 1;
+    ViewState v;
+    v.sort = o.sort;
+    v.filter = o.filter;
+    v.refresh_seconds = o.delay_seconds;
+    v.source = src->description();
+    if (o.batch) return run_batch(o, *src, v);
+    if (!isatty(STDOUT_FILENO) || !isatty(STDIN_FILENO)) {
+        std::cerr << "uringscope top: not a terminal; use -b for batch output\n";
+        return 2;
+    }
+    return run_interactive(*src, v);
+}
+
+}  // namespace uringscope::top

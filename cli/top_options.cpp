@@ -1,0 +1,91 @@
+#include "cli/top_options.hpp"
+
+#include <CLI/CLI.hpp>
+
+namespace uringscope::top {
+
+namespace {
+
+const char* const kDescription = R"(uringscope top - live view of io_uring SQ threads, rings and polling
+
+Shows every SQ thread with its CPU split into useful work, idle spinning and sleep, its sleep and
+wake rates and wake latency, how many rings it serves and how fairly. Enter lists a thread's
+rings; Tab switches to the IOPOLL view.
+
+Snapshots come from a running uringscoped (--daemon, its /api/v1/snapshot endpoint). When no
+daemon answers, top loads the same BPF collector itself, which needs root.)";
+
+const char* const kFooter = R"(KEYS
+  q quit   Tab threads/IOPOLL   Enter expand a thread's rings   Up/Down select
+  < > change sort column   r reverse   / filter by pid, tid or comm   p pause
+  + - refresh interval   h ? help
+
+EXAMPLES
+  uringscope top
+  uringscope top -b -n 3 -d 0.5          three text snapshots, half a second apart
+  uringscope top --json -n 10 | jq .     JSON lines, one per snapshot
+  uringscope top --local --sort spin     no daemon: sample in-process, busiest spinners first
+
+EXIT STATUS
+  0 normal exit   1 no snapshot source (no daemon and not root), or a fetch failed in batch
+  mode   2 bad command line)";
+
+}  // namespace
+
+OptionsResult parse_top_options(int argc, const char* const* argv) {
+    Options o;
+    std::string sort = "cpu";
+    CLI::App app{kDescription, "uringscope top"};
+    app.footer(kFooter);
+    app.get_formatter()->column_width(30);
+    app.add_flag("-b,--batch", o.batch, "Batch mode: print text snapshots to stdout and exit.");
+    app.add_option("-n,--iterations", o.iterations,
+                   "Snapshots to print in batch mode (default: until interrupted).")
+        ->check(CLI::Range(1, 1000000));
+    app.add_option("-d,--delay", o.delay_seconds, "Seconds between refreshes, 0.1 to 3600.")
+        ->check(CLI::Range(0.1, 3600.0))
+        ->default_str("1");
+    app.add_flag("--json", o.json, "Print snapshots as JSON lines (implies -b).");
+    app.add_option("--daemon", o.daemon_url, "Base URL of uringscoped.")
+        ->default_str(o.daemon_url);
+    app.add_flag("--local", o.local, "Do not ask a daemon; sample in this process (root).");
+    app.add_option("--sort", sort,
+                   "Sort column: tid pid comm cpu work spin sleep sleeps wakes p50 p99 rings "
+                   "sqes fairness.")
+        ->default_str("cpu");
+    app.add_option("--filter", o.filter, "Show only threads whose pid, tid or comm matches.");
+    app.add_option("--width", o.width, "Line width in batch mode (default $COLUMNS or 160).")
+        ->check(CLI::Range(40, 1000));
+
+    OptionsResult r;
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp&) {
+        r.output = app.help();
+        return r;
+    } catch (const CLI::ParseError& e) {
+        r.exit_code = 2;
+        r.output = std::string("uringscope top: ") + e.what() + "\nTry 'uringscope top --help'.";
+        return r;
+    }
+    auto col = column_by_name(sort);
+    if (!col || *col == Column::history) {
+        r.exit_code = 2;
+        r.output = "uringscope top: unknown sort column \"" + sort +
+                   "\" (tid pid comm cpu work spin sleep sleeps wakes p50 p99 rings sqes fairness)";
+        return r;
+    }
+    o.sort = *col;
+    if (o.json) o.batch = true;
+    if (o.daemon_url.rfind("http://", 0) != 0 && o.daemon_url.rfind("https://", 0) != 0) {
+        r.exit_code = 2;
+        r.output = "uringscope top: --daemon must be an http:// or https:// URL, got \"" +
+                   o.daemon_url + "\"";
+        return r;
+    }
+    while (!o.daemon_url.empty() && o.daemon_url.back() == '/') o.daemon_url.pop_back();
+    r.options = o;
+    return r;
+}
+
+}  // namespace uringscope::top

@@ -1,0 +1,31 @@
+#pragma once
+// Command line of `uringscope top`, parsed without side effects for unit tests.
+#include <optional>
+#include <string>
+
+#include "cli/top_view.hpp"
+
+namespace uringscope::top {
+
+struct Options {
+    bool batch = false;           // -b: text snapshots to stdout, no terminal
+    int iterations = 0;           // -n: snapshots to print in batch mode, 0 = until interrupted
+    double delay_seconds = 1.0;   // -d: refresh interval
+    bool json = false;            // --json: JSON lines instead of text (implies batch)
+    std::string daemon_url = "http://127.0.0.1:10464";
+    bool local = false;           // --local: never ask the daemon, sample in-process
+    Column sort = Column::cpu;
+    std::string filter;
+    int width = 0;                // batch output width, 0 = $COLUMNS or 160
+};
+
+struct OptionsResult {
+    std::optional<Options> options;
+    int exit_code = 0;
+    std::string output;  // help text, or an error message
+};
+
+// argv[0] is "top" (the subcommand).
+OptionsResult parse_top_options(int argc, const char* const* argv);
+
+}  // namespace uringscope::top

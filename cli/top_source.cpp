@@ -1,0 +1,141 @@
+#include "cli/top_source.hpp"
+
+#include <curl/curl.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+
+#include "daemon/bpf_loader.hpp"
+#include "daemon/kernel_features.hpp"
+#include "daemon/privileges.hpp"
+#include "daemon/sampler.hpp"
+#include "exporters/json_exporter.hpp"
+
+namespace uringscope::top {
+
+SnapshotSource::SnapshotSource(double interval_s, std::string description)
+    : interval_ms_(static_cast<long>(interval_s * 1000)), description_(std::move(description)) {}
+
+SnapshotSource::~SnapshotSource() = default;
+
+void SnapshotSource::start() {
+    worker_ = std::jthread([this](std::stop_token stop) {
+        std::mutex mu;
+        std::condition_variable_any cv;
+        while (!stop.stop_requested()) {
+            std::string err;
+            if (!fetch(err)) error_ = err;
+            std::unique_lock lock(mu);
+            cv.wait_for(lock, stop, std::chrono::milliseconds(interval_ms_.load()),
+                        [] { return false; });
+        }
+    });
+}
+
+void SnapshotSource::stop() {
+    worker_.request_stop();
+    if (worker_.joinable()) worker_.join();
+}
+
+namespace {
+
+size_t append(char* data, size_t size, size_t n, void* out) {
+    static_cast<std::string*>(out)->append(data, size * n);
+    return size * n;
+}
+
+class DaemonSource : public SnapshotSource {
+public:
+    DaemonSource(std::string url, double interval_s)
+        : SnapshotSource(interval_s, "daemon " + url), url_(std::move(url) + "/api/v1/snapshot") {}
+    ~DaemonSource() override { stop(); }
+    using SnapshotSource::start;
+
+    bool fetch(std::string& error) override {
+        std::string body;
+        CURL* c = curl_easy_init();
+        if (!c) {
+            error = "cannot initialise libcurl";
+            return false;
+        }
+        curl_easy_setopt(c, CURLOPT_URL, url_.c_str());
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, append);
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, &body);
+        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 3000L);
+        curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(c, CURLOPT_FAILONERROR, 1L);
+        CURLcode rc = curl_easy_perform(c);
+        curl_easy_cleanup(c);
+        if (rc != CURLE_OK) {
+            error = url_ + ": " + curl_easy_strerror(rc);
+            return false;
+        }
+        try {
+            store_.publish(std::make_shared<Snapshot>(snapshot_from_json(body)));
+        } catch (const std::exception& e) {
+            error = url_ + ": " + e.what();
+            return false;
+        }
+        return true;
+    }
+
+private:
+    std::string url_;
+};
+
+class LocalSource : public SnapshotSource {
+public:
+    LocalSource(double interval_s, KernelFeatures kf, std::unique_ptr<BpfCollector> bpf)
+        : SnapshotSource(interval_s, "in-process"),
+          kf_(std::move(kf)),
+          bpf_(std::move(bpf)),
+          store_ptr_(std::shared_ptr<SnapshotStore>(&store_, [](SnapshotStore*) {})),
+          sampler_(*bpf_, kf_.work_time_per_thread(), store_ptr_, kf_.release()) {}
+    ~LocalSource() override { stop(); }
+    using SnapshotSource::start;
+
+    bool fetch(std::string& error) override {
+        if (!sampler_.sample_once()) {
+            error = "sampling failed (see stderr)";
+            return false;
+        }
+        return true;
+    }
+
+private:
+    KernelFeatures kf_;
+    std::unique_ptr<BpfCollector> bpf_;
+    // The sampler publishes into the base class's store, which outlives it.
+    std::shared_ptr<SnapshotStore> store_ptr_;
+    Sampler sampler_;
+};
+
+}  // namespace
+
+std::unique_ptr<SnapshotSource> connect_daemon(const std::string& base_url, double interval_s,
+                                               std::string& error) {
+    auto s = std::make_unique<DaemonSource>(base_url, interval_s);
+    if (!s->fetch(error)) return nullptr;
+    s->start();
+    return s;
+}
+
+std::unique_ptr<SnapshotSource> start_local(double interval_s, std::string& error) {
+    if (auto why = missing_bpf_privileges()) {
+        error = *why;
+        return nullptr;
+    }
+    KernelFeatures kf;
+    if (auto why = KernelFeatures::load(kf)) {
+        error = *why;
+        return nullptr;
+    }
+    auto bpf = BpfCollector::make(kf, error);
+    if (!bpf) return nullptr;
+    auto s = std::make_unique<LocalSource>(interval_s, std::move(kf), std::move(bpf));
+    s->start();
+    return s;
+}
+
+}  // namespace uringscope::top

@@ -1,0 +1,44 @@
+#pragma once
+// Where `uringscope top` gets its snapshots: the daemon's JSON endpoint, or the same collector
+// run in-process. Either way a background thread fetches on its own schedule and the drawing loop
+// only ever reads the latest snapshot, so a slow terminal never stalls sampling.
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "daemon/snapshot_store.hpp"
+
+namespace uringscope::top {
+
+class SnapshotSource {
+public:
+    virtual ~SnapshotSource();
+    std::shared_ptr<const Snapshot> latest() const { return store_.latest(); }
+    void set_interval(double seconds) { interval_ms_ = static_cast<long>(seconds * 1000); }
+    const std::string& description() const { return description_; }
+    const std::string& last_error() const { return error_; }
+
+protected:
+    explicit SnapshotSource(double interval_s, std::string description);
+    // Takes one snapshot into store_; returns false and sets error on failure.
+    virtual bool fetch(std::string& error) = 0;
+    void start();
+    void stop();
+    SnapshotStore store_;
+
+private:
+    std::atomic<long> interval_ms_;
+    std::string description_;
+    std::string error_;
+    std::jthread worker_;
+};
+
+// Connects to a daemon at base_url (e.g. http://127.0.0.1:10464). Fails if the first fetch fails.
+std::unique_ptr<SnapshotSource> connect_daemon(const std::string& base_url, double interval_s,
+                                               std::string& error);
+
+// Loads the BPF collector into this process (needs root). Fails with a readable reason.
+std::unique_ptr<SnapshotSource> start_local(double interval_s, std::string& error);
+
+}  // namespace uringscope::top

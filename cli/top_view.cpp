@@ -1,0 +1,345 @@
+#include "cli/top_view.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <optional>
+
+namespace uringscope::top {
+
+namespace {
+
+std::string fmt(const char* f, double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, f, v);
+    return buf;
+}
+
+// Display width of UTF-8 text: one column per code point. Names are made ASCII by field_safe or
+// replaced with U+FFFD by the exporter, and the sparkline's blocks are single-width.
+std::size_t display_width(const std::string& s) {
+    std::size_t n = 0;
+    for (char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+    return n;
+}
+
+std::string pad(std::string s, int width, bool right) {
+    if (width <= 0) return "";
+    auto w = static_cast<std::size_t>(width);
+    if (display_width(s) > w) {
+        // Cut at a code point boundary after `width` code points.
+        std::size_t seen = 0, i = 0;
+        for (; i < s.size(); ++i) {
+            if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80 && seen++ == w) break;
+        }
+        s.resize(i);
+    }
+    std::string fill(w - display_width(s), ' ');
+    return right ? fill + s : s + fill;
+}
+
+std::string pct(double fraction) { return fmt("%.1f", fraction * 100); }
+
+double sort_value(const ThreadSnapshot& t, Column c) {
+    switch (c) {
+    case Column::tid: return t.tid;
+    case Column::pid: return t.pid;
+    case Column::cpu: return t.cpu_util;
+    case Column::work: return t.work_util;
+    case Column::spin: return t.spin_util;
+    case Column::sleep: return t.sleep_util;
+    case Column::sleeps: return t.sleep_rate;
+    case Column::wakes: return t.wakeup_rate;
+    case Column::p50: return t.wake_p50_seconds;
+    case Column::p99: return t.wake_p99_seconds;
+    case Column::rings: return static_cast<double>(t.rings);
+    case Column::sqes: return t.sqe_rate;
+    case Column::fairness: return t.fairness;
+    case Column::comm:
+    case Column::history: return t.cpu_util;
+    }
+    return 0;
+}
+
+std::string cell(const ThreadSnapshot& t, Column c, int width, const History& h, bool utf8) {
+    switch (c) {
+    case Column::tid: return std::to_string(t.tid);
+    case Column::pid: return std::to_string(t.pid);
+    case Column::comm: return field_safe(t.comm);
+    case Column::cpu: return pct(t.cpu_util);
+    case Column::work: return pct(t.work_util) + (t.work_source == WorkSource::estimate ? "~" : "");
+    case Column::spin: return pct(t.spin_util);
+    case Column::sleep: return pct(t.sleep_util);
+    case Column::sleeps: return human_rate(t.sleep_rate);
+    case Column::wakes: return human_rate(t.wakeup_rate);
+    case Column::p50: return human_seconds(t.wake_p50_seconds);
+    case Column::p99: return human_seconds(t.wake_p99_seconds);
+    case Column::rings: return std::to_string(t.rings);
+    case Column::sqes: return human_rate(t.sqe_rate);
+    case Column::fairness: return fmt("%.2f", t.fairness);
+    case Column::history: {
+        const auto* d = h.cpu(t.tid);
+        return d ? sparkline(*d, static_cast<std::size_t>(width), utf8) : std::string();
+    }
+    }
+    return "";
+}
+
+// Picks the columns that fit in `width`, dropping the least important first, and gives the
+// history column whatever is left.
+std::vector<std::pair<ColumnInfo, int>> layout(int width) {
+    auto cols = thread_columns();
+    std::vector<ColumnInfo> by_prio = cols;
+    std::stable_sort(by_prio.begin(), by_prio.end(),
+                     [](const auto& a, const auto& b) { return a.priority < b.priority; });
+    std::set<Column> chosen;
+    int used = 0;
+    for (const auto& c : by_prio) {
+        int need = c.width + (chosen.empty() ? 0 : 1);
+        if (used + need <= width) {
+            chosen.insert(c.id);
+            used += need;
+        }
+    }
+    std::vector<std::pair<ColumnInfo, int>> out;
+    for (const auto& c : cols)
+        if (chosen.count(c.id)) out.emplace_back(c, c.width);
+    if (!out.empty() && out.back().first.id == Column::history)
+        out.back().second += width - used;
+    return out;
+}
+
+std::string ring_line(const RingSnapshot& r, int width) {
+    std::string s = "   + ring " + pad(r.id, 13, false) + " " + pad(r.mode, 7, false) +
+                    " SQE/s " + pad(human_rate(r.sqe_rate), 7, true) + "  CQE/s " +
+                    pad(human_rate(r.cqe_rate), 7, true) + "  share " +
+                    pad(fmt("%.0f%%", r.sqthread_share * 100), 4, true) + "  backlog " +
+                    std::to_string(r.sq_backlog);
+    return pad(s, width, false);
+}
+
+}  // namespace
+
+const std::vector<ColumnInfo>& thread_columns() {
+    static const std::vector<ColumnInfo> cols = {
+        {Column::tid, "TID", 7, 0, true},       {Column::pid, "PID", 7, 3, true},
+        {Column::comm, "COMM", 12, 1, false},   {Column::cpu, "CPU%", 6, 0, true},
+        {Column::work, "WORK%", 6, 2, true},    {Column::spin, "SPIN%", 6, 1, true},
+        {Column::sleep, "SLEEP%", 6, 4, true},  {Column::sleeps, "SLP/s", 6, 5, true},
+        {Column::wakes, "WAKE/s", 6, 4, true},  {Column::p50, "P50", 7, 6, true},
+        {Column::p99, "P99", 7, 5, true},       {Column::rings, "RINGS", 5, 3, true},
+        {Column::sqes, "SQE/s", 7, 2, true},    {Column::fairness, "FAIR", 5, 4, true},
+        {Column::history, "HISTORY", 8, 7, false},
+    };
+    return cols;
+}
+
+std::optional<Column> column_by_name(const std::string& name) {
+    for (const auto& c : thread_columns())
+        if (column_name(c.id) == name) return c.id;
+    return std::nullopt;
+}
+
+std::string column_name(Column c) {
+    static const char* names[] = {"tid",  "pid",    "comm",  "cpu", "work", "spin",  "sleep", "sleeps",
+                                  "wakes", "p50", "p99", "rings", "sqes", "fairness", "history"};
+    return names[static_cast<int>(c)];
+}
+
+void History::add(const Snapshot& s) {
+    if (s.seq == last_seq_) return;
+    last_seq_ = s.seq;
+    std::map<std::int32_t, std::deque<double>> next;
+    for (const auto& t : s.threads) {
+        auto& d = next[t.tid];
+        if (auto it = cpu_.find(t.tid); it != cpu_.end()) d = std::move(it->second);
+        d.push_back(t.cpu_util);
+        if (d.size() > kDepth) d.pop_front();
+    }
+    cpu_ = std::move(next);
+}
+
+const std::deque<double>* History::cpu(std::int32_t tid) const {
+    auto it = cpu_.find(tid);
+    return it == cpu_.end() ? nullptr : &it->second;
+}
+
+std::vector<const ThreadSnapshot*> visible_threads(const Snapshot& s, const ViewState& v) {
+    std::vector<const ThreadSnapshot*> out;
+    for (const auto& t : s.threads) {
+        if (!v.filter.empty() && std::to_string(t.pid) != v.filter &&
+            std::to_string(t.tid) != v.filter && t.comm.find(v.filter) == std::string::npos)
+            continue;
+        out.push_back(&t);
+    }
+    std::stable_sort(out.begin(), out.end(), [&](const ThreadSnapshot* a, const ThreadSnapshot* b) {
+        if (v.sort == Column::comm) return v.descending ? a->comm > b->comm : a->comm < b->comm;
+        double x = sort_value(*a, v.sort), y = sort_value(*b, v.sort);
+        if (x == y) return a->tid < b->tid;
+        return v.descending ? x > y : x < y;
+    });
+    return out;
+}
+
+std::string human_rate(double v) {
+    if (v < 0) return "-";
+    if (v < 1000) return fmt(v < 10 && v != std::floor(v) ? "%.1f" : "%.0f", v);
+    if (v < 1e6) return fmt("%.1fk", v / 1e3);
+    if (v < 1e9) return fmt("%.1fM", v / 1e6);
+    return fmt("%.1fG", v / 1e9);
+}
+
+std::string human_seconds(double s) {
+    if (s < 0) return "-";
+    if (s < 1e-6) return fmt("%.0fns", s * 1e9);
+    if (s < 1e-3) return fmt("%.1fus", s * 1e6);
+    if (s < 1) return fmt("%.1fms", s * 1e3);
+    return fmt("%.2fs", s);
+}
+
+std::string sparkline(const std::deque<double>& values, std::size_t width, bool utf8) {
+    static const char* blocks[] = {" ", "\u2581", "\u2582", "\u2583", "\u2584",
+                                   "\u2585", "\u2586", "\u2587", "\u2588"};
+    static const char ascii[] = " .:-=+*#%@";
+    std::string out;
+    std::size_t n = std::min(width, values.size());
+    for (std::size_t i = values.size() - n; i < values.size(); ++i) {
+        double v = std::clamp(values[i], 0.0, 1.0);  // fraction of one CPU
+        if (utf8)
+            out += blocks[static_cast<int>(std::lround(v * 8))];
+        else
+            out += ascii[static_cast<int>(std::lround(v * 9))];
+    }
+    return out;
+}
+
+std::string field_safe(const std::string& comm) {
+    std::string out = comm;
+    for (char& c : out) {
+        auto u = static_cast<unsigned char>(c);
+        if (u < 0x20 || u == 0x7f) c = '?';
+        else if (c == ' ') c = '_';
+    }
+    return out;
+}
+
+std::vector<std::string> render(const Snapshot& s, const ViewState& v, const History& h, int width,
+                                int height, bool utf8) {
+    std::vector<std::string> lines;
+    width = std::max(width, 20);
+    auto add = [&](std::string line) { lines.push_back(pad(std::move(line), width, false)); };
+
+    // Header: where, what is attached, totals.
+    int attached = 0;
+    std::set<std::string> kinds;
+    for (const auto& p : s.probes)
+        if (p.attached) {
+            ++attached;
+            kinds.insert(p.kind);
+        }
+    std::string tiers;
+    for (const auto& k : kinds) tiers += (tiers.empty() ? "" : ",") + k;
+    char when[32] = "";
+    std::time_t t = static_cast<std::time_t>(s.timestamp);
+    std::tm tm{};
+    if (localtime_r(&t, &tm)) std::strftime(when, sizeof when, "%H:%M:%S", &tm);
+    add("uringscope top - " + s.hostname + "  kernel " + s.kernel + "  " + when + "  every " +
+        fmt("%.1fs", v.refresh_seconds) + (v.paused ? "  [PAUSED]" : ""));
+    double cpu = 0, work = 0, spin = 0, sqe_rate = 0, cqe_rate = 0;
+    for (const auto& th : s.threads) {
+        cpu += th.cpu_util;
+        work += th.work_util;
+        spin += th.spin_util;
+    }
+    for (const auto& r : s.rings) {
+        sqe_rate += r.sqe_rate;
+        cqe_rate += r.cqe_rate;
+    }
+    add("SQ threads " + std::to_string(s.threads.size()) + "  rings " +
+        std::to_string(s.rings.size()) + "  SQE/s " + human_rate(sqe_rate) + "  CQE/s " +
+        human_rate(cqe_rate) + "  SQ CPU " + fmt("%.2f", cpu) + " cores (work " +
+        fmt("%.2f", work) + ", spin " + fmt("%.2f", spin) + ")");
+    add("probes " + std::to_string(attached) + "/" + std::to_string(s.probes.size()) + " (" +
+        tiers + ")  source " + v.source +
+        (v.filter.empty() ? "" : "  filter \"" + v.filter + "\"") + "  sort " +
+        column_name(v.sort) + (v.descending ? " desc" : " asc"));
+
+    std::vector<std::string> body;
+    if (v.view == View::threads) {
+        auto cols = layout(width);
+        std::string head;
+        for (const auto& [c, w] : cols) {
+            std::string title = c.title;
+            if (c.id == v.sort) title += v.descending ? "v" : "^";
+            head += (head.empty() ? "" : " ") + pad(title, w, c.numeric);
+        }
+        add(head);
+        auto rows = visible_threads(s, v);
+        for (std::size_t i = 0; i < rows.size(); ++i) {
+            const auto& th = *rows[i];
+            std::string line;
+            for (const auto& [c, w] : cols) {
+                std::string text = cell(th, c.id, w, h, utf8);
+                std::string padded = c.id == Column::history ? text : pad(text, w, c.numeric);
+                line += (line.empty() ? "" : " ") + padded;
+            }
+            body.push_back(line);
+            if (v.expanded.count(th.tid))
+                for (const auto& r : s.rings)
+                    if (r.sq_thread == th.tid) body.push_back(ring_line(r, width));
+        }
+        if (rows.empty())
+            body.push_back(s.threads.empty() ? "no SQ threads: no SQPOLL ring is open"
+                                             : "no SQ thread matches the filter");
+    } else {
+        add(pad("RING", 14, false) + " " + pad("COMM", 12, false) + " " + pad("MODE", 7, false) +
+            " " + pad("SQE/s", 8, true) + " " + pad("CQE/s", 8, true) + " " +
+            pad("BACKLOG", 7, true) + " " + pad("SQ_THREAD", 9, true));
+        std::size_t n = 0;
+        for (const auto& r : s.rings) {
+            if (r.mode != "iopoll" && r.mode != "both") continue;
+            if (!v.filter.empty() && std::to_string(r.pid) != v.filter &&
+                r.comm.find(v.filter) == std::string::npos)
+                continue;
+            ++n;
+            body.push_back(pad(r.id, 14, false) + " " + pad(field_safe(r.comm), 12, false) + " " +
+                           pad(r.mode, 7, false) + " " + pad(human_rate(r.sqe_rate), 8, true) +
+                           " " + pad(human_rate(r.cqe_rate), 8, true) + " " +
+                           pad(std::to_string(r.sq_backlog), 7, true) + " " +
+                           pad(r.sq_thread > 0 ? std::to_string(r.sq_thread) : "-", 9, true));
+        }
+        if (n == 0) body.push_back("no IOPOLL ring is open");
+        body.push_back("");
+        body.push_back("Polls/s, empty-poll %, completions per poll and NVMe polled-vs-IRQ "
+                       "completions come from the deep probe tier (io_do_iopoll, nvme uring_cmd);");
+        body.push_back("it is not attached on this kernel, so only ring counters are shown.");
+    }
+    for (auto& b : body) lines.push_back(pad(std::move(b), width, false));
+
+    if (v.help) {
+        static const char* help[] = {
+            "keys:  q quit   Tab threads/IOPOLL view   Enter expand/collapse rings",
+            "       Up/Down select   < > sort column   r reverse sort   / filter (pid or comm)",
+            "       p pause   + - refresh interval   h or ? this help",
+            "columns: CPU% = WORK% + SPIN% of one CPU over the last interval (~ = estimated",
+            "       work), SLEEP% time asleep, SLP/s WAKE/s transitions, P50 P99 wake latency,",
+            "       FAIR Jain's index over rings with demand, HISTORY CPU over time."};
+        std::size_t at = std::min<std::size_t>(4, lines.size());
+        std::vector<std::string> overlay;
+        for (const char* l : help) overlay.push_back(pad(l, width, false));
+        lines.insert(lines.begin() + static_cast<long>(at), overlay.begin(), overlay.end());
+    }
+    if (height > 0) {
+        std::string status = v.editing ? "filter: " + v.editing_filter + "_"
+                                       : "q quit  Tab view  Enter expand  <> sort  / filter  "
+                                         "p pause  +- interval  h help";
+        if (static_cast<int>(lines.size()) > height - 1)
+            lines.resize(static_cast<std::size_t>(std::max(height - 1, 0)));
+        while (static_cast<int>(lines.size()) < height - 1) lines.push_back(pad("", width, false));
+        lines.push_back(pad(status, width, false));
+    }
+    return lines;
+}
+
+}  // namespace uringscope::top

@@ -4,6 +4,8 @@
 #include <curses.h>
 #include <langinfo.h>
 #include <signal.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -235,6 +237,10 @@ int run_interactive(SnapshotSource& src, ViewState v) {
 int run(const Options& o) {
     std::setlocale(LC_ALL, "");
     install_signals();
+    // The in-process collector logs through spdlog: to stderr and errors only in batch mode, and
+    // not at all on the full screen, where any stray line would tear the display.
+    spdlog::set_default_logger(spdlog::stderr_color_mt("uringscope"));
+    spdlog::set_level(o.batch ? spdlog::level::err : spdlog::level::off);
     auto src = open_source(o);
     if (!src) return 1;
     ViewState v;

@@ -1,6 +1,7 @@
 // uringscoped: the daemon. Parses flags, binds the HTTP port, loads and attaches the BPF
 // programs the kernel supports, then samples until SIGINT or SIGTERM.
 #include <signal.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
@@ -25,6 +26,8 @@ int main(int argc, char** argv) {
         return flags.exit_code;
     }
     const DaemonConfig& cfg = *flags.config;
+    // Logs go to stderr; stdout is left for output a caller may parse.
+    spdlog::set_default_logger(spdlog::stderr_color_mt("uringscoped"));
     spdlog::set_level(spdlog::level::from_str(cfg.log_level));
     spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %^%l%$ %v");
 

@@ -147,4 +147,56 @@ static __always_inline __u64 get_sq_thread_idle(struct io_ring_ctx *ctx, void *s
 	return BPF_CORE_READ(ctx, sq_thread_idle);
 }
 
+/*
+ * Block requests, for NVMe passthrough completions (uring_cmd passthrough exists from 6.0, so
+ * only layouts from then on matter).
+ * - REQ_POLLED (5.17, renamed from REQ_HIPRI): the submitter asked for a polled completion. Its
+ *   bit position moves between versions, hence the CO-RE enum relocation.
+ * - request_queue.disk (5.15) names the namespace.
+ * - blk_mq_hw_ctx.type is HCTX_TYPE_POLL when the request sits on a poll queue. A REQ_POLLED
+ *   request on any other queue type is completed by an interrupt: the device has no poll queues.
+ */
+static __always_inline bool get_req_polled_intent(struct request *req)
+{
+	if (!bpf_core_enum_value_exists(enum req_flag_bits, __REQ_POLLED))
+		return false;
+	__u32 bit = bpf_core_enum_value(enum req_flag_bits, __REQ_POLLED);
+	return (BPF_CORE_READ(req, cmd_flags) >> bit) & 1;
+}
+
+static __always_inline bool get_req_on_poll_queue(struct request *req)
+{
+	return BPF_CORE_READ(req, mq_hctx, type) == bpf_core_enum_value(enum hctx_type, HCTX_TYPE_POLL);
+}
+
+static __always_inline void get_req_disk_name(struct request *req, char *buf, int len)
+{
+	struct gendisk *disk = BPF_CORE_READ(req, q, disk);
+
+	if (disk)
+		bpf_probe_read_kernel_str(buf, len, BPF_CORE_READ(disk, disk_name));
+}
+
+/*
+ * nvme_ns lives in the nvme_core module's BTF (drivers/nvme/host/nvme.h): the char device of a
+ * namespace (ng0n1) is embedded in it, which is how a uring_cmd's file leads to its disk.
+ * Only the two fields used are declared; CO-RE finds their offsets in the module's BTF.
+ */
+struct nvme_ns___usc {
+	struct cdev cdev;
+	struct gendisk *disk;
+} __attribute__((preserve_access_index));
+
+static __always_inline void get_uring_cmd_disk_name(struct io_uring_cmd *cmd, char *buf, int len)
+{
+	struct cdev *cdev = BPF_CORE_READ(cmd, file, f_inode, i_cdev);
+	if (!cdev)
+		return;
+	struct nvme_ns___usc *ns =
+		(void *)((char *)cdev - bpf_core_field_offset(struct nvme_ns___usc, cdev));
+	struct gendisk *disk = BPF_CORE_READ(ns, disk);
+	if (disk)
+		bpf_probe_read_kernel_str(buf, len, BPF_CORE_READ(disk, disk_name));
+}
+
 #endif /* URINGSCOPE_CORE_FIXES_BPF_H */

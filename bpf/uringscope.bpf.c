@@ -226,3 +226,342 @@ int usc_iter_rings(struct bpf_iter__task_file *it)
 	bpf_seq_write(it->meta->seq, &r, sizeof(r));
 	return 0;
 }
+
+/*
+ * ---------------------------------------------------------------------------------------------
+ * Deep tier: fentry/fexit where the kernel allows them, kprobe/kretprobe otherwise. Off unless
+ * the user asks (--probes.deep): io_submit_sqes and io_do_iopoll fire per batch or per poll, the
+ * NVMe programs per request. The loader picks one variant per probe; both variants feed the same
+ * maps through the same helpers.
+ * ---------------------------------------------------------------------------------------------
+ */
+
+/* Set by the loader from io_do_iopoll's BTF prototype (see core_fixes: no version checks). */
+const volatile bool iopoll_counts_in_arg = false;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, USC_MAX_SQ_THREADS);
+	__type(key, __u32);
+	__type(value, __u64);
+} sqd_by_tid SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, USC_MAX_RINGS);
+	__type(key, __u64);
+	__type(value, struct usc_ring_work);
+} ring_work SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, USC_MAX_RINGS);
+	__type(key, struct usc_iopoll_key);
+	__type(value, struct usc_iopoll_stats);
+} iopoll_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, USC_MAX_DEVICES);
+	__type(key, struct usc_dev_key);
+	__type(value, struct usc_nvme_stats);
+} nvme_stats SEC(".maps");
+
+/* In-flight entry state between an entry and its exit probe, per thread. */
+struct call_state {
+	__u64 ts;
+	__u64 ctx;
+	__u64 nr_events_ptr; /* io_do_iopoll's unsigned int *nr_events, old prototype only */
+	__u32 nr_before;
+	__u32 _pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, struct call_state);
+} submit_calls SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, struct call_state);
+} iopoll_calls SEC(".maps");
+
+static __always_inline bool current_is_sq_thread(void)
+{
+	return is_sq_thread((struct task_struct *)bpf_get_current_task());
+}
+
+static __always_inline void note_sq_thread(void *sqd)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u64 v = (__u64)sqd;
+
+	__sync_fetch_and_add(&stats.sq_threads_started, 1);
+	if (bpf_map_update_elem(&sqd_by_tid, &tid, &v, BPF_ANY) == -E2BIG)
+		__sync_fetch_and_add(&stats.deep_dropped, 1);
+}
+
+SEC("fentry/io_sq_thread")
+int BPF_PROG(usc_fentry_sq_thread, void *sqd)
+{
+	note_sq_thread(sqd);
+	return 0;
+}
+
+SEC("kprobe/io_sq_thread")
+int BPF_KPROBE(usc_kprobe_sq_thread, void *sqd)
+{
+	note_sq_thread(sqd);
+	return 0;
+}
+
+/* --- io_submit_sqes: per-ring SQ thread work ------------------------------------------------ */
+
+static __always_inline void submit_enter(void *ctx)
+{
+	if (!current_is_sq_thread())
+		return;
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct call_state st = { .ts = bpf_ktime_get_ns(), .ctx = (__u64)ctx };
+	bpf_map_update_elem(&submit_calls, &tid, &st, BPF_ANY);
+}
+
+static __always_inline void submit_exit(long ret)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct call_state *st = bpf_map_lookup_elem(&submit_calls, &tid);
+
+	if (!st)
+		return;
+	__u64 ns = bpf_ktime_get_ns() - st->ts;
+	__u64 ctx = st->ctx;
+	bpf_map_delete_elem(&submit_calls, &tid);
+
+	struct usc_ring_work *w = bpf_map_lookup_elem(&ring_work, &ctx);
+	if (!w) {
+		struct usc_ring_work zero = {};
+		if (bpf_map_update_elem(&ring_work, &ctx, &zero, BPF_NOEXIST) == -E2BIG) {
+			__sync_fetch_and_add(&stats.deep_dropped, 1);
+			return;
+		}
+		w = bpf_map_lookup_elem(&ring_work, &ctx);
+		if (!w)
+			return;
+	}
+	__sync_fetch_and_add(&w->submit_ns, ns);
+	__sync_fetch_and_add(&w->batches, 1);
+	if (ret > 0)
+		__sync_fetch_and_add(&w->sqes, ret);
+}
+
+SEC("fentry/io_submit_sqes")
+int BPF_PROG(usc_fentry_submit, void *ring)
+{
+	submit_enter(ring);
+	return 0;
+}
+
+SEC("fexit/io_submit_sqes")
+int BPF_PROG(usc_fexit_submit, void *ring, unsigned int nr, int ret)
+{
+	submit_exit(ret);
+	return 0;
+}
+
+SEC("kprobe/io_submit_sqes")
+int BPF_KPROBE(usc_kprobe_submit, void *ring)
+{
+	submit_enter(ring);
+	return 0;
+}
+
+SEC("kretprobe/io_submit_sqes")
+int BPF_KRETPROBE(usc_kretprobe_submit, int ret)
+{
+	submit_exit(ret);
+	return 0;
+}
+
+/* --- io_do_iopoll: poll efficiency per ring and caller ------------------------------------- */
+
+/*
+ * 5.10-5.15: int io_do_iopoll(ctx, unsigned int *nr_events, long min) returns 0/-err and adds
+ * the reaped count to *nr_events. 5.16+: int io_do_iopoll(ctx, bool force_nonspin) returns the
+ * reaped count. iopoll_counts_in_arg selects the first reading.
+ */
+static __always_inline void iopoll_enter(void *ctx, void *nr_events)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct call_state st = { .ts = bpf_ktime_get_ns(), .ctx = (__u64)ctx };
+
+	if (iopoll_counts_in_arg && nr_events) {
+		st.nr_events_ptr = (__u64)nr_events;
+		bpf_probe_read_kernel(&st.nr_before, sizeof(st.nr_before), nr_events);
+	}
+	bpf_map_update_elem(&iopoll_calls, &tid, &st, BPF_ANY);
+}
+
+static __always_inline void iopoll_exit(long ret)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct call_state *st = bpf_map_lookup_elem(&iopoll_calls, &tid);
+
+	if (!st)
+		return;
+	__u64 ns = bpf_ktime_get_ns() - st->ts;
+	__u64 reaped = 0;
+	if (iopoll_counts_in_arg) {
+		__u32 after = st->nr_before;
+		if (st->nr_events_ptr)
+			bpf_probe_read_kernel(&after, sizeof(after), (void *)st->nr_events_ptr);
+		reaped = (__u32)(after - st->nr_before);
+	} else if (ret > 0) {
+		reaped = ret;
+	}
+	struct usc_iopoll_key key = {
+		.ctx = st->ctx,
+		.caller = current_is_sq_thread() ? USC_CALLER_SQ_THREAD : USC_CALLER_APP,
+	};
+	bpf_map_delete_elem(&iopoll_calls, &tid);
+
+	struct usc_iopoll_stats *s = bpf_map_lookup_elem(&iopoll_stats, &key);
+	if (!s) {
+		struct usc_iopoll_stats zero = {};
+		if (bpf_map_update_elem(&iopoll_stats, &key, &zero, BPF_NOEXIST) == -E2BIG) {
+			__sync_fetch_and_add(&stats.deep_dropped, 1);
+			return;
+		}
+		s = bpf_map_lookup_elem(&iopoll_stats, &key);
+		if (!s)
+			return;
+	}
+	__sync_fetch_and_add(&s->calls, 1);
+	__sync_fetch_and_add(&s->ns, ns);
+	if (reaped)
+		__sync_fetch_and_add(&s->completions, reaped);
+	else
+		__sync_fetch_and_add(&s->empty, 1);
+}
+
+SEC("fentry/io_do_iopoll")
+int BPF_PROG(usc_fentry_iopoll, void *ring, void *arg1)
+{
+	iopoll_enter(ring, arg1);
+	return 0;
+}
+
+/* Two exits: the verifier only lets a program read the return value at its real position. */
+SEC("fexit/io_do_iopoll")
+int BPF_PROG(usc_fexit_iopoll, void *ring, bool force_nonspin, int ret)
+{
+	iopoll_exit(ret);
+	return 0;
+}
+
+SEC("fexit/io_do_iopoll")
+int BPF_PROG(usc_fexit_iopoll_v510, void *ring, unsigned int *nr_events, long min, int ret)
+{
+	iopoll_exit(ret);
+	return 0;
+}
+
+SEC("kprobe/io_do_iopoll")
+int BPF_KPROBE(usc_kprobe_iopoll, void *ring, void *arg1)
+{
+	iopoll_enter(ring, arg1);
+	return 0;
+}
+
+SEC("kretprobe/io_do_iopoll")
+int BPF_KRETPROBE(usc_kretprobe_iopoll, int ret)
+{
+	iopoll_exit(ret);
+	return 0;
+}
+
+/* --- NVMe passthrough completions ------------------------------------------------------------- */
+
+static __always_inline struct usc_nvme_stats *nvme_stats_get(struct usc_dev_key *key)
+{
+	struct usc_nvme_stats *s = bpf_map_lookup_elem(&nvme_stats, key);
+
+	if (s)
+		return s;
+	static const struct usc_nvme_stats zero = {};
+	if (bpf_map_update_elem(&nvme_stats, key, &zero, BPF_NOEXIST) == -E2BIG) {
+		__sync_fetch_and_add(&stats.deep_dropped, 1);
+		return NULL;
+	}
+	return bpf_map_lookup_elem(&nvme_stats, key);
+}
+
+/*
+ * nvme_uring_cmd_end_io(struct request *req, blk_status_t err[, ...]): 6.1 returns void, later
+ * kernels return enum rq_end_io_ret, 7.0 adds an io_comp_batch argument. Only req is read, so one
+ * program serves every prototype.
+ */
+static __always_inline void nvme_end_io(struct request *req)
+{
+	struct usc_dev_key key = {};
+	get_req_disk_name(req, key.disk, sizeof(key.disk));
+	struct usc_nvme_stats *s = nvme_stats_get(&key);
+	if (!s)
+		return;
+	bool on_poll_queue = get_req_on_poll_queue(req);
+	if (on_poll_queue)
+		__sync_fetch_and_add(&s->polled, 1);
+	else
+		__sync_fetch_and_add(&s->irq, 1);
+	if (!on_poll_queue && get_req_polled_intent(req))
+		__sync_fetch_and_add(&s->polled_intent_irq, 1);
+	__u64 start = BPF_CORE_READ(req, start_time_ns);
+	if (start) {
+		__u64 lat = bpf_ktime_get_ns() - start;
+		__u32 b = log2_bucket(lat);
+		if (b < USC_LAT_BUCKETS)
+			__sync_fetch_and_add(&s->lat_hist[b], 1);
+		__sync_fetch_and_add(&s->lat_count, 1);
+		__sync_fetch_and_add(&s->lat_sum_ns, lat);
+	}
+}
+
+SEC("fentry/nvme_uring_cmd_end_io")
+int BPF_PROG(usc_fentry_nvme_end_io, struct request *req)
+{
+	nvme_end_io(req);
+	return 0;
+}
+
+SEC("kprobe/nvme_uring_cmd_end_io")
+int BPF_KPROBE(usc_kprobe_nvme_end_io, struct request *req)
+{
+	nvme_end_io(req);
+	return 0;
+}
+
+static __always_inline void nvme_poll(struct io_uring_cmd *cmd)
+{
+	struct usc_dev_key key = {};
+	get_uring_cmd_disk_name(cmd, key.disk, sizeof(key.disk));
+	struct usc_nvme_stats *s = nvme_stats_get(&key);
+	if (s)
+		__sync_fetch_and_add(&s->polls, 1);
+}
+
+SEC("fentry/nvme_ns_chr_uring_cmd_iopoll")
+int BPF_PROG(usc_fentry_nvme_poll, struct io_uring_cmd *cmd)
+{
+	nvme_poll(cmd);
+	return 0;
+}
+
+SEC("kprobe/nvme_ns_chr_uring_cmd_iopoll")
+int BPF_KPROBE(usc_kprobe_nvme_poll, struct io_uring_cmd *cmd)
+{
+	nvme_poll(cmd);
+	return 0;
+}

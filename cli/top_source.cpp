@@ -131,7 +131,7 @@ std::unique_ptr<SnapshotSource> start_local(double interval_s, std::string& erro
         error = *why;
         return nullptr;
     }
-    auto bpf = BpfCollector::make(kf, error);
+    auto bpf = BpfCollector::make(kf, LoaderOptions{}, error);
     if (!bpf) return nullptr;
     auto s = std::make_unique<LocalSource>(interval_s, std::move(kf), std::move(bpf));
     s->start();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <utility>
 
 namespace uringscope {
@@ -58,7 +59,14 @@ Snapshot Aggregator::update(const RawSample& raw) {
         ++created_by_mode_[mode];
         if (!live.count(c.ctx) && !rings_.count(c.ctx)) ++short_lived_by_mode_[mode];
     }
+    expired_rings_.clear();
+    for (const auto& [ctx, st] : rings_)
+        if (!live.count(ctx)) expired_rings_.push_back(ctx);
     std::erase_if(rings_, [&](const auto& kv) { return !live.count(kv.first); });
+    std::map<std::uint64_t, const usc_ring_work*> work;
+    for (const auto& [ctx, w] : raw.ring_work) work.emplace(ctx, &w);
+    std::map<std::uint64_t, std::vector<std::pair<std::uint32_t, const usc_iopoll_stats*>>> polls;
+    for (const auto& [k, v] : raw.iopoll) polls[k.ctx].emplace_back(k.caller, &v);
 
     struct RingDelta {
         std::uint64_t sqes = 0, cqes = 0;
@@ -91,6 +99,38 @@ Snapshot Aggregator::update(const RawSample& raw) {
         if (interval > 0) {
             rs.sqe_rate = d.sqes / interval;
             rs.cqe_rate = d.cqes / interval;
+        }
+        double sq_poll_seconds = 0;
+        if (auto it = polls.find(ctx); it != polls.end()) {
+            for (const auto& [caller, p] : it->second) {
+                IopollSnapshot io;
+                io.caller = caller == USC_CALLER_SQ_THREAD ? "sq_thread" : "app";
+                io.calls = p->calls;
+                io.empty = p->empty;
+                io.completions = p->completions;
+                io.seconds = p->ns / 1e9;
+                if (caller == USC_CALLER_SQ_THREAD) sq_poll_seconds = io.seconds;
+                if (auto prev = st.prev_iopoll.find(caller);
+                    prev != st.prev_iopoll.end() && interval > 0) {
+                    const auto dcalls = p->calls - std::min(p->calls, prev->second.calls);
+                    const auto dempty = p->empty - std::min(p->empty, prev->second.empty);
+                    const auto dcomp =
+                        p->completions - std::min(p->completions, prev->second.completions);
+                    io.calls_rate = dcalls / interval;
+                    io.empty_ratio = dcalls ? static_cast<double>(dempty) / dcalls : 0;
+                    io.completions_per_call = dcalls ? static_cast<double>(dcomp) / dcalls : 0;
+                }
+                st.prev_iopoll[caller] = *p;
+                rs.iopoll.push_back(std::move(io));
+            }
+        }
+        if (auto it = work.find(ctx); it != work.end()) {
+            rs.has_sqthread_work = true;
+            rs.sqthread_work_seconds = it->second->submit_ns / 1e9 + sq_poll_seconds;
+            rs.sqthread_batches = it->second->batches;
+        } else if (sq_poll_seconds > 0) {
+            rs.has_sqthread_work = true;
+            rs.sqthread_work_seconds = sq_poll_seconds;
         }
         st.prev_sqes = rs.sqes_total;
         st.prev_cqes = rs.cqes_total;
@@ -219,6 +259,12 @@ Snapshot Aggregator::update(const RawSample& raw) {
             if (d.sqes > 0 || ring.sq_backlog > 0) demand.push_back(static_cast<double>(d.sqes));
         }
         ts.fairness = jain_fairness(demand);
+        for (const auto& [idx, d] : members) {
+            const auto& ring = snap.rings[idx];
+            if (ring.has_sqthread_work)
+                ts.rings_work_seconds = std::max(0.0, ts.rings_work_seconds) +
+                                        ring.sqthread_work_seconds;
+        }
 
         for (const auto& [key, val] : raw.wakers)
             if (key.sq_tid == static_cast<std::uint32_t>(tid))
@@ -248,11 +294,50 @@ Snapshot Aggregator::update(const RawSample& raw) {
         it = threads_.erase(it);
     }
 
+    for (const auto& [key, n] : raw.nvme) {
+        DeviceSnapshot d;
+        d.name = std::string(key.disk, strnlen(key.disk, sizeof key.disk));
+        if (d.name.empty()) d.name = "unknown";
+        d.polled = n.polled;
+        d.irq = n.irq;
+        d.polled_intent_irq = n.polled_intent_irq;
+        d.polls = n.polls;
+        std::vector<std::uint64_t> hist(std::begin(n.lat_hist), std::end(n.lat_hist));
+        auto cum = log2_to_cumulative(hist, kFirstLatencyBucket);
+        for (double b : cum.upper_bounds) d.latency.upper_bounds_s.push_back(b / 1e9);
+        d.latency.cumulative = std::move(cum.cumulative);
+        d.latency.count = cum.count;
+        d.latency.sum_s = n.lat_sum_ns / 1e9;
+        auto& st = devices_[d.name];
+        std::vector<std::uint64_t> delta = hist;
+        if (st.seen_before) {
+            for (std::size_t i = 0; i < delta.size(); ++i)
+                delta[i] -= std::min<std::uint64_t>(delta[i], st.prev.lat_hist[i]);
+            const auto dpolled = n.polled - std::min(n.polled, st.prev.polled);
+            const auto dirq = n.irq - std::min(n.irq, st.prev.irq);
+            const auto dpolls = n.polls - std::min(n.polls, st.prev.polls);
+            if (interval > 0) d.completions_rate = (dpolled + dirq) / interval;
+            if (dpolled + dirq) d.polled_ratio = static_cast<double>(dpolled) / (dpolled + dirq);
+            if (dpolled) d.polls_per_completion = static_cast<double>(dpolls) / dpolled;
+            if (n.polled_intent_irq > st.prev.polled_intent_irq) st.last_intent_irq_ns = raw.mono_ns;
+        } else if (n.polled_intent_irq > 0) {
+            st.last_intent_irq_ns = raw.mono_ns;
+        }
+        if (auto p = log2_quantile(delta, 0.5)) d.latency_p50_seconds = *p / 1e9;
+        if (auto p = log2_quantile(delta, 0.99)) d.latency_p99_seconds = *p / 1e9;
+        d.iopoll_without_poll_queues =
+            st.last_intent_irq_ns && raw.mono_ns - st.last_intent_irq_ns <= kPollQueueFlagHoldNs;
+        st.prev = n;
+        st.seen_before = true;
+        snap.devices.push_back(std::move(d));
+    }
+
     for (const auto& [m, n] : created_by_mode_) snap.rings_created_by_mode.emplace_back(m, n);
     for (const auto& [m, n] : short_lived_by_mode_) snap.rings_short_lived_by_mode.emplace_back(m, n);
     snap.map_overflows = {{"created_rings", raw.stats.created_dropped},
                           {"sched_state", raw.stats.sched_dropped},
-                          {"wakers", raw.stats.wakers_dropped}};
+                          {"wakers", raw.stats.wakers_dropped},
+                          {"deep", raw.stats.deep_dropped}};
     return snap;
 }
 

@@ -23,6 +23,10 @@ struct RawSample {
     std::vector<usc_created_ring> created;  // drained from the map before the walk
     usc_stats stats{};
     bool work_time_per_thread = false;       // kernel_features: sqd->work_time is per thread
+    // Deep tier (empty when off).
+    std::vector<std::pair<std::uint64_t, usc_ring_work>> ring_work;
+    std::vector<std::pair<usc_iopoll_key, usc_iopoll_stats>> iopoll;
+    std::vector<std::pair<usc_dev_key, usc_nvme_stats>> nvme;
 };
 
 std::string ring_mode(std::uint32_t setup_flags);
@@ -37,13 +41,25 @@ public:
 
     // SQ thread tids whose state the sampler should delete from the BPF maps.
     const std::vector<std::uint32_t>& expired_threads() const { return expired_; }
+    // Rings (ctx) that disappeared in the last update, for the sampler to drop deep state.
+    const std::vector<std::uint64_t>& expired_rings() const { return expired_rings_; }
+
+    // A device stays flagged as "IOPOLL without poll queues" this long after the last polled
+    // request that an interrupt completed.
+    static constexpr std::uint64_t kPollQueueFlagHoldNs = 60'000'000'000ull;
 
 private:
     struct RingState {
         std::string id;
         WrappingCounter32 sqes, cqes;
         std::uint64_t prev_sqes = 0, prev_cqes = 0;
+        std::map<std::uint32_t, usc_iopoll_stats> prev_iopoll;  // by caller
         bool seen_before = false;
+    };
+    struct DeviceState {
+        usc_nvme_stats prev{};
+        bool seen_before = false;
+        std::uint64_t last_intent_irq_ns = 0;
     };
     struct ThreadState {
         std::uint32_t pid = 0;
@@ -59,7 +75,9 @@ private:
     std::map<std::uint64_t, RingState> rings_;     // by ctx
     std::map<std::uint32_t, ThreadState> threads_; // by tid
     std::map<std::string, std::uint64_t> created_by_mode_, short_lived_by_mode_;
+    std::map<std::string, DeviceState> devices_;
     std::vector<std::uint32_t> expired_;
+    std::vector<std::uint64_t> expired_rings_;
     std::uint64_t seq_ = 0;
     std::uint64_t prev_mono_ns_ = 0;
 };

@@ -7,6 +7,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <map>
+#include <optional>
 #include <set>
 
 #include "uringscope.skel.h"
@@ -40,23 +42,68 @@ void SkeletonDeleter::operator()(uringscope_bpf* s) const { uringscope_bpf__dest
 
 const std::vector<ProbeSpec>& probe_table() {
     using K = Requirement::Kind;
+#define PROG(p) [](uringscope_bpf* s) { return s->progs.p; }
     static const std::vector<ProbeSpec> table = {
-        {"iter_rings", "iter", [](uringscope_bpf* s) { return s->progs.usc_iter_rings; },
-         {{K::btf_struct, "bpf_iter__task_file"},
-          {K::btf_struct, "io_ring_ctx"},
-          {K::ksym, "io_uring_poll"}},
-         true},
-        {"sched_switch", "tp_btf", [](uringscope_bpf* s) { return s->progs.usc_sched_switch; },
-         {{K::btf_typedef, "btf_trace_sched_switch"}},
-         false},
-        {"sched_wakeup", "tp_btf", [](uringscope_bpf* s) { return s->progs.usc_sched_wakeup; },
-         {{K::btf_typedef, "btf_trace_sched_wakeup"}},
-         false},
-        {"io_uring_create", "tp_btf",
-         [](uringscope_bpf* s) { return s->progs.usc_io_uring_create; },
-         {{K::btf_typedef, "btf_trace_io_uring_create"}},
-         false},
+        {"iter_rings",
+         {{"iter",
+           {PROG(usc_iter_rings)},
+           {{K::btf_struct, "bpf_iter__task_file"},
+            {K::btf_struct, "io_ring_ctx"},
+            {K::ksym, "io_uring_poll"}}}},
+         true, false},
+        {"sched_switch",
+         {{"tp_btf", {PROG(usc_sched_switch)}, {{K::btf_typedef, "btf_trace_sched_switch"}}}},
+         false, false},
+        {"sched_wakeup",
+         {{"tp_btf", {PROG(usc_sched_wakeup)}, {{K::btf_typedef, "btf_trace_sched_wakeup"}}}},
+         false, false},
+        {"io_uring_create",
+         {{"tp_btf", {PROG(usc_io_uring_create)}, {{K::btf_typedef, "btf_trace_io_uring_create"}}}},
+         false, false},
+        // Deep tier. io_sq_thread fires once per SQ thread start: thread -> sqd, also for the
+        // kthread-era 5.10/5.11 threads.
+        {"io_sq_thread",
+         {{"fentry", {PROG(usc_fentry_sq_thread)}, {{K::btf_func, "io_sq_thread"}}},
+          {"kprobe", {PROG(usc_kprobe_sq_thread)}, {{K::kprobes}, {K::ksym, "io_sq_thread"}}}},
+         false, true},
+        // Static and sometimes inlined before 6.0: then it has neither BTF nor a symbol.
+        {"io_submit_sqes",
+         {{"fentry",
+           {PROG(usc_fentry_submit), PROG(usc_fexit_submit)},
+           {{K::btf_func, "io_submit_sqes"}}},
+          {"kprobe",
+           {PROG(usc_kprobe_submit), PROG(usc_kretprobe_submit)},
+           {{K::kprobes}, {K::ksym, "io_submit_sqes"}}}},
+         false, true},
+        // Two prototypes (see bpf/uringscope.bpf.c): the fexit that reads the return value at
+        // the right position is chosen by the BTF parameter count.
+        {"io_do_iopoll",
+         {{"fentry",
+           {PROG(usc_fentry_iopoll), PROG(usc_fexit_iopoll)},
+           {{K::btf_params, "io_do_iopoll", 2}}},
+          {"fentry",
+           {PROG(usc_fentry_iopoll), PROG(usc_fexit_iopoll_v510)},
+           {{K::btf_params, "io_do_iopoll", 3}}},
+          {"kprobe",
+           {PROG(usc_kprobe_iopoll), PROG(usc_kretprobe_iopoll)},
+           {{K::kprobes}, {K::ksym, "io_do_iopoll"}}}},
+         false, true},
+        {"nvme_uring_cmd_end_io",
+         {{"fentry", {PROG(usc_fentry_nvme_end_io)}, {{K::btf_func, "nvme_uring_cmd_end_io"}}},
+          {"kprobe",
+           {PROG(usc_kprobe_nvme_end_io)},
+           {{K::kprobes}, {K::ksym, "nvme_uring_cmd_end_io"}}}},
+         false, true},
+        {"nvme_uring_cmd_iopoll",
+         {{"fentry",
+           {PROG(usc_fentry_nvme_poll)},
+           {{K::btf_func, "nvme_ns_chr_uring_cmd_iopoll"}}},
+          {"kprobe",
+           {PROG(usc_kprobe_nvme_poll)},
+           {{K::kprobes}, {K::ksym, "nvme_ns_chr_uring_cmd_iopoll"}}}},
+         false, true},
     };
+#undef PROG
     return table;
 }
 
@@ -73,17 +120,34 @@ int libbpf_to_spdlog(enum libbpf_print_level level, const char* fmt, va_list arg
     return 0;
 }
 
-std::optional<std::string> missing_requirement(const KernelFeatures& kf, const ProbeSpec& spec) {
-    for (const auto& r : spec.needs) {
-        bool ok = false;
-        const char* what = "";
+std::optional<std::string> missing_requirement(const KernelFeatures& kf,
+                                               const ProbeVariant& variant) {
+    for (const auto& r : variant.needs) {
         switch (r.kind) {
-        case Requirement::Kind::btf_typedef: ok = kf.has_btf_typedef(r.name); what = "BTF type"; break;
-        case Requirement::Kind::btf_struct: ok = kf.has_btf_struct(r.name); what = "BTF struct"; break;
-        case Requirement::Kind::btf_func: ok = kf.has_btf_func(r.name); what = "BTF function"; break;
-        case Requirement::Kind::ksym: ok = kf.has_ksym(r.name); what = "kernel symbol"; break;
+        case Requirement::Kind::btf_typedef:
+            if (!kf.has_btf_typedef(r.name)) return std::string("no BTF type ") + r.name;
+            break;
+        case Requirement::Kind::btf_struct:
+            if (!kf.has_btf_struct(r.name)) return std::string("no BTF struct ") + r.name;
+            break;
+        case Requirement::Kind::btf_func:
+            if (!kf.has_btf_func(r.name)) return std::string("no BTF for function ") + r.name;
+            break;
+        case Requirement::Kind::btf_params: {
+            auto n = kf.btf_func_params(r.name);
+            if (!n) return std::string("no BTF for function ") + r.name;
+            if (*n != r.params)
+                return std::string(r.name) + " has " + std::to_string(*n) + " parameters, this "
+                       "variant expects " + std::to_string(r.params);
+            break;
         }
-        if (!ok) return std::string("kernel lacks ") + what + " " + r.name;
+        case Requirement::Kind::ksym:
+            if (!kf.has_ksym(r.name)) return std::string("no kernel symbol ") + r.name;
+            break;
+        case Requirement::Kind::kprobes:
+            if (!kf.has_kprobes()) return std::string("kernel has no kprobes (CONFIG_KPROBES)");
+            break;
+        }
     }
     return std::nullopt;
 }
@@ -98,13 +162,21 @@ std::string load_error_text(int err) {
 
 using SkelPtr = std::unique_ptr<uringscope_bpf, SkeletonDeleter>;
 
-// Opens a fresh skeleton with only `enabled` programs autoloaded and tries to load it.
-int try_load(const std::set<std::size_t>& enabled, SkelPtr& out) {
+// A probe index and the variant of it to load.
+using Selection = std::map<std::size_t, int>;
+
+// Opens a fresh skeleton with only the selected variants' programs autoloaded and loads it.
+int try_load(const Selection& sel, bool iopoll_counts_in_arg, SkelPtr& out) {
     SkelPtr skel(uringscope_bpf__open());
     if (!skel) return -errno;
+    skel->rodata->iopoll_counts_in_arg = iopoll_counts_in_arg;
     const auto& table = probe_table();
-    for (std::size_t i = 0; i < table.size(); ++i)
-        bpf_program__set_autoload(table[i].program(skel.get()), enabled.count(i) != 0);
+    std::set<bpf_program*> on;
+    for (const auto& [probe, variant] : sel)
+        for (auto get : table[probe].variants[static_cast<std::size_t>(variant)].programs)
+            on.insert(get(skel.get()));
+    bpf_program* prog = nullptr;
+    bpf_object__for_each_program(prog, skel->obj) bpf_program__set_autoload(prog, on.count(prog));
     int err = uringscope_bpf__load(skel.get());
     if (err) return err;
     out = std::move(skel);
@@ -113,63 +185,118 @@ int try_load(const std::set<std::size_t>& enabled, SkelPtr& out) {
 
 }  // namespace
 
-std::unique_ptr<BpfCollector> BpfCollector::make(const KernelFeatures& kf, std::string& error) {
+std::vector<ProbeState> plan_probes(const KernelFeatures& kf, const LoaderOptions& opts,
+                                    std::vector<int>& chosen) {
+    const auto& table = probe_table();
+    std::vector<ProbeState> states(table.size());
+    chosen.assign(table.size(), -1);
+    for (std::size_t i = 0; i < table.size(); ++i) {
+        auto& st = states[i];
+        st.probe = table[i].name;
+        st.kind = table[i].variants.front().kind;
+        if (table[i].deep && !opts.deep) {
+            st.reason = "deep tier off (enable with --probes.deep)";
+            continue;
+        }
+        std::string why;
+        for (std::size_t v = 0; v < table[i].variants.size(); ++v) {
+            const auto& var = table[i].variants[v];
+            std::string kind = var.kind;
+            std::optional<std::string> miss;
+            if (opts.no_fentry && kind == "fentry")
+                miss = "fentry disabled by --no-fentry";
+            else
+                miss = missing_requirement(kf, var);
+            if (!miss) {
+                chosen[i] = static_cast<int>(v);
+                st.kind = var.kind;
+                break;
+            }
+            // Signature variants of the same kind say nothing useful when another one fits.
+            if (why.find(kind + ": ") == std::string::npos)
+                why += (why.empty() ? "" : "; ") + kind + ": " + *miss;
+        }
+        if (chosen[i] < 0) st.reason = why;
+    }
+    return states;
+}
+
+std::unique_ptr<BpfCollector> BpfCollector::make(const KernelFeatures& kf,
+                                                 const LoaderOptions& opts, std::string& error) {
     libbpf_set_print(libbpf_to_spdlog);
     const auto& table = probe_table();
     std::unique_ptr<BpfCollector> c(new BpfCollector);
-    c->probes_.resize(table.size());
+    std::vector<int> chosen;
+    c->probes_ = plan_probes(kf, opts, chosen);
+    const bool counts_in_arg = kf.btf_func_params("io_do_iopoll").value_or(0) == 3;
 
-    std::set<std::size_t> enabled;
+    Selection sel, essential;
     for (std::size_t i = 0; i < table.size(); ++i) {
-        auto& st = c->probes_[i];
-        st.probe = table[i].name;
-        st.kind = table[i].kind;
-        if (auto why = missing_requirement(kf, table[i])) {
-            st.reason = *why;
-            if (table[i].essential) {
-                error = "cannot observe io_uring on this kernel: " + *why;
+        if (chosen[i] >= 0) {
+            sel[i] = chosen[i];
+            if (table[i].essential) essential[i] = chosen[i];
+        } else if (table[i].essential) {
+            error = "cannot observe io_uring on this kernel: " + c->probes_[i].reason;
+            return nullptr;
+        }
+    }
+
+    int err = try_load(sel, counts_in_arg, c->skel_);
+    if (err) {
+        {
+            SkelPtr probe;
+            if (int e = try_load(essential, counts_in_arg, probe); e != 0) {
+                error = load_error_text(e);
                 return nullptr;
             }
-            continue;
         }
-        enabled.insert(i);
-    }
-
-    int err = try_load(enabled, c->skel_);
-    if (err && (err == -EPERM || err == -EACCES)) {
-        error = load_error_text(err);
-        return nullptr;
-    }
-    if (err) {
-        // One program the verifier rejects fails the whole object. Find which ones by loading
-        // each optional program beside the essential ones; this only runs on the failure path.
-        std::set<std::size_t> essential, good;
-        for (auto i : enabled)
-            if (table[i].essential) essential.insert(i);
-        for (auto i : enabled) {
+        // Something optional was rejected (the verifier, or a kernel that refuses fentry). Try
+        // each probe beside the essential ones, falling back through its variants.
+        Selection good = essential;
+        for (auto [i, v] : sel) {
             if (table[i].essential) continue;
-            auto trial = essential;
-            trial.insert(i);
-            SkelPtr probe;
-            if (int e = try_load(trial, probe); e == 0)
-                good.insert(i);
-            else
-                c->probes_[i].reason = "verifier rejected it: " + std::string(std::strerror(-e));
+            std::string why;
+            for (; v < static_cast<int>(table[i].variants.size()); ++v) {
+                const auto& var = table[i].variants[static_cast<std::size_t>(v)];
+                if (opts.no_fentry && std::string(var.kind) == "fentry") continue;
+                if (auto miss = missing_requirement(kf, var)) {
+                    if (why.find(std::string(var.kind) + ": ") == std::string::npos)
+                        why += (why.empty() ? "" : "; ") + std::string(var.kind) + ": " + *miss;
+                    continue;
+                }
+                auto trial = essential;
+                trial[i] = v;
+                SkelPtr probe;
+                int e = try_load(trial, counts_in_arg, probe);
+                if (e == 0) {
+                    good[i] = v;
+                    c->probes_[i].kind = var.kind;
+                    break;
+                }
+                why += (why.empty() ? "" : "; ") + std::string(var.kind) +
+                       ": load failed: " + std::strerror(-e);
+            }
+            if (!good.count(i)) c->probes_[i].reason = why;
         }
-        good.insert(essential.begin(), essential.end());
-        err = try_load(good, c->skel_);
+        err = try_load(good, counts_in_arg, c->skel_);
         if (err) {
             error = load_error_text(err);
             return nullptr;
         }
-        enabled = good;
+        sel = good;
     }
 
-    for (auto i : enabled) {
+    for (auto [i, v] : sel) {
         auto& st = c->probes_[i];
+        std::vector<std::unique_ptr<AttachedProbe>> links;
         std::string why;
-        auto probe = AttachedProbe::make(table[i].program(c->skel_.get()), why);
-        if (!probe) {
+        for (auto get : table[i].variants[static_cast<std::size_t>(v)].programs) {
+            auto probe = AttachedProbe::make(get(c->skel_.get()), why);
+            if (!probe) break;
+            if (get(c->skel_.get()) == c->skel_->progs.usc_iter_rings) c->iter_link_ = probe->link();
+            links.push_back(std::move(probe));
+        }
+        if (!why.empty()) {
             st.reason = why;
             if (table[i].essential) {
                 error = std::string("cannot attach ") + table[i].name + ": " + why;
@@ -177,10 +304,8 @@ std::unique_ptr<BpfCollector> BpfCollector::make(const KernelFeatures& kf, std::
             }
             continue;
         }
-        if (table[i].program(c->skel_.get()) == c->skel_->progs.usc_iter_rings)
-            c->iter_link_ = probe->link();
         st.attached = true;
-        c->links_.push_back(std::move(probe));
+        for (auto& l : links) c->links_.push_back(std::move(l));
     }
     for (const auto& st : c->probes_) {
         if (st.attached)
@@ -279,6 +404,31 @@ void BpfCollector::forget_thread(std::uint32_t tid) {
     int fd = bpf_map__fd(skel_->maps.wakers);
     for (const auto& [k, v] : w)
         if (k.sq_tid == tid) bpf_map_delete_elem(fd, &k);
+}
+
+}  // namespace uringscope
+
+namespace uringscope {
+
+void BpfCollector::read_ring_work(std::vector<std::pair<std::uint64_t, usc_ring_work>>& out) const {
+    read_hash(bpf_map__fd(skel_->maps.ring_work), out);
+}
+
+void BpfCollector::read_iopoll(
+    std::vector<std::pair<usc_iopoll_key, usc_iopoll_stats>>& out) const {
+    read_hash(bpf_map__fd(skel_->maps.iopoll_stats), out);
+}
+
+void BpfCollector::read_nvme(std::vector<std::pair<usc_dev_key, usc_nvme_stats>>& out) const {
+    read_hash(bpf_map__fd(skel_->maps.nvme_stats), out);
+}
+
+void BpfCollector::forget_ring(std::uint64_t ctx) {
+    bpf_map_delete_elem(bpf_map__fd(skel_->maps.ring_work), &ctx);
+    for (std::uint32_t caller : {USC_CALLER_APP, USC_CALLER_SQ_THREAD}) {
+        usc_iopoll_key key{ctx, caller, 0};
+        bpf_map_delete_elem(bpf_map__fd(skel_->maps.iopoll_stats), &key);
+    }
 }
 
 }  // namespace uringscope

@@ -52,26 +52,53 @@ struct SkeletonDeleter {
 
 // What a program needs from the kernel before we try to load it.
 struct Requirement {
-    enum class Kind { btf_typedef, btf_struct, btf_func, ksym } kind;
-    const char* name;
+    enum class Kind {
+        btf_typedef,  // a type in vmlinux BTF (tracepoints: btf_trace_<name>)
+        btf_struct,   // a struct in vmlinux BTF
+        btf_func,     // a function in vmlinux or module BTF (fentry/fexit targets)
+        btf_params,   // btf_func with exactly `params` parameters (signature variants)
+        ksym,         // a symbol in /proc/kallsyms (kprobe targets, typeless ksyms)
+        kprobes,      // the kernel can attach kprobes at all
+    } kind;
+    const char* name = "";
+    int params = 0;
+};
+
+using ProgramGetter = bpf_program* (*)(uringscope_bpf*);
+
+// One way of attaching a probe: a set of programs that load and attach together.
+struct ProbeVariant {
+    const char* kind;  // metric label "kind": tp_btf, iter, fentry, kprobe
+    std::vector<ProgramGetter> programs;
+    std::vector<Requirement> needs;
 };
 
 struct ProbeSpec {
-    const char* name;  // metric label "probe"
-    const char* kind;  // metric label "kind": the attach type
-    bpf_program* (*program)(uringscope_bpf*);
-    std::vector<Requirement> needs;
-    bool essential;    // without it the daemon has nothing to report and refuses to start
+    const char* name;                    // metric label "probe"
+    std::vector<ProbeVariant> variants;  // best first: fentry, then kprobe, ...
+    bool essential;  // without it the daemon has nothing to report and refuses to start
+    bool deep;       // part of the opt-in deep tier (--probes.deep)
 };
 
-// The programs of bpf/uringscope.bpf.c and what each one needs.
+// The programs of bpf/uringscope.bpf.c, their variants and what each one needs.
 const std::vector<ProbeSpec>& probe_table();
+
+struct LoaderOptions {
+    bool deep = false;       // load the deep tier (per batch / per request probes)
+    bool no_fentry = false;  // skip fentry/fexit variants, e.g. to exercise kprobes
+};
+
+// Decides, without loading anything, which variant each probe would use on this kernel and why
+// the others are out. The loader then confirms by loading.
+std::vector<ProbeState> plan_probes(const KernelFeatures& kf, const LoaderOptions& opts,
+                                    std::vector<int>& chosen_variant);
 
 // Loads the programs the kernel can run, attaches them, and reads their maps.
 class BpfCollector {
 public:
     // Returns nullptr and sets error when an essential program cannot run.
-    static std::unique_ptr<BpfCollector> make(const KernelFeatures& kf, std::string& error);
+    static std::unique_ptr<BpfCollector> make(const KernelFeatures& kf, const LoaderOptions& opts,
+                                              std::string& error);
     ~BpfCollector();
 
     const std::vector<ProbeState>& probes() const { return probes_; }
@@ -85,6 +112,12 @@ public:
     usc_stats stats() const;
     // Drops a thread's sched state and its wakers once it is gone.
     void forget_thread(std::uint32_t tid);
+    // Deep tier maps (empty when the tier is off).
+    void read_ring_work(std::vector<std::pair<std::uint64_t, usc_ring_work>>& out) const;
+    void read_iopoll(std::vector<std::pair<usc_iopoll_key, usc_iopoll_stats>>& out) const;
+    void read_nvme(std::vector<std::pair<usc_dev_key, usc_nvme_stats>>& out) const;
+    // Drops per-ring deep state of rings that are gone.
+    void forget_ring(std::uint64_t ctx);
 
 private:
     BpfCollector() = default;

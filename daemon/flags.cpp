@@ -33,9 +33,18 @@ const char* const kFooter = R"(METRICS
   uringscope_probe_attached                                   state of every BPF program
   docs/ARCHITECTURE.md describes each one and how it is derived.
 
+PROBE TIERS
+  Each probe uses the best attach kind the kernel offers: fentry/fexit, then kprobe/kretprobe;
+  tracepoints and the ring iterator need neither. --probe-report shows the choice per probe;
+  uringscope_probe_attached{probe,kind} exports it.
+
 EXAMPLES
   uringscoped
       Serve http://127.0.0.1:10464/metrics, sampling every second.
+  uringscoped --probes.deep
+      Add per-ring SQ thread work, IOPOLL poll efficiency and NVMe passthrough completions.
+  uringscoped --probe-report --no-fentry
+      Show which probes this kernel supports with kprobes alone.
   uringscoped --web.listen-address=:10464 --sample.interval=5s
       Listen on every interface (an explicit choice: the metrics name processes) and sample
       every five seconds.
@@ -90,6 +99,16 @@ FlagsResult parse_daemon_flags(int argc, const char* const* argv) {
         ->default_str("1s");
     app.add_option("--log.level", cfg.log_level, "Log level: debug, info, warn or error.")
         ->default_str("info");
+    app.add_flag("--probes.deep", cfg.deep,
+                 "Also attach the deep tier: per-ring SQ thread work (io_submit_sqes), IOPOLL "
+                 "efficiency (io_do_iopoll) and NVMe passthrough completions. These fire per "
+                 "batch or per request; see docs/BENCHMARKS.md for their cost.");
+    app.add_flag("--no-fentry", cfg.no_fentry,
+                 "Never use fentry/fexit; fall back to kprobes. For kernels where fentry "
+                 "misbehaves, and to test the kprobe tier.");
+    app.add_flag("--probe-report", cfg.probe_report,
+                 "Load every probe this kernel allows (deep tier included), print each with the "
+                 "attach kind chosen or the reason it is off, and exit.");
     app.add_flag("--version", version, "Print the version and exit.");
 
     FlagsResult result;

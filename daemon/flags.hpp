@@ -16,6 +16,9 @@ struct DaemonConfig {
     std::string telemetry_path = "/metrics";
     std::chrono::nanoseconds interval = std::chrono::seconds(1);
     std::string log_level = "info";
+    bool deep = false;          // --probes.deep: per-batch and per-request probes
+    bool no_fentry = false;     // --no-fentry: use kprobes where fentry would do
+    bool probe_report = false;  // --probe-report: print the probe plan and exit
 };
 
 struct FlagsResult {

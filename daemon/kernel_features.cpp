@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <utility>
 
@@ -21,14 +22,26 @@ struct KernelFeatures::SymCache {
     }
 };
 
-KernelFeatures::KernelFeatures() : syms_(std::make_unique<SymCache>()) {}
+struct KernelFeatures::ModuleBtfs {
+    std::once_flag once;
+    std::vector<struct btf*> btfs;
+    ~ModuleBtfs() {
+        for (auto* b : btfs) btf__free(b);
+    }
+};
+
+KernelFeatures::KernelFeatures()
+    : modules_(std::make_shared<ModuleBtfs>()), syms_(std::make_unique<SymCache>()) {}
 KernelFeatures::~KernelFeatures() { btf__free(btf_); }
 KernelFeatures::KernelFeatures(KernelFeatures&& o) noexcept
-    : btf_(std::exchange(o.btf_, nullptr)), syms_(std::move(o.syms_)) {}
+    : btf_(std::exchange(o.btf_, nullptr)),
+      modules_(std::move(o.modules_)),
+      syms_(std::move(o.syms_)) {}
 KernelFeatures& KernelFeatures::operator=(KernelFeatures&& o) noexcept {
     if (this != &o) {
         btf__free(btf_);
         btf_ = std::exchange(o.btf_, nullptr);
+        modules_ = std::move(o.modules_);
         syms_ = std::move(o.syms_);
     }
     return *this;
@@ -47,8 +60,37 @@ std::optional<std::string> KernelFeatures::load(KernelFeatures& out) {
     return std::nullopt;
 }
 
+std::optional<int> KernelFeatures::btf_func_params(const std::string& name) const {
+    auto params = [&](const struct btf* b) -> std::optional<int> {
+        int id = btf__find_by_name_kind(b, name.c_str(), BTF_KIND_FUNC);
+        if (id <= 0) return std::nullopt;
+        const struct btf_type* fn = btf__type_by_id(b, static_cast<__u32>(id));
+        const struct btf_type* proto = btf__type_by_id(b, fn->type);
+        if (!proto || !btf_is_func_proto(proto)) return std::nullopt;
+        return btf_vlen(proto);
+    };
+    if (!btf_) return std::nullopt;
+    if (auto n = params(btf_)) return n;
+    if (!modules_) return std::nullopt;
+    std::call_once(modules_->once, [&] {
+        std::error_code ec;
+        for (const auto& e : std::filesystem::directory_iterator("/sys/kernel/btf", ec)) {
+            auto mod = e.path().filename().string();
+            if (mod == "vmlinux") continue;
+            if (auto* b = btf__load_module_btf(mod.c_str(), btf_)) modules_->btfs.push_back(b);
+        }
+    });
+    for (const auto* b : modules_->btfs)
+        if (auto n = params(b)) return n;
+    return std::nullopt;
+}
+
 bool KernelFeatures::has_btf_func(const std::string& name) const {
-    return btf_ && btf__find_by_name_kind(btf_, name.c_str(), BTF_KIND_FUNC) > 0;
+    return btf_func_params(name).has_value();
+}
+
+bool KernelFeatures::has_kprobes() const {
+    return std::filesystem::exists("/sys/bus/event_source/devices/kprobe/type");
 }
 bool KernelFeatures::has_btf_typedef(const std::string& name) const {
     return btf_ && btf__find_by_name_kind(btf_, name.c_str(), BTF_KIND_TYPEDEF) > 0;

@@ -4,6 +4,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 struct btf;
 
@@ -19,11 +21,16 @@ public:
     KernelFeatures(KernelFeatures&&) noexcept;
     KernelFeatures& operator=(KernelFeatures&&) noexcept;
 
+    // A function in the kernel's BTF or, failing that, in a loaded module's (/sys/kernel/btf/*).
     bool has_btf_func(const std::string& name) const;
+    // Number of parameters of that function's prototype, nullopt if it has no BTF.
+    std::optional<int> btf_func_params(const std::string& name) const;
     bool has_btf_typedef(const std::string& name) const;
     bool has_btf_struct(const std::string& name) const;
     // Resolved through BCC's kernel symbol cache (/proc/kallsyms).
     bool has_ksym(const std::string& name) const;
+    // The kernel can attach kprobes through perf events (CONFIG_KPROBES).
+    bool has_kprobes() const;
 
     // sqd->work_time counts only the SQ thread's own time. Kernels up to 6.17 filled it from
     // getrusage(RUSAGE_SELF), i.e. the whole process; the change that made it per thread added
@@ -34,6 +41,9 @@ public:
 
 private:
     struct btf* btf_ = nullptr;
+    // Module BTFs, loaded on first use of a function that vmlinux lacks.
+    struct ModuleBtfs;
+    std::shared_ptr<ModuleBtfs> modules_;
     struct SymCache;
     std::unique_ptr<SymCache> syms_;
 };

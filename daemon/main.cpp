@@ -50,6 +50,21 @@ int main(int argc, char** argv) {
     }
 
     std::string err;
+    if (cfg.probe_report) {
+        LoaderOptions report_opts{true, cfg.no_fentry};
+        spdlog::set_level(spdlog::level::err);
+        auto bpf = BpfCollector::make(kf, report_opts, err);
+        if (!bpf) {
+            spdlog::error("{}", err);
+            return 1;
+        }
+        std::printf("kernel %s\n%-24s %-8s %-9s %s\n", kf.release().c_str(), "PROBE", "KIND",
+                    "STATE", "DETAIL");
+        for (const auto& p : bpf->probes())
+            std::printf("%-24s %-8s %-9s %s\n", p.probe.c_str(), p.attached ? p.kind.c_str() : "-",
+                        p.attached ? "attached" : "off", p.reason.c_str());
+        return 0;
+    }
     auto http = HttpServer::make(cfg.listen_address, err);
     if (!http) {
         spdlog::error("cannot listen on {}: {} (is the address in use, or not on this host?)",
@@ -57,7 +72,7 @@ int main(int argc, char** argv) {
         return 1;
     }
 
-    auto bpf = BpfCollector::make(kf, err);
+    auto bpf = BpfCollector::make(kf, LoaderOptions{cfg.deep, cfg.no_fentry}, err);
     if (!bpf) {
         spdlog::error("{}", err);
         return 1;

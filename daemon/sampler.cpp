@@ -48,10 +48,29 @@ bool Sampler::sample_once() {
     }
     bpf_.read_sched(raw.sched);
     bpf_.read_wakers(raw.wakers);
+    bpf_.read_ring_work(raw.ring_work);
+    bpf_.read_iopoll(raw.iopoll);
+    bpf_.read_nvme(raw.nvme);
     raw.stats = bpf_.stats();
 
     auto snap = std::make_shared<Snapshot>(agg_.update(raw));
     for (auto tid : agg_.expired_threads()) bpf_.forget_thread(tid);
+    for (auto ctx : agg_.expired_rings()) bpf_.forget_ring(ctx);
+    for (const auto& d : snap->devices) {
+        bool was = flagged_.count(d.name) != 0;
+        if (d.iopoll_without_poll_queues && !was) {
+            flagged_.insert(d.name);
+            spdlog::warn("device {}: polled (IOPOLL) requests are completed by interrupts ({} so "
+                         "far): the device has no poll queues. Load the nvme driver with "
+                         "poll_queues=N (e.g. nvme.poll_queues=2 on the kernel command line, or "
+                         "options nvme poll_queues=2 in /etc/modprobe.d), then re-create the "
+                         "namespace's queues.",
+                         d.name, d.polled_intent_irq);
+        } else if (!d.iopoll_without_poll_queues && was) {
+            flagged_.erase(d.name);
+            spdlog::info("device {}: no more polled requests completed by interrupts", d.name);
+        }
+    }
     snap->probes = bpf_.probes();
     snap->hostname = hostname_;
     snap->kernel = kernel_;

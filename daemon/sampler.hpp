@@ -4,6 +4,7 @@
 #include <chrono>
 #include <memory>
 #include <stop_token>
+#include <set>
 #include <string>
 
 #include "daemon/aggregator.hpp"
@@ -29,6 +30,7 @@ private:
     std::shared_ptr<SnapshotStore> store_;
     std::string hostname_, kernel_;
     Aggregator agg_;
+    std::set<std::string> flagged_;  // devices logged as IOPOLL without poll queues
 };
 
 }  // namespace uringscope

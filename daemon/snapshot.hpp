@@ -52,10 +52,23 @@ struct ThreadSnapshot {
     double wake_p99_seconds = -1;
     std::size_t rings = 0;
     double fairness = 1;             // Jain's index over rings with demand in the last interval
+    double rings_work_seconds = -1;  // sum of its rings' sqthread_work_seconds (deep tier), -1 if none
     // Rates over the last interval, for views; Prometheus users derive their own from counters.
     double cpu_util = 0, work_util = 0, spin_util = 0, sleep_util = 0;  // fraction of one CPU
     double sqe_rate = 0, sleep_rate = 0, wakeup_rate = 0;
     std::vector<WakerSnapshot> wakers;
+};
+
+// io_do_iopoll on one ring by one kind of caller (deep tier).
+struct IopollSnapshot {
+    std::string caller;             // "sq_thread" or "app"
+    std::uint64_t calls = 0;        // cumulative
+    std::uint64_t empty = 0;        // calls that reaped nothing
+    std::uint64_t completions = 0;  // completions reaped
+    double seconds = 0;             // time inside io_do_iopoll
+    double calls_rate = 0;          // over the last interval
+    double empty_ratio = 0;         // empty / calls over the last interval
+    double completions_per_call = 0;
 };
 
 struct RingSnapshot {
@@ -73,6 +86,23 @@ struct RingSnapshot {
     std::uint32_t sq_backlog = 0;   // SQEs published but not consumed yet
     double sqthread_share = 0;      // share of its SQ thread's SQEs in the last interval
     double sqe_rate = 0, cqe_rate = 0;
+    // Deep tier, present when its probes are attached:
+    bool has_sqthread_work = false;
+    double sqthread_work_seconds = 0;    // SQ thread time submitting and polling for this ring
+    std::uint64_t sqthread_batches = 0;  // io_submit_sqes calls by the SQ thread
+    std::vector<IopollSnapshot> iopoll;
+};
+
+// NVMe passthrough (uring_cmd) completions of one namespace (deep tier).
+struct DeviceSnapshot {
+    std::string name;                      // e.g. nvme0n1
+    std::uint64_t polled = 0, irq = 0;     // completions by queue type, cumulative
+    std::uint64_t polled_intent_irq = 0;   // asked for polling, completed by IRQ
+    std::uint64_t polls = 0;               // nvme_ns_chr_uring_cmd_iopoll calls
+    LatencyHistogram latency;
+    double latency_p50_seconds = -1, latency_p99_seconds = -1;  // last interval
+    double completions_rate = 0, polled_ratio = 0, polls_per_completion = 0;  // last interval
+    bool iopoll_without_poll_queues = false;  // polled requests completed by IRQ recently
 };
 
 struct ProbeState {
@@ -91,6 +121,7 @@ struct Snapshot {
     double sample_duration_seconds = 0; // time the sample itself took
     std::vector<ThreadSnapshot> threads;
     std::vector<RingSnapshot> rings;
+    std::vector<DeviceSnapshot> devices;
     std::vector<ProbeState> probes;
     std::vector<std::pair<std::string, std::uint64_t>> rings_created_by_mode;     // cumulative
     std::vector<std::pair<std::string, std::uint64_t>> rings_short_lived_by_mode; // cumulative

@@ -16,15 +16,25 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
     ThreadSnapshot, tid, pid, comm, cpu_seconds, work_seconds, spin_seconds, sleep_seconds,
     work_source, sleeps, wakeups, voluntary_switches, involuntary_switches, state, sq_cpu, pinned,
     idle_setting_seconds, idle_ns_granular, wake_latency, wake_latency_log2, wake_p50_seconds,
-    wake_p99_seconds, rings, fairness, cpu_util, work_util, spin_util, sleep_util, sqe_rate,
+    wake_p99_seconds, rings, fairness, rings_work_seconds, cpu_util, work_util, spin_util, sleep_util, sqe_rate,
     sleep_rate, wakeup_rate, wakers)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(IopollSnapshot, caller, calls, empty, completions,
+                                                seconds, calls_rate, empty_ratio,
+                                                completions_per_call)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RingSnapshot, id, pid, fd, comm, mode, sq_thread,
                                                 setup_flags, sq_entries, sqes_total, cqes_total,
-                                                sq_backlog, sqthread_share, sqe_rate, cqe_rate)
+                                                sq_backlog, sqthread_share, sqe_rate, cqe_rate,
+                                                has_sqthread_work, sqthread_work_seconds,
+                                                sqthread_batches, iopoll)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DeviceSnapshot, name, polled, irq,
+                                                polled_intent_irq, polls, latency,
+                                                latency_p50_seconds, latency_p99_seconds,
+                                                completions_rate, polled_ratio,
+                                                polls_per_completion, iopoll_without_poll_queues)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ProbeState, probe, kind, attached, reason)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Snapshot, hostname, kernel, seq, timestamp,
                                                 interval_seconds, sample_duration_seconds, threads,
-                                                rings, probes, rings_created_by_mode,
+                                                rings, devices, probes, rings_created_by_mode,
                                                 rings_short_lived_by_mode, map_overflows)
 
 std::string snapshot_to_json(const Snapshot& snap) {

@@ -176,6 +176,17 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
     Family share("uringscope_ring_sqthread_share",
                  "The ring's share of its SQ thread's SQEs in the last sample interval.", G);
     Family entries("uringscope_ring_sq_entries", "Size of the ring's submission queue.", G);
+    Family ring_work("uringscope_ring_sqthread_work_seconds_total",
+                     "SQ thread time spent on this ring: submitting (io_submit_sqes) and polling "
+                     "(io_do_iopoll). Deep tier.", C);
+    Family ring_batches("uringscope_ring_sqthread_batches_total",
+                        "io_submit_sqes calls made by the SQ thread for this ring. Deep tier.", C);
+    Family io_calls("uringscope_iopoll_calls_total", "io_do_iopoll calls on the ring. Deep tier.", C);
+    Family io_empty("uringscope_iopoll_empty_total",
+                    "io_do_iopoll calls that reaped nothing: spinning. Deep tier.", C);
+    Family io_comp("uringscope_iopoll_completions_total",
+                   "Completions reaped by io_do_iopoll. Deep tier.", C);
+    Family io_secs("uringscope_iopoll_seconds_total", "Time spent in io_do_iopoll. Deep tier.", C);
     std::map<std::string, int> by_mode = {{"plain", 0}, {"sqpoll", 0}, {"iopoll", 0}, {"both", 0}};
     for (const auto& r : s.rings) {
         auto l = ring_labels(r);
@@ -185,6 +196,18 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
         if (r.sq_thread > 0) share.gauge(l, r.sqthread_share);
         entries.gauge(l, r.sq_entries);
         ++by_mode[r.mode];
+        if (r.has_sqthread_work) {
+            ring_work.counter(l, r.sqthread_work_seconds);
+            ring_batches.counter(l, static_cast<double>(r.sqthread_batches));
+        }
+        for (const auto& io : r.iopoll) {
+            Labels li{{"ring", r.id}, {"pid", std::to_string(r.pid)}, {"comm", r.comm},
+                      {"caller", io.caller}};
+            io_calls.counter(li, static_cast<double>(io.calls));
+            io_empty.counter(li, static_cast<double>(io.empty));
+            io_comp.counter(li, static_cast<double>(io.completions));
+            io_secs.counter(li, io.seconds);
+        }
     }
     Family rings_by_mode("uringscope_rings", "Live io_uring instances by mode.", G);
     for (const auto& [mode, n] : by_mode) rings_by_mode.gauge({{"mode", mode}}, n);
@@ -198,6 +221,35 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
                        "counts are not in uringscope_ring_*.", C);
     for (const auto& [mode, n] : s.rings_short_lived_by_mode)
         short_lived.counter({{"mode", mode}}, static_cast<double>(n));
+
+    Family nvme_comp("uringscope_nvme_uring_cmd_completions_total",
+                     "NVMe passthrough (uring_cmd) completions, by whether the request sat on a "
+                     "poll queue. Deep tier.", C);
+    Family nvme_polls("uringscope_nvme_uring_cmd_polls_total",
+                      "nvme_ns_chr_uring_cmd_iopoll calls: poll attempts. Deep tier.", C);
+    Family nvme_intent("uringscope_nvme_uring_cmd_polled_irq_total",
+                       "Requests that asked to be polled but were completed by an interrupt.", C);
+    Family no_pollq("uringscope_device_iopoll_without_poll_queues",
+                    "1 if polled requests to the device were completed by interrupts in the last "
+                    "minute: it has no poll queues (nvme poll_queues=0).", G);
+    MetricFamily nvme_lat;
+    nvme_lat.name = "uringscope_nvme_uring_cmd_latency_seconds";
+    nvme_lat.help = "NVMe passthrough request latency, from request start to end_io. Deep tier.";
+    nvme_lat.type = MetricType::Histogram;
+    for (const auto& d : s.devices) {
+        nvme_comp.counter({{"device", d.name}, {"polled", "true"}}, static_cast<double>(d.polled));
+        nvme_comp.counter({{"device", d.name}, {"polled", "false"}}, static_cast<double>(d.irq));
+        nvme_polls.counter({{"device", d.name}}, static_cast<double>(d.polls));
+        nvme_intent.counter({{"device", d.name}}, static_cast<double>(d.polled_intent_irq));
+        no_pollq.gauge({{"device", d.name}}, d.iopoll_without_poll_queues ? 1 : 0);
+        auto& m = nvme_lat.metric.emplace_back();
+        m.label = {{"device", sanitize_utf8(d.name)}};
+        m.histogram.sample_count = d.latency.count;
+        m.histogram.sample_sum = d.latency.sum_s;
+        for (std::size_t i = 0; i < d.latency.upper_bounds_s.size(); ++i)
+            m.histogram.bucket.push_back({d.latency.cumulative[i], d.latency.upper_bounds_s[i]});
+        m.histogram.bucket.push_back({d.latency.count, std::numeric_limits<double>::infinity()});
+    }
 
     Family probe("uringscope_probe_attached",
                  "1 if the BPF program is attached, 0 if it is off (see the log for why).", G);
@@ -221,9 +273,12 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
                     &by_waker, &rings, &fairness, &idle, &running, &sq_cpu})
         f->move_into(out);
     if (!latency.metric.empty()) out.push_back(std::move(latency));
-    for (auto* f : {&sqes, &cqes, &backlog, &share, &entries, &rings_by_mode, &created,
-                    &short_lived, &probe, &overflow, &samples, &duration, &last, &build})
+    for (auto* f : {&sqes, &cqes, &backlog, &share, &entries, &ring_work, &ring_batches, &io_calls,
+                    &io_empty, &io_comp, &io_secs, &rings_by_mode, &created, &short_lived,
+                    &nvme_comp, &nvme_polls, &nvme_intent, &no_pollq})
         f->move_into(out);
+    if (!nvme_lat.metric.empty()) out.push_back(std::move(nvme_lat));
+    for (auto* f : {&probe, &overflow, &samples, &duration, &last, &build}) f->move_into(out);
     return out;
 }
 

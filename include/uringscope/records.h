@@ -20,6 +20,8 @@
 #define USC_MAX_SQ_THREADS 4096
 #define USC_MAX_WAKERS 8192
 #define USC_MAX_CREATED 16384
+#define USC_MAX_RINGS 16384
+#define USC_MAX_DEVICES 256
 
 /* Units of usc_ring_record.sq_thread_idle. */
 enum usc_idle_unit {
@@ -98,6 +100,52 @@ struct usc_created_ring {
 	char comm[USC_COMM_LEN];    /* comm of the creating thread */
 };
 
+/*
+ * Deep tier (fentry/fexit or kprobe/kretprobe; opt-in, per batch or per request).
+ */
+
+/* SQ thread time spent submitting for one ring, keyed by io_ring_ctx address. */
+struct usc_ring_work {
+	__u64 submit_ns;            /* time in io_submit_sqes called by the SQ thread */
+	__u64 batches;              /* io_submit_sqes calls by the SQ thread */
+	__u64 sqes;                 /* SQEs those calls submitted */
+};
+
+enum usc_caller {
+	USC_CALLER_APP = 0,         /* the application, in io_uring_enter */
+	USC_CALLER_SQ_THREAD = 1,   /* the ring's SQ thread */
+};
+
+struct usc_iopoll_key {
+	__u64 ctx;                  /* io_ring_ctx address */
+	__u32 caller;               /* enum usc_caller */
+	__u32 _pad;
+};
+
+/* io_do_iopoll calls per ring and caller. */
+struct usc_iopoll_stats {
+	__u64 calls;                /* io_do_iopoll invocations */
+	__u64 empty;                /* invocations that reaped nothing: spinning */
+	__u64 completions;          /* completions reaped */
+	__u64 ns;                   /* time inside io_do_iopoll */
+};
+
+#define USC_DISK_NAME_LEN 32
+struct usc_dev_key {
+	char disk[USC_DISK_NAME_LEN]; /* gendisk name of the NVMe namespace, e.g. "nvme0n1" */
+};
+
+/* NVMe passthrough (uring_cmd) completions per namespace. */
+struct usc_nvme_stats {
+	__u64 polled;               /* completions of requests on a poll queue */
+	__u64 irq;                  /* completions of requests on an interrupt-driven queue */
+	__u64 polled_intent_irq;    /* asked to be polled (REQ_POLLED) but queued where IRQs finish it */
+	__u64 polls;                /* nvme_ns_chr_uring_cmd_iopoll calls for this namespace */
+	__u64 lat_count;            /* completions with a known start time */
+	__u64 lat_sum_ns;           /* sum of their latencies */
+	__u64 lat_hist[USC_LAT_BUCKETS]; /* log2 histogram of request start to end_io, ns */
+};
+
 /* Global counters in .bss; only rare paths touch them. */
 struct usc_stats {
 	__u64 rings_created;        /* io_uring_create events */
@@ -105,6 +153,8 @@ struct usc_stats {
 	__u64 sched_dropped;        /* SQ threads not tracked because the map was full */
 	__u64 wakers_dropped;       /* waker pairs not recorded because the map was full */
 	__u64 iter_rings;           /* rings emitted by the last iterator walk(s), cumulative */
+	__u64 sq_threads_started;   /* io_sq_thread entries seen (deep tier) */
+	__u64 deep_dropped;         /* deep-tier records lost to full maps */
 };
 
 #ifdef __cplusplus
@@ -117,6 +167,11 @@ USC_ASSERT_SIZE(usc_sched_state, 56 + 8 * USC_LAT_BUCKETS);
 USC_ASSERT_SIZE(usc_waker_key, 8);
 USC_ASSERT_SIZE(usc_waker_val, 24);
 USC_ASSERT_SIZE(usc_created_ring, 48);
-USC_ASSERT_SIZE(usc_stats, 40);
+USC_ASSERT_SIZE(usc_stats, 56);
+USC_ASSERT_SIZE(usc_ring_work, 24);
+USC_ASSERT_SIZE(usc_iopoll_key, 16);
+USC_ASSERT_SIZE(usc_iopoll_stats, 32);
+USC_ASSERT_SIZE(usc_dev_key, 32);
+USC_ASSERT_SIZE(usc_nvme_stats, 48 + 8 * USC_LAT_BUCKETS);
 
 #endif /* URINGSCOPE_RECORDS_H */

@@ -273,3 +273,60 @@ TEST(Aggregator, WakeLatencyQuantilesCoverOnlyTheLastInterval) {
     s = a.update(r3);
     EXPECT_EQ(s.threads[0].wake_p50_seconds, -1);  // no wakeups in this interval
 }
+
+TEST(Aggregator, DeepTierRingWorkAndIopoll) {
+    Aggregator a;
+    auto r1 = ring(1, 10, 3, kSqpoll | 1, 0, 50);
+    auto r2 = ring(2, 10, 4, kSqpoll | 1, 0, 50);
+    RawSample raw = sample(kSec, {r1, r2});
+    raw.ring_work = {{1, {300'000'000, 10, 320}}, {2, {100'000'000, 5, 160}}};
+    raw.iopoll = {{{1, USC_CALLER_SQ_THREAD, 0}, {100, 40, 300, 50'000'000}}};
+    a.update(raw);
+    raw.mono_ns = 2 * kSec;
+    raw.iopoll = {{{1, USC_CALLER_SQ_THREAD, 0}, {300, 140, 700, 90'000'000}}};
+    auto s = a.update(raw);
+    const auto& ring1 = find_ring(s, "10:3");
+    EXPECT_TRUE(ring1.has_sqthread_work);
+    EXPECT_NEAR(ring1.sqthread_work_seconds, 0.39, 1e-12);  // submit 0.3 + polling 0.09
+    ASSERT_EQ(ring1.iopoll.size(), 1u);
+    EXPECT_EQ(ring1.iopoll[0].caller, "sq_thread");
+    EXPECT_DOUBLE_EQ(ring1.iopoll[0].calls_rate, 200);
+    EXPECT_DOUBLE_EQ(ring1.iopoll[0].empty_ratio, 0.5);
+    EXPECT_DOUBLE_EQ(ring1.iopoll[0].completions_per_call, 2);
+    EXPECT_NEAR(s.threads[0].rings_work_seconds, 0.49, 1e-12);
+    // A ring that goes away is reported so its BPF state can be dropped.
+    raw.mono_ns = 3 * kSec;
+    raw.rings = {r1};
+    a.update(raw);
+    EXPECT_EQ(a.expired_rings(), std::vector<std::uint64_t>{2});
+}
+
+TEST(Aggregator, DeviceWithoutPollQueuesIsFlaggedWhileItHappens) {
+    Aggregator a;
+    auto dev = [](const char* name, std::uint64_t polled, std::uint64_t irq, std::uint64_t intent) {
+        usc_dev_key k{};
+        std::strncpy(k.disk, name, sizeof k.disk - 1);
+        usc_nvme_stats v{};
+        v.polled = polled;
+        v.irq = irq;
+        v.polled_intent_irq = intent;
+        v.polls = polled * 3;
+        return std::make_pair(k, v);
+    };
+    RawSample raw = sample(kSec, {});
+    raw.nvme = {dev("nvme0n1", 100, 0, 0), dev("nvme1n1", 0, 100, 100)};
+    auto s = a.update(raw);
+    ASSERT_EQ(s.devices.size(), 2u);
+    EXPECT_FALSE(s.devices[0].iopoll_without_poll_queues);
+    EXPECT_TRUE(s.devices[1].iopoll_without_poll_queues);
+    raw.mono_ns = 2 * kSec;
+    raw.nvme = {dev("nvme0n1", 300, 0, 0), dev("nvme1n1", 0, 100, 100)};
+    s = a.update(raw);
+    EXPECT_DOUBLE_EQ(s.devices[0].polled_ratio, 1.0);
+    EXPECT_DOUBLE_EQ(s.devices[0].polls_per_completion, 3.0);
+    EXPECT_DOUBLE_EQ(s.devices[0].completions_rate, 200.0);
+    EXPECT_TRUE(s.devices[1].iopoll_without_poll_queues);  // within the hold time
+    raw.mono_ns = 2 * kSec + Aggregator::kPollQueueFlagHoldNs;
+    s = a.update(raw);
+    EXPECT_FALSE(s.devices[1].iopoll_without_poll_queues);  // nothing new for a minute
+}

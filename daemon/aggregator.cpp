@@ -294,6 +294,29 @@ Snapshot Aggregator::update(const RawSample& raw) {
         it = threads_.erase(it);
     }
 
+    // Closed rings' final io_do_iopoll counts are still in this sample's map read (the sampler
+    // deletes them only after this update), so retiring them loses nothing.
+    std::map<std::uint32_t, usc_iopoll_stats> host = retired_iopoll_;
+    std::set<std::uint64_t> gone(expired_rings_.begin(), expired_rings_.end());
+    for (const auto& [k, v] : raw.iopoll) {
+        for (auto* t : {&host[k.caller], gone.count(k.ctx) ? &retired_iopoll_[k.caller] : nullptr}) {
+            if (!t) continue;
+            t->calls += v.calls;
+            t->empty += v.empty;
+            t->completions += v.completions;
+            t->ns += v.ns;
+        }
+    }
+    for (const auto& [caller, v] : host) {
+        IopollSnapshot io;
+        io.caller = caller == USC_CALLER_SQ_THREAD ? "sq_thread" : "app";
+        io.calls = v.calls;
+        io.empty = v.empty;
+        io.completions = v.completions;
+        io.seconds = v.ns / 1e9;
+        snap.iopoll_host.push_back(io);
+    }
+
     for (const auto& [key, n] : raw.nvme) {
         DeviceSnapshot d;
         d.name = std::string(key.disk, strnlen(key.disk, sizeof key.disk));

@@ -76,6 +76,8 @@ private:
     std::map<std::uint32_t, ThreadState> threads_; // by tid
     std::map<std::string, std::uint64_t> created_by_mode_, short_lived_by_mode_;
     std::map<std::string, DeviceState> devices_;
+    // io_do_iopoll totals of rings that were closed, by caller, so host totals never go back.
+    std::map<std::uint32_t, usc_iopoll_stats> retired_iopoll_;
     std::vector<std::uint32_t> expired_;
     std::vector<std::uint64_t> expired_rings_;
     std::uint64_t seq_ = 0;

@@ -122,6 +122,8 @@ struct Snapshot {
     std::vector<ThreadSnapshot> threads;
     std::vector<RingSnapshot> rings;
     std::vector<DeviceSnapshot> devices;
+    // io_do_iopoll totals over every ring since attach, closed ones included (deep tier).
+    std::vector<IopollSnapshot> iopoll_host;
     std::vector<ProbeState> probes;
     std::vector<std::pair<std::string, std::uint64_t>> rings_created_by_mode;     // cumulative
     std::vector<std::pair<std::string, std::uint64_t>> rings_short_lived_by_mode; // cumulative

@@ -251,6 +251,18 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
         m.histogram.bucket.push_back({d.latency.count, std::numeric_limits<double>::infinity()});
     }
 
+    Family host_calls("uringscope_iopoll_host_calls_total",
+                      "io_do_iopoll calls on every ring since attach, closed rings included.", C);
+    Family host_empty("uringscope_iopoll_host_empty_total",
+                      "Empty io_do_iopoll calls on every ring since attach.", C);
+    Family host_comp("uringscope_iopoll_host_completions_total",
+                     "Completions reaped by io_do_iopoll on every ring since attach.", C);
+    for (const auto& io : s.iopoll_host) {
+        host_calls.counter({{"caller", io.caller}}, static_cast<double>(io.calls));
+        host_empty.counter({{"caller", io.caller}}, static_cast<double>(io.empty));
+        host_comp.counter({{"caller", io.caller}}, static_cast<double>(io.completions));
+    }
+
     Family probe("uringscope_probe_attached",
                  "1 if the BPF program is attached, 0 if it is off (see the log for why).", G);
     for (const auto& p : s.probes)
@@ -275,7 +287,8 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
     if (!latency.metric.empty()) out.push_back(std::move(latency));
     for (auto* f : {&sqes, &cqes, &backlog, &share, &entries, &ring_work, &ring_batches, &io_calls,
                     &io_empty, &io_comp, &io_secs, &rings_by_mode, &created, &short_lived,
-                    &nvme_comp, &nvme_polls, &nvme_intent, &no_pollq})
+                    &nvme_comp, &nvme_polls, &nvme_intent, &no_pollq, &host_calls, &host_empty,
+                    &host_comp})
         f->move_into(out);
     if (!nvme_lat.metric.empty()) out.push_back(std::move(nvme_lat));
     for (auto* f : {&probe, &overflow, &samples, &duration, &last, &build}) f->move_into(out);

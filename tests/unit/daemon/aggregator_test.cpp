@@ -297,8 +297,17 @@ TEST(Aggregator, DeepTierRingWorkAndIopoll) {
     // A ring that goes away is reported so its BPF state can be dropped.
     raw.mono_ns = 3 * kSec;
     raw.rings = {r1};
-    a.update(raw);
+    raw.iopoll.push_back({{2, USC_CALLER_APP, 0}, {10, 1, 40, 0}});
+    s = a.update(raw);
     EXPECT_EQ(a.expired_rings(), std::vector<std::uint64_t>{2});
+    // Ring 2's final counts stay in the host totals after the sampler drops them.
+    raw.mono_ns = 4 * kSec;
+    raw.iopoll.pop_back();
+    s = a.update(raw);
+    std::uint64_t app = 0, sq = 0;
+    for (const auto& io : s.iopoll_host) (io.caller == "app" ? app : sq) = io.completions;
+    EXPECT_EQ(app, 40u);
+    EXPECT_EQ(sq, 700u);
 }
 
 TEST(Aggregator, DeviceWithoutPollQueuesIsFlaggedWhileItHappens) {

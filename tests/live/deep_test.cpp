@@ -1,0 +1,257 @@
+// Deep tier, live: probe selection on this kernel, and (where the kernel has the attach points
+// and the devices, i.e. in the QEMU kernel matrix) IOPOLL and NVMe passthrough counts against
+// Debian's fio as the real client. Every test is gated on detected features.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "tests/live/harness.hpp"
+
+using namespace live;
+using namespace std::chrono;
+
+namespace {
+
+struct ReportLine {
+    std::string kind, state, detail;
+};
+
+std::map<std::string, ReportLine> probe_report(const std::vector<std::string>& extra, int& rc) {
+    std::vector<std::string> argv{build_dir() + "/uringscoped", "--probe-report"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    Child c(argv);
+    std::string out = c.drain(seconds(60));
+    rc = c.wait(seconds(10)).value_or(-1);
+    std::map<std::string, ReportLine> lines;
+    std::istringstream in(out);
+    std::string line;
+    while (std::getline(in, line)) {
+        std::istringstream f(line);
+        std::string probe;
+        ReportLine r;
+        if (!(f >> probe >> r.kind >> r.state) || probe == "PROBE" || probe == "kernel") continue;
+        std::getline(f, r.detail);
+        lines[probe] = r;
+    }
+    return lines;
+}
+
+std::string read_file(const std::string& path) {
+    std::ifstream f(path);
+    std::string s;
+    std::getline(f, s);
+    return s;
+}
+
+bool fio_available() { return system("command -v fio >/dev/null 2>&1") == 0; }
+
+// Runs fio with JSON output and returns total completed I/Os of all jobs (reads + writes).
+std::optional<unsigned long long> run_fio(const std::vector<std::string>& args, std::string& out) {
+    std::vector<std::string> argv{"/usr/bin/fio", "--output-format=json"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    Child fio(argv, false);
+    out = fio.drain(seconds(300));
+    if (fio.wait(seconds(10)) != std::optional<int>(0)) return std::nullopt;
+    std::regex ios(R"re("total_ios"\s*:\s*(\d+))re");
+    unsigned long long total = 0;
+    for (auto it = std::sregex_iterator(out.begin(), out.end(), ios); it != std::sregex_iterator();
+         ++it)
+        total += std::stoull((*it)[1]);
+    return total;
+}
+
+double metric_or_zero(Daemon& d, const std::string& name,
+                      const std::map<std::string, std::string>& labels) {
+    return find_value(d.scrape(), name, labels).value_or(0);
+}
+
+class Deep : public ::testing::Test {
+protected:
+    void SetUp() override {
+        if (geteuid() != 0) GTEST_SKIP() << "needs root";
+        if (!std::filesystem::exists("/sys/kernel/btf/vmlinux")) GTEST_SKIP() << "no BTF";
+    }
+};
+
+}  // namespace
+
+TEST_F(Deep, ProbeReportNamesEveryProbeAndEveryReason) {
+    int rc = -1;
+    auto report = probe_report({}, rc);
+    ASSERT_EQ(rc, 0);
+    for (const char* p : {"iter_rings", "sched_switch", "sched_wakeup", "io_uring_create",
+                          "io_sq_thread", "io_submit_sqes", "io_do_iopoll",
+                          "nvme_uring_cmd_end_io", "nvme_uring_cmd_iopoll"}) {
+        ASSERT_TRUE(report.count(p)) << p;
+        const auto& r = report[p];
+        EXPECT_TRUE(r.state == "attached" || r.state == "off") << p;
+        if (r.state == "off") {
+            EXPECT_GT(r.detail.size(), 5u) << p << " is off without a reason";
+        } else {
+            EXPECT_TRUE(r.kind == "fentry" || r.kind == "kprobe" || r.kind == "tp_btf" ||
+                        r.kind == "iter")
+                << p << " " << r.kind;
+        }
+        std::printf("probe-report: %-24s %-8s %s\n", p, r.kind.c_str(), r.state.c_str());
+    }
+    EXPECT_EQ(report["iter_rings"].state, "attached");
+}
+
+TEST_F(Deep, NoFentryFallsBackToKprobes) {
+    if (!std::filesystem::exists("/sys/bus/event_source/devices/kprobe/type"))
+        GTEST_SKIP() << "kernel has no kprobes (CONFIG_KPROBES)";
+    int rc = -1;
+    auto report = probe_report({"--no-fentry"}, rc);
+    ASSERT_EQ(rc, 0);
+    for (const auto& [probe, r] : report) EXPECT_NE(r.kind, "fentry") << probe;
+    EXPECT_EQ(report["io_sq_thread"].state, "attached") << report["io_sq_thread"].detail;
+    EXPECT_EQ(report["io_sq_thread"].kind, "kprobe");
+    EXPECT_EQ(report["io_do_iopoll"].state, "attached") << report["io_do_iopoll"].detail;
+}
+
+namespace {
+
+// Deep-tier fixture: a daemon with --probes.deep, optionally without fentry.
+class DeepIo : public Deep, public ::testing::WithParamInterface<bool> {
+protected:
+    void SetUp() override {
+        Deep::SetUp();
+        if (IsSkipped()) return;
+        if (!fio_available()) GTEST_SKIP() << "fio not installed";
+        if (GetParam() && !std::filesystem::exists("/sys/bus/event_source/devices/kprobe/type"))
+            GTEST_SKIP() << "kernel has no kprobes";
+        std::vector<std::string> args{"--sample.interval=200ms", "--probes.deep"};
+        if (GetParam()) args.push_back("--no-fentry");
+        daemon_ = std::make_unique<Daemon>(args);
+        ASSERT_TRUE(daemon_->ready()) << daemon_->startup_log();
+    }
+    bool attached(const std::string& probe) {
+        auto v = find_value(daemon_->scrape(), "uringscope_probe_attached", {{"probe", probe}});
+        return v && *v == 1;
+    }
+    std::unique_ptr<Daemon> daemon_;
+};
+
+std::string mode_name(const ::testing::TestParamInfo<bool>& p) {
+    return p.param ? "kprobe" : "fentry";
+}
+
+}  // namespace
+
+TEST_P(DeepIo, IopollCompletionsMatchFio) {
+    if (!attached("io_do_iopoll")) GTEST_SKIP() << "io_do_iopoll probe not attached here";
+    std::vector<std::string> devices;
+    for (const char* d : {"nvme0n1", "nullb0"})
+        if (read_file(std::string("/sys/block/") + d + "/queue/io_poll") == "1")
+            devices.push_back(d);
+    if (devices.empty()) GTEST_SKIP() << "no block device with io_poll=1";
+    for (const auto& dev : devices) {
+        for (bool sqpoll : {true, false}) {
+            std::map<std::string, std::string> any;
+            double before = metric_or_zero(*daemon_, "uringscope_iopoll_host_completions_total",
+                                           {{"caller", sqpoll ? "sq_thread" : "app"}});
+            std::string out;
+            auto ios = run_fio({"--name=iopoll", "--filename=/dev/" + dev, "--ioengine=io_uring",
+                                "--hipri=1", "--direct=1", "--rw=randread", "--bs=4k",
+                                "--iodepth=8", "--number_ios=3000", "--size=64M",
+                                sqpoll ? "--sqthread_poll=1" : "--sqthread_poll=0"},
+                               out);
+            ASSERT_TRUE(ios.has_value()) << out;
+            ASSERT_GE(*ios, 3000u);
+            double after = 0;
+            eventually(seconds(3), [&] {
+                after = metric_or_zero(*daemon_, "uringscope_iopoll_host_completions_total",
+                                       {{"caller", sqpoll ? "sq_thread" : "app"}});
+                return after - before >= static_cast<double>(*ios);
+            });
+            std::printf("%s %s: fio %llu I/Os, io_do_iopoll reaped %.0f\n", dev.c_str(),
+                        sqpoll ? "sqpoll" : "app-polled", *ios, after - before);
+            EXPECT_EQ(after - before, static_cast<double>(*ios)) << dev << " sqpoll=" << sqpoll;
+        }
+    }
+}
+
+TEST_P(DeepIo, NvmePassthroughPolledVersusIrq) {
+    if (!attached("nvme_uring_cmd_end_io")) GTEST_SKIP() << "nvme_uring_cmd_end_io not attached";
+    // Every NVMe namespace char device; the guest gives one with poll queues, one without.
+    std::vector<std::pair<std::string, std::string>> ngs;  // ng name, block name
+    for (const auto& e : std::filesystem::directory_iterator("/dev")) {
+        auto n = e.path().filename().string();
+        if (n.rfind("ng", 0) == 0 && n.find('n', 2) != std::string::npos)
+            ngs.emplace_back(n, "nvme" + n.substr(2));
+    }
+    if (ngs.empty()) GTEST_SKIP() << "no NVMe passthrough device (/dev/ngXnY)";
+    int checked_polled = 0, checked_irq = 0;
+    for (const auto& [ng, blk] : ngs) {
+        const bool poll_queues = read_file("/sys/block/" + blk + "/queue/io_poll") == "1";
+        auto polled_before = metric_or_zero(*daemon_, "uringscope_nvme_uring_cmd_completions_total",
+                                            {{"device", blk}, {"polled", "true"}});
+        auto irq_before = metric_or_zero(*daemon_, "uringscope_nvme_uring_cmd_completions_total",
+                                         {{"device", blk}, {"polled", "false"}});
+        std::string out;
+        auto ios = run_fio({"--name=pt", "--filename=/dev/" + ng, "--ioengine=io_uring_cmd",
+                            "--cmd_type=nvme", "--hipri=1", "--rw=randread", "--bs=4k",
+                            "--iodepth=8", "--number_ios=2000", "--size=64M"},
+                           out);
+        ASSERT_TRUE(ios.has_value()) << out;
+        double polled = 0, irq = 0;
+        eventually(seconds(3), [&] {
+            polled = metric_or_zero(*daemon_, "uringscope_nvme_uring_cmd_completions_total",
+                                    {{"device", blk}, {"polled", "true"}}) -
+                     polled_before;
+            irq = metric_or_zero(*daemon_, "uringscope_nvme_uring_cmd_completions_total",
+                                 {{"device", blk}, {"polled", "false"}}) -
+                  irq_before;
+            return polled + irq >= static_cast<double>(*ios);
+        });
+        auto flag = find_value(daemon_->scrape(), "uringscope_device_iopoll_without_poll_queues",
+                               {{"device", blk}});
+        std::printf("%s (io_poll=%d): fio %llu I/Os, polled %.0f, irq %.0f, flagged %.0f\n",
+                    ng.c_str(), poll_queues, *ios, polled, irq, flag.value_or(-1));
+        EXPECT_EQ(polled + irq, static_cast<double>(*ios)) << ng;
+        if (poll_queues) {
+            EXPECT_EQ(polled, static_cast<double>(*ios)) << ng;
+            EXPECT_EQ(flag, std::optional<double>(0)) << ng;
+            ++checked_polled;
+        } else {
+            EXPECT_EQ(irq, static_cast<double>(*ios)) << ng;
+            EXPECT_EQ(flag, std::optional<double>(1)) << ng << " has no poll queues";
+            ++checked_irq;
+        }
+    }
+    EXPECT_GT(checked_polled + checked_irq, 0);
+}
+
+TEST_P(DeepIo, PerRingWorkAddsUpToTheThreadsWork) {
+    if (!attached("io_submit_sqes")) GTEST_SKIP() << "io_submit_sqes probe not attached";
+    Child load({build_dir() + "/uringscope-load", "--ring", "sqpoll,count=300000", "--ring",
+                "sqpoll,share=0,count=100000", "--hold", "inf"});
+    auto rings = read_load_rings(load, "ring", "done", seconds(240));
+    ASSERT_EQ(rings.size(), 2u);
+    std::this_thread::sleep_for(milliseconds(600));
+    auto m = daemon_->scrape();
+    const std::string tid = std::to_string(rings[0].sq_thread);
+    auto source = find_value(m, "uringscope_sqthread_work_time_source",
+                             {{"sq_thread", tid}, {"source", "kernel"}});
+    double sum = 0;
+    for (const auto& r : rings) {
+        auto w = find_value(m, "uringscope_ring_sqthread_work_seconds_total", {{"ring", r.id()}});
+        ASSERT_TRUE(w.has_value()) << r.id();
+        EXPECT_GT(*w, 0);
+        sum += *w;
+    }
+    if (!source) GTEST_SKIP() << "kernel keeps no per-thread work time to compare with";
+    auto total = find_value(m, "uringscope_sqthread_work_seconds_total", {{"sq_thread", tid}});
+    ASSERT_TRUE(total.has_value());
+    std::printf("SQ thread %s: rings' work %.4f s, thread work %.4f s (%+.1f%%)\n", tid.c_str(),
+                sum, *total, (sum - *total) / *total * 100);
+    EXPECT_NEAR(sum, *total, *total * 0.05);
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiers, DeepIo, ::testing::Values(false, true), mode_name);

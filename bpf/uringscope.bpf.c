@@ -21,7 +21,6 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 /* Identifies io_uring files: io_uring_fops is in neither kallsyms nor BTF, io_uring_poll is. */
 extern const void io_uring_poll __ksym __weak;
-extern int CONFIG_HZ __kconfig __weak;
 
 struct usc_stats stats = {};
 
@@ -192,7 +191,7 @@ int usc_iter_rings(struct bpf_iter__task_file *it)
 	r.sq_entries = BPF_CORE_READ(ctx, sq_entries);
 	r.sq_tid = -1;
 	r.sq_cpu = -1;
-	r.hz = CONFIG_HZ;
+	r.jiffies = bpf_jiffies64();
 	BPF_CORE_READ_STR_INTO(&r.comm, task, group_leader, comm);
 
 	struct io_rings *rings = BPF_CORE_READ(ctx, rings);

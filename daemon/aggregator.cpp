@@ -22,10 +22,23 @@ std::string comm_of(const char (&c)[USC_COMM_LEN]) {
     return std::string(c, n);
 }
 
-double idle_seconds(const usc_ring_record& r) {
+double idle_seconds(const usc_ring_record& r, unsigned hz) {
     if (r.sq_idle_unit == USC_IDLE_NS) return static_cast<double>(r.sq_thread_idle) / 1e9;
-    if (r.hz == 0) return 0;  // CONFIG_HZ unreadable: the setting is unknown
-    return static_cast<double>(r.sq_thread_idle) / r.hz;
+    if (hz == 0) return 0;  // not known yet
+    return static_cast<double>(r.sq_thread_idle) / hz;
+}
+
+// The HZ values Linux can be built with; a measurement snaps to the nearest.
+unsigned snap_hz(double measured) {
+    unsigned best = 0;
+    double err = 1e18;
+    for (unsigned hz : {100u, 250u, 300u, 1000u}) {
+        if (std::abs(measured - hz) < err) {
+            err = std::abs(measured - hz);
+            best = hz;
+        }
+    }
+    return best;
 }
 
 }  // namespace
@@ -49,6 +62,17 @@ Snapshot Aggregator::update(const RawSample& raw) {
     prev_mono_ns_ = raw.mono_ns;
     snap.interval_seconds = interval;
     expired_.clear();
+
+    if (hz_ == 0 && !raw.rings.empty()) {
+        // At least half a second apart, so one jiffy of rounding is < 1% at HZ=250.
+        const auto j = raw.rings.front().jiffies;
+        if (!hz_mono_ns_) {
+            hz_jiffies_ = j;
+            hz_mono_ns_ = raw.mono_ns;
+        } else if (raw.mono_ns - hz_mono_ns_ >= 500'000'000 && j > hz_jiffies_) {
+            hz_ = snap_hz((j - hz_jiffies_) / ((raw.mono_ns - hz_mono_ns_) / 1e9));
+        }
+    }
 
     // A ring can sit in several fd tables (fork, SCM_RIGHTS); the first holder walked names it.
     std::map<std::uint64_t, const usc_ring_record*> live;
@@ -163,7 +187,7 @@ Snapshot Aggregator::update(const RawSample& raw) {
         ts.involuntary_switches = rec.sq_nivcsw;
         ts.state = rec.sq_state;
         ts.sq_cpu = rec.sq_cpu;
-        ts.idle_setting_seconds = idle_seconds(rec);
+        ts.idle_setting_seconds = idle_seconds(rec, hz_);
         ts.idle_ns_granular = rec.sq_idle_unit == USC_IDLE_NS;
         ts.rings = members.size();
 

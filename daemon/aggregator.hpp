@@ -39,6 +39,11 @@ public:
 
     Snapshot update(const RawSample& raw);
 
+    // CONFIG_HZ, to turn sq_thread_idle jiffies into seconds. 0 = unknown: it is then measured
+    // from the jiffies and clock of two consecutive walks.
+    void set_hz(unsigned hz) { hz_ = hz; }
+    unsigned hz() const { return hz_; }
+
     // SQ thread tids whose state the sampler should delete from the BPF maps.
     const std::vector<std::uint32_t>& expired_threads() const { return expired_; }
     // Rings (ctx) that disappeared in the last update, for the sampler to drop deep state.
@@ -81,6 +86,8 @@ private:
     std::vector<std::uint32_t> expired_;
     std::vector<std::uint64_t> expired_rings_;
     std::uint64_t seq_ = 0;
+    unsigned hz_ = 0;
+    std::uint64_t hz_jiffies_ = 0, hz_mono_ns_ = 0;
     std::uint64_t prev_mono_ns_ = 0;
 };
 

@@ -4,6 +4,7 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <sys/utsname.h>
+#include <zlib.h>
 
 #include <cerrno>
 #include <cstring>
@@ -111,6 +112,29 @@ std::string KernelFeatures::release() const {
     struct utsname u {};
     if (uname(&u) != 0) return "unknown";
     return u.release;
+}
+
+}  // namespace uringscope
+
+namespace uringscope {
+
+unsigned KernelFeatures::config_hz() const {
+    // zlib reads plain files too, so one reader serves both places.
+    for (const std::string& path : {"/boot/config-" + release(), std::string("/proc/config.gz")}) {
+        gzFile f = gzopen(path.c_str(), "rb");
+        if (!f) continue;
+        char line[256];
+        unsigned hz = 0;
+        while (gzgets(f, line, sizeof line)) {
+            if (std::strncmp(line, "CONFIG_HZ=", 10) == 0) {
+                hz = static_cast<unsigned>(std::strtoul(line + 10, nullptr, 10));
+                break;
+            }
+        }
+        gzclose(f);
+        if (hz) return hz;
+    }
+    return 0;
 }
 
 }  // namespace uringscope

@@ -39,6 +39,10 @@ public:
 
     std::string release() const;  // uname -r, for logs and views only
 
+    // CONFIG_HZ from /boot/config-$(uname -r) or /proc/config.gz; 0 if neither is readable (the
+    // aggregator then measures it).
+    unsigned config_hz() const;
+
 private:
     struct btf* btf_ = nullptr;
     // Module BTFs, loaded on first use of a function that vmlinux lacks.

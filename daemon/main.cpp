@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
                             : "estimated (sqd->work_time absent or process-wide)");
 
     auto store = std::make_shared<SnapshotStore>();
-    Sampler sampler(*bpf, per_thread, store, kf.release());
+    Sampler sampler(*bpf, per_thread, store, kf.release(), kf.config_hz());
     if (!sampler.sample_once()) return 1;
     http->route(cfg.telemetry_path, [store] {
         return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8",

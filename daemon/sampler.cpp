@@ -20,7 +20,8 @@ std::uint64_t mono_ns() {
 }  // namespace
 
 Sampler::Sampler(BpfCollector& bpf, bool work_time_per_thread,
-                 std::shared_ptr<SnapshotStore> store, std::string kernel_release)
+                 std::shared_ptr<SnapshotStore> store, std::string kernel_release,
+                 unsigned config_hz)
     : bpf_(bpf),
       work_time_per_thread_(work_time_per_thread),
       store_(std::move(store)),
@@ -28,6 +29,7 @@ Sampler::Sampler(BpfCollector& bpf, bool work_time_per_thread,
     char host[256] = {};
     gethostname(host, sizeof host - 1);
     hostname_ = host;
+    agg_.set_hz(config_hz);
 }
 
 bool Sampler::sample_once() {

@@ -16,7 +16,7 @@ namespace uringscope {
 class Sampler {
 public:
     Sampler(BpfCollector& bpf, bool work_time_per_thread, std::shared_ptr<SnapshotStore> store,
-            std::string kernel_release);
+            std::string kernel_release, unsigned config_hz);
 
     // Takes and publishes one sample. Returns false (and logs) if the walk failed.
     bool sample_once();

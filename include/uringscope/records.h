@@ -56,7 +56,8 @@ struct usc_ring_record {
 	__s32 sq_cpu;               /* sqd->sq_cpu: CPU the thread is pinned to, -1 if not pinned */
 	__u64 sq_thread_idle;       /* raw idle setting, in sq_idle_unit */
 	__u32 sq_idle_unit;         /* enum usc_idle_unit */
-	__u32 hz;                   /* CONFIG_HZ of the running kernel, 0 if libbpf could not read it */
+	__u32 _pad1;
+	__u64 jiffies;              /* bpf_jiffies64() at the walk: lets userspace measure HZ */
 	__u64 work_time_us;         /* sqd->work_time in microseconds, valid with USC_CAP_WORK_TIME */
 	__u64 sq_runtime_ns;        /* SQ thread's se.sum_exec_runtime */
 	__u64 sq_nvcsw;             /* SQ thread's voluntary context switches */
@@ -162,7 +163,7 @@ struct usc_stats {
 #else
 #define USC_ASSERT_SIZE(type, size) _Static_assert(sizeof(struct type) == (size), #type " layout")
 #endif
-USC_ASSERT_SIZE(usc_ring_record, 128);
+USC_ASSERT_SIZE(usc_ring_record, 136);
 USC_ASSERT_SIZE(usc_sched_state, 56 + 8 * USC_LAT_BUCKETS);
 USC_ASSERT_SIZE(usc_waker_key, 8);
 USC_ASSERT_SIZE(usc_waker_val, 24);

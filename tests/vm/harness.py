@@ -1076,7 +1076,11 @@ class Guest:
         env = {"URINGSCOPE_VM": "1", "URINGSCOPE_VM_KERNEL": self.p.kernel.name,
                "URINGSCOPE_VM_DEB_VERSION": self.p.selection.version, **self.env}
         (job / "job.sh").write_text(job_script(self.argv, CHECKOUT, env))
-        config = dict(self.probe_config)
+        # Paths the guest must keep visible even if they lie below a directory it covers with
+        # a tmpfs (/tmp, /var/tmp, /run): the checkout and the probe tools.
+        keep = [str(CHECKOUT)] + [str(Path(v).parent) for k, v in self.probe_config.items()
+                                  if k == "PROBE_CHECK"]
+        config = {"KEEP_PATHS": " ".join(keep), **self.probe_config}
         if self.probe_reason:
             config["PROBE_CHECK_REASON"] = self.probe_reason
         (job / "config").write_text("".join(f"{k}={shlex.quote(v)}\n" for k, v in config.items()))
@@ -1229,9 +1233,10 @@ Boots Debian kernels under QEMU (TCG, no KVM needed) and runs COMMAND inside the
 
 COMMAND runs as root in the checkout directory ({checkout}) inside the guest. The guest's root
 is the host's root file system, shared read-only over 9p and chrooted into, so the checkout and
-an already built build/ directory are visible at the same paths. /tmp, /var/tmp, /run, /root
-and /dev/shm are empty tmpfs; proc, sysfs, devtmpfs, bpffs, tracefs, debugfs and cgroup2 are
-the guest's own. Loopback is up; there is no other network device.
+an already built build/ directory are visible at the same paths (also when the checkout lies
+below /tmp). /tmp, /var/tmp, /run and /dev/shm are empty tmpfs, everything else is read-only;
+HOME is /root. proc, sysfs, devtmpfs, bpffs, tracefs, debugfs and cgroup2 are the guest's own.
+Loopback is up; there is no other network device.
 
 Every guest has:
   /dev/nvme0n1, /dev/ng0n1   emulated NVMe whose driver has poll_queues=1 (queue/io_poll = 1);

@@ -24,7 +24,7 @@ usc_ring_record ring(std::uint64_t ctx, std::uint32_t pid, std::uint32_t fd, std
     r.caps = USC_CAP_SQ_TAIL;
     r.sq_tid = tid;
     r.sq_cpu = -1;
-    r.hz = 250;
+    r.jiffies = 0;
     r.sq_thread_idle = 250;  // 1 s in jiffies at HZ=250
     std::strcpy(r.comm, "app");
     if (tid > 0) {
@@ -50,6 +50,19 @@ const RingSnapshot& find_ring(const Snapshot& s, const std::string& id) {
 constexpr std::uint64_t kSec = 1'000'000'000;
 
 }  // namespace
+
+TEST(Aggregator, MeasuresHzFromJiffiesWhenTheConfigIsUnknown) {
+    Aggregator a;
+    auto r = ring(1, 10, 3, kSqpoll, 0, 50);
+    r.jiffies = 1000;
+    auto s = a.update(sample(kSec, {r}));
+    EXPECT_EQ(a.hz(), 0u);
+    EXPECT_DOUBLE_EQ(s.threads[0].idle_setting_seconds, 0);  // unknown yet
+    r.jiffies = 1000 + 249;  // one second later, one jiffy of rounding short
+    s = a.update(sample(2 * kSec, {r}));
+    EXPECT_EQ(a.hz(), 250u);
+    EXPECT_DOUBLE_EQ(s.threads[0].idle_setting_seconds, 1.0);
+}
 
 TEST(Aggregator, ModesFromSetupFlags) {
     EXPECT_EQ(ring_mode(0), "plain");
@@ -123,6 +136,7 @@ TEST(Aggregator, IdleRingsWithoutDemandDoNotCountAgainstFairness) {
 
 TEST(Aggregator, KernelWorkTimeSplitsCpu) {
     Aggregator a;
+    a.set_hz(250);
     auto r = ring(1, 10, 3, kSqpoll, 0, 50);
     r.caps |= USC_CAP_WORK_TIME;
     r.sq_runtime_ns = 2 * kSec;
@@ -141,6 +155,7 @@ TEST(Aggregator, KernelWorkTimeSplitsCpu) {
 
 TEST(Aggregator, ProcessWideWorkTimeFallsBackToTheEstimate) {
     Aggregator a;
+    a.set_hz(250);
     auto r = ring(1, 10, 3, kSqpoll, 0, 50);
     r.caps |= USC_CAP_WORK_TIME;
     r.work_time_us = 123;

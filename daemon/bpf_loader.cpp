@@ -286,6 +286,7 @@ std::unique_ptr<BpfCollector> BpfCollector::make(const KernelFeatures& kf,
         sel = good;
     }
 
+    c->attached_programs_.resize(table.size());
     for (auto [i, v] : sel) {
         auto& st = c->probes_[i];
         std::vector<std::unique_ptr<AttachedProbe>> links;
@@ -306,6 +307,8 @@ std::unique_ptr<BpfCollector> BpfCollector::make(const KernelFeatures& kf,
         }
         st.attached = true;
         for (auto& l : links) c->links_.push_back(std::move(l));
+        for (auto get : table[i].variants[static_cast<std::size_t>(v)].programs)
+            c->attached_programs_[i].push_back(get(c->skel_.get()));
     }
     for (const auto& st : c->probes_) {
         if (st.attached)
@@ -409,6 +412,22 @@ void BpfCollector::forget_thread(std::uint32_t tid) {
 }  // namespace uringscope
 
 namespace uringscope {
+
+std::vector<ProbeState> BpfCollector::probes_with_misses() const {
+    // The kernel skips a kprobe/kretprobe program when another one is running on the same CPU
+    // (an interrupt arriving during a probe, typically); fentry and tp_btf count the same way.
+    // These counts say how much a probe's numbers under-report.
+    auto out = probes_;
+    for (std::size_t i = 0; i < out.size() && i < attached_programs_.size(); ++i) {
+        for (auto* prog : attached_programs_[i]) {
+            bpf_prog_info info{};
+            __u32 len = sizeof info;
+            if (bpf_obj_get_info_by_fd(bpf_program__fd(prog), &info, &len) == 0)
+                out[i].missed += info.recursion_misses;
+        }
+    }
+    return out;
+}
 
 void BpfCollector::read_ring_work(std::vector<std::pair<std::uint64_t, usc_ring_work>>& out) const {
     read_hash(bpf_map__fd(skel_->maps.ring_work), out);

@@ -102,6 +102,8 @@ public:
     ~BpfCollector();
 
     const std::vector<ProbeState>& probes() const { return probes_; }
+    // probes() with each attached probe's current count of skipped runs.
+    std::vector<ProbeState> probes_with_misses() const;
 
     // One walk of every task's files; appends one record per io_uring file.
     bool walk_rings(std::vector<usc_ring_record>& out, std::string& error);
@@ -126,6 +128,7 @@ private:
     std::vector<std::unique_ptr<AttachedProbe>> links_;
     bpf_link* iter_link_ = nullptr;
     std::vector<ProbeState> probes_;
+    std::vector<std::vector<bpf_program*>> attached_programs_;  // per probe, parallel to probes_
 };
 
 }  // namespace uringscope

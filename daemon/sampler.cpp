@@ -73,7 +73,7 @@ bool Sampler::sample_once() {
             spdlog::info("device {}: no more polled requests completed by interrupts", d.name);
         }
     }
-    snap->probes = bpf_.probes();
+    snap->probes = bpf_.probes_with_misses();
     snap->hostname = hostname_;
     snap->kernel = kernel_;
     snap->sample_duration_seconds =

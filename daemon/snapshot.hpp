@@ -110,6 +110,7 @@ struct ProbeState {
     std::string kind;    // tp_btf, iter, ...
     bool attached = false;
     std::string reason;  // why not, when not attached
+    std::uint64_t missed = 0;  // runs the kernel skipped (recursion_misses), e.g. kprobes in IRQs
 };
 
 struct Snapshot {

@@ -31,7 +31,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DeviceSnapshot, name, polled, ir
                                                 latency_p50_seconds, latency_p99_seconds,
                                                 completions_rate, polled_ratio,
                                                 polls_per_completion, iopoll_without_poll_queues)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ProbeState, probe, kind, attached, reason)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ProbeState, probe, kind, attached, reason, missed)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Snapshot, hostname, kernel, seq, timestamp,
                                                 interval_seconds, sample_duration_seconds, threads,
                                                 rings, devices, iopoll_host, probes, rings_created_by_mode,

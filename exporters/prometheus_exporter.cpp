@@ -265,8 +265,14 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
 
     Family probe("uringscope_probe_attached",
                  "1 if the BPF program is attached, 0 if it is off (see the log for why).", G);
-    for (const auto& p : s.probes)
+    Family missed("uringscope_probe_missed_total",
+                  "Runs of an attached probe the kernel skipped because another BPF program was "
+                  "running on the CPU (kprobes hit from interrupts): its counts are short by "
+                  "this much.", C);
+    for (const auto& p : s.probes) {
         probe.gauge({{"probe", p.probe}, {"kind", p.kind}}, p.attached ? 1 : 0);
+        if (p.attached) missed.counter({{"probe", p.probe}, {"kind", p.kind}}, static_cast<double>(p.missed));
+    }
     Family overflow("uringscope_map_overflow_total",
                     "Entries a bounded BPF map could not take; non-zero means data was lost.", C);
     for (const auto& [map, n] : s.map_overflows)
@@ -291,7 +297,8 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
                     &host_comp})
         f->move_into(out);
     if (!nvme_lat.metric.empty()) out.push_back(std::move(nvme_lat));
-    for (auto* f : {&probe, &overflow, &samples, &duration, &last, &build}) f->move_into(out);
+    for (auto* f : {&probe, &missed, &overflow, &samples, &duration, &last, &build})
+        f->move_into(out);
     return out;
 }
 

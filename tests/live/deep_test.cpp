@@ -200,7 +200,12 @@ TEST_P(DeepIo, NvmePassthroughPolledVersusIrq) {
                             "--iodepth=8", "--number_ios=2000", "--size=64M"},
                            out);
         ASSERT_TRUE(ios.has_value()) << out;
-        double polled = 0, irq = 0;
+        double polled = 0, irq = 0, missed = 0;
+        auto missed_now = [&] {
+            return metric_or_zero(*daemon_, "uringscope_probe_missed_total",
+                                  {{"probe", "nvme_uring_cmd_end_io"}});
+        };
+        const double missed_before = missed_now();
         eventually(seconds(3), [&] {
             polled = metric_or_zero(*daemon_, "uringscope_nvme_uring_cmd_completions_total",
                                     {{"device", blk}, {"polled", "true"}}) -
@@ -208,19 +213,27 @@ TEST_P(DeepIo, NvmePassthroughPolledVersusIrq) {
             irq = metric_or_zero(*daemon_, "uringscope_nvme_uring_cmd_completions_total",
                                  {{"device", blk}, {"polled", "false"}}) -
                   irq_before;
-            return polled + irq >= static_cast<double>(*ios);
+            missed = missed_now() - missed_before;
+            return polled + irq + missed >= static_cast<double>(*ios);
         });
         auto flag = find_value(daemon_->scrape(), "uringscope_device_iopoll_without_poll_queues",
                                {{"device", blk}});
-        std::printf("%s (io_poll=%d): fio %llu I/Os, polled %.0f, irq %.0f, flagged %.0f\n",
-                    ng.c_str(), poll_queues, *ios, polled, irq, flag.value_or(-1));
-        EXPECT_EQ(polled + irq, static_cast<double>(*ios)) << ng;
+        std::printf("%s (io_poll=%d): fio %llu I/Os, polled %.0f, irq %.0f, missed %.0f, "
+                    "flagged %.0f\n",
+                    ng.c_str(), poll_queues, *ios, polled, irq, missed, flag.value_or(-1));
+        // Every completion is either counted or reported as missed: nothing vanishes silently.
+        EXPECT_EQ(polled + irq + missed, static_cast<double>(*ios)) << ng;
+        if (!GetParam()) {
+            EXPECT_EQ(missed, 0) << "fentry must not miss";
+        }
         if (poll_queues) {
+            EXPECT_EQ(polled + missed, static_cast<double>(*ios)) << ng;
             EXPECT_EQ(polled, static_cast<double>(*ios)) << ng;
             EXPECT_EQ(flag, std::optional<double>(0)) << ng;
             ++checked_polled;
         } else {
-            EXPECT_EQ(irq, static_cast<double>(*ios)) << ng;
+            EXPECT_EQ(polled, 0) << ng;
+            EXPECT_EQ(irq + missed, static_cast<double>(*ios)) << ng;
             EXPECT_EQ(flag, std::optional<double>(1)) << ng << " has no poll queues";
             ++checked_irq;
         }

@@ -207,7 +207,8 @@ Daemon::Daemon(std::vector<std::string> extra_args) : port_(free_port()) {
     argv.insert(argv.end(), extra_args.begin(), extra_args.end());
     child_ = std::make_unique<Child>(argv, /*merge_stderr=*/true);
     // Ready once it says it serves; a daemon that cannot start exits and we keep its log.
-    while (auto line = child_->read_line(seconds(15))) {
+    // Generous: under QEMU TCG, loading BTF and the symbol table takes tens of seconds.
+    while (auto line = child_->read_line(seconds(120))) {
         log_ += *line + "\n";
         if (line->find("serving metrics") != std::string::npos) {
             ready_ = true;

@@ -48,7 +48,7 @@ EXIT_HARNESS = 125
 STATUS_SKIP = 77
 
 # Bump when the initramfs layout changes in a way the hashed inputs do not capture.
-INITRAMFS_FORMAT = 3
+INITRAMFS_FORMAT = 4
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
@@ -846,7 +846,7 @@ class KernelStore:
             self._extract(sel, debs, vdir)
             stamp.write_text(files)
         release, vmlinuz, moddir = find_kernel_files(tree)
-        initramfs = self._initramfs(kernel, sel, release, moddir, vdir)
+        initramfs = self._initramfs(kernel, sel, release, tree, moddir, vdir)
         self._selection_path(kernel).write_text(json.dumps(sel.to_json(), indent=1))
         self._prune(kernel, sel, debs, vdir)
         return Prepared(kernel, sel, release, vmlinuz, initramfs, seconds_download=t_download,
@@ -870,7 +870,7 @@ class KernelStore:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    def _initramfs(self, kernel: Kernel, sel: Selection, release: str, moddir: Path,
+    def _initramfs(self, kernel: Kernel, sel: Selection, release: str, tree: Path, moddir: Path,
                    vdir: Path) -> Path:
         busybox = Path("/bin/busybox")
         if not busybox.exists():
@@ -929,6 +929,15 @@ class KernelStore:
                 cpio.mkdir(d)
             cpio.chardev("dev/console", 5, 1)
             cpio.chardev("dev/null", 1, 3, 0o666)
+            # libbpf resolves __kconfig externs (e.g. CONFIG_HZ) from /boot/config-$(uname -r);
+            # Debian kernels have no /proc/config.gz. The guest's init puts it into /boot.
+            config = next((c for c in (tree / "boot" / f"config-{release}", moddir / "config")
+                           if c.is_file()), None)
+            if config:
+                cpio.file(f"boot/config-{release}", config.read_bytes())
+            else:
+                self.log(f"  WARNING: no kernel config for {release} in the packages; BPF objects "
+                         f"with __kconfig externs will not load in this guest")
             cpio.file("bin/busybox", busybox.read_bytes(), 0o755)
             cpio.file("init", init, 0o755)
             cpio.file("etc/uringscope-vm/kernel", (
@@ -982,7 +991,8 @@ class RunResult:
     status: int | None = None    # the command's exit status, if it ran to the end
     reason: str = ""
     seconds_prepare: float = 0.0
-    seconds_boot: float = 0.0
+    seconds_kernel: float = 0.0  # QEMU start until the guest's init runs
+    seconds_boot: float = 0.0    # QEMU start until COMMAND starts
     seconds_command: float = 0.0
     seconds_total: float = 0.0
     capabilities: list[str] = dataclasses.field(default_factory=list)
@@ -1196,10 +1206,13 @@ class Guest:
             return phase, t_ready, t_cmd_end
         msg = line[at + len(MARK):]
         if msg.startswith("==== command start"):
-            self.log(f"booted in {time.monotonic() - t0:.1f} s; running: {shlex.join(self.argv)}")
+            self.log(f"booted in {time.monotonic() - t0:.1f} s (kernel {result.seconds_kernel:.1f} s, "
+                     f"then devices, mounts and probes); running: {shlex.join(self.argv)}")
             return "command", time.monotonic() if t_ready is None else t_ready, t_cmd_end
         if msg == "ready":
             return phase, time.monotonic(), t_cmd_end
+        if msg.startswith("init started"):
+            result.seconds_kernel = time.monotonic() - t0
         if msg.startswith("cap "):
             result.capabilities.append(msg[4:])
         if not msg.startswith("==== "):
@@ -1234,8 +1247,8 @@ Boots Debian kernels under QEMU (TCG, no KVM needed) and runs COMMAND inside the
 COMMAND runs as root in the checkout directory ({checkout}) inside the guest. The guest's root
 is the host's root file system, shared read-only over 9p and chrooted into, so the checkout and
 an already built build/ directory are visible at the same paths (also when the checkout lies
-below /tmp). /tmp, /var/tmp, /run and /dev/shm are empty tmpfs, everything else is read-only;
-HOME is /root. proc, sysfs, devtmpfs, bpffs, tracefs, debugfs and cgroup2 are the guest's own.
+below /tmp). /tmp, /var/tmp, /run and /dev/shm are empty tmpfs, /boot a tmpfs holding the
+guest kernel's config-RELEASE, everything else is read-only; HOME is /root. proc, sysfs, devtmpfs, bpffs, tracefs, debugfs and cgroup2 are the guest's own.
 Loopback is up; there is no other network device.
 
 Every guest has:

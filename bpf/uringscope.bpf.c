@@ -535,6 +535,25 @@ int BPF_PROG(usc_fentry_nvme_end_io, struct request *req)
 	return 0;
 }
 
+/*
+ * Tracepoint variant, preferred over the kprobe: block_rq_complete fires for every request just
+ * before its end_io callback, in whatever context completes it. A kprobe there runs in the
+ * interrupt handler and is skipped whenever the interrupt lands while another kprobe program of
+ * ours runs on that CPU (bpf_prog_active): in the 6.1 guest it lost about 20% of IRQ
+ * completions, without counting them in recursion_misses. tp_btf programs have no such shared
+ * guard. The request is ours if its end_io is nvme_uring_cmd_end_io (address from kallsyms).
+ */
+const volatile __u64 nvme_end_io_addr = 0;
+
+SEC("tp_btf/block_rq_complete")
+int BPF_PROG(usc_tp_nvme_complete, struct request *req)
+{
+	if (!nvme_end_io_addr || (__u64)BPF_CORE_READ(req, end_io) != nvme_end_io_addr)
+		return 0;
+	nvme_end_io(req);
+	return 0;
+}
+
 SEC("kprobe/nvme_uring_cmd_end_io")
 int BPF_KPROBE(usc_kprobe_nvme_end_io, struct request *req)
 {

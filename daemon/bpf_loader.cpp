@@ -90,6 +90,10 @@ const std::vector<ProbeSpec>& probe_table() {
          false, true},
         {"nvme_uring_cmd_end_io",
          {{"fentry", {PROG(usc_fentry_nvme_end_io)}, {{K::btf_func, "nvme_uring_cmd_end_io"}}},
+          // Before the kprobe: see usc_tp_nvme_complete for the completions kprobes lose.
+          {"tp_btf",
+           {PROG(usc_tp_nvme_complete)},
+           {{K::btf_typedef, "btf_trace_block_rq_complete"}, {K::ksym, "nvme_uring_cmd_end_io"}}},
           {"kprobe",
            {PROG(usc_kprobe_nvme_end_io)},
            {{K::kprobes}, {K::ksym, "nvme_uring_cmd_end_io"}}}},
@@ -165,11 +169,18 @@ using SkelPtr = std::unique_ptr<uringscope_bpf, SkeletonDeleter>;
 // A probe index and the variant of it to load.
 using Selection = std::map<std::size_t, int>;
 
+// Values the programs take from userspace before load.
+struct LoadConstants {
+    bool iopoll_counts_in_arg = false;
+    std::uint64_t nvme_end_io_addr = 0;
+};
+
 // Opens a fresh skeleton with only the selected variants' programs autoloaded and loads it.
-int try_load(const Selection& sel, bool iopoll_counts_in_arg, SkelPtr& out) {
+int try_load(const Selection& sel, const LoadConstants& k, SkelPtr& out) {
     SkelPtr skel(uringscope_bpf__open());
     if (!skel) return -errno;
-    skel->rodata->iopoll_counts_in_arg = iopoll_counts_in_arg;
+    skel->rodata->iopoll_counts_in_arg = k.iopoll_counts_in_arg;
+    skel->rodata->nvme_end_io_addr = k.nvme_end_io_addr;
     const auto& table = probe_table();
     std::set<bpf_program*> on;
     for (const auto& [probe, variant] : sel)
@@ -228,7 +239,9 @@ std::unique_ptr<BpfCollector> BpfCollector::make(const KernelFeatures& kf,
     std::unique_ptr<BpfCollector> c(new BpfCollector);
     std::vector<int> chosen;
     c->probes_ = plan_probes(kf, opts, chosen);
-    const bool counts_in_arg = kf.btf_func_params("io_do_iopoll").value_or(0) == 3;
+    LoadConstants consts;
+    consts.iopoll_counts_in_arg = kf.btf_func_params("io_do_iopoll").value_or(0) == 3;
+    if (opts.deep) consts.nvme_end_io_addr = kf.ksym_address("nvme_uring_cmd_end_io");
 
     Selection sel, essential;
     for (std::size_t i = 0; i < table.size(); ++i) {
@@ -241,11 +254,11 @@ std::unique_ptr<BpfCollector> BpfCollector::make(const KernelFeatures& kf,
         }
     }
 
-    int err = try_load(sel, counts_in_arg, c->skel_);
+    int err = try_load(sel, consts, c->skel_);
     if (err) {
         {
             SkelPtr probe;
-            if (int e = try_load(essential, counts_in_arg, probe); e != 0) {
+            if (int e = try_load(essential, consts, probe); e != 0) {
                 error = load_error_text(e);
                 return nullptr;
             }
@@ -267,7 +280,7 @@ std::unique_ptr<BpfCollector> BpfCollector::make(const KernelFeatures& kf,
                 auto trial = essential;
                 trial[i] = v;
                 SkelPtr probe;
-                int e = try_load(trial, counts_in_arg, probe);
+                int e = try_load(trial, consts, probe);
                 if (e == 0) {
                     good[i] = v;
                     c->probes_[i].kind = var.kind;
@@ -278,7 +291,7 @@ std::unique_ptr<BpfCollector> BpfCollector::make(const KernelFeatures& kf,
             }
             if (!good.count(i)) c->probes_[i].reason = why;
         }
-        err = try_load(good, counts_in_arg, c->skel_);
+        err = try_load(good, consts, c->skel_);
         if (err) {
             error = load_error_text(err);
             return nullptr;

@@ -100,12 +100,13 @@ bool KernelFeatures::has_btf_struct(const std::string& name) const {
     return btf_ && btf__find_by_name_kind(btf_, name.c_str(), BTF_KIND_STRUCT) > 0;
 }
 
-bool KernelFeatures::has_ksym(const std::string& name) const {
-    if (!syms_) return false;
+std::uint64_t KernelFeatures::ksym_address(const std::string& name) const {
+    if (!syms_) return 0;
     std::call_once(syms_->once, [&] { syms_->cache = bcc_symcache_new(-1, nullptr); });
-    if (!syms_->cache) return false;
+    if (!syms_->cache) return 0;
     std::uint64_t addr = 0;
-    return bcc_symcache_resolve_name(syms_->cache, nullptr, name.c_str(), &addr) == 0 && addr;
+    if (bcc_symcache_resolve_name(syms_->cache, nullptr, name.c_str(), &addr) != 0) return 0;
+    return addr;
 }
 
 std::string KernelFeatures::release() const {

@@ -1,6 +1,7 @@
 #pragma once
 // What the running kernel offers, asked of its BTF and its symbol table, never of its version
 // number: distributions backport io_uring wholesale (5.10.162 carries 5.15's), so versions lie.
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,7 +29,9 @@ public:
     bool has_btf_typedef(const std::string& name) const;
     bool has_btf_struct(const std::string& name) const;
     // Resolved through BCC's kernel symbol cache (/proc/kallsyms).
-    bool has_ksym(const std::string& name) const;
+    bool has_ksym(const std::string& name) const { return ksym_address(name) != 0; }
+    // Address of a kernel or module symbol, 0 if unknown.
+    std::uint64_t ksym_address(const std::string& name) const;
     // The kernel can attach kprobes through perf events (CONFIG_KPROBES).
     bool has_kprobes() const;
 

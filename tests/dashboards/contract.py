@@ -43,6 +43,7 @@ BASE = {
     "uringscope_rings_created_total": ("counter", {"mode"}),
     "uringscope_rings_short_lived_total": ("counter", {"mode"}),
     "uringscope_map_overflow_total": ("counter", {"map"}),
+    "uringscope_probe_missed_total": ("counter", {"probe", "kind"}),
     "uringscope_samples_total": ("counter", set()),
     "uringscope_sample_duration_seconds": ("gauge", set()),
     "uringscope_last_sample_timestamp_seconds": ("gauge", set()),

@@ -10,7 +10,6 @@ import os
 import re
 import subprocess
 
-import contract
 import harness
 import promql
 

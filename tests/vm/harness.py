@@ -57,7 +57,11 @@ class HarnessError(Exception):
     """A failure to report in one sentence, without a traceback."""
 
 
-class MatrixError(HarnessError):
+class UsageError(HarnessError):
+    """The caller asked for something that cannot be (exit status 2)."""
+
+
+class MatrixError(UsageError):
     pass
 
 
@@ -234,7 +238,7 @@ def select_kernels(kernels: list[Kernel], spec: str) -> list[Kernel]:
     for name in (s.strip() for s in spec.split(",")):
         if name not in by_name:
             known = ", ".join(by_name)
-            raise HarnessError(f"unknown kernel '{name}'; the matrix has: {known} (see --list)")
+            raise UsageError(f"unknown kernel '{name}'; the matrix has: {known} (see --list)")
         if by_name[name] not in chosen:
             chosen.append(by_name[name])
     return chosen
@@ -384,11 +388,20 @@ def is_static_elf(path: Path) -> bool:
 
 
 def find_tool(name: str, package: str) -> str:
+    if "/" in name:
+        if os.access(name, os.X_OK) and Path(name).is_file():
+            return name
+        raise HarnessError(f"{name} not found or not executable")
     # root's PATH usually has the sbin directories, a user's may not; depmod lives there.
     path = shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin:/usr/bin:/bin")
     if not path:
         raise HarnessError(f"{name} not found: install it with 'apt-get install {package}'")
     return path
+
+
+def qemu_binary() -> str:
+    return find_tool(os.environ.get("URINGSCOPE_VM_QEMU") or "qemu-system-x86_64",
+                     "qemu-system-x86")
 
 
 class CacheLock:
@@ -1065,7 +1078,7 @@ class Guest:
         self.tail: deque[str] = deque(maxlen=40)
 
     def run(self, result: RunResult) -> None:
-        qemu = find_tool("qemu-system-x86_64", "qemu-system-x86")
+        qemu = qemu_binary()
         runs = self.cache / "runs"
         runs.mkdir(parents=True, exist_ok=True)
         scratch = Path(tempfile.mkdtemp(prefix=f"{self.p.kernel.name}-", dir=runs))
@@ -1268,13 +1281,14 @@ HELP_EPILOG = """\
 exit status:
   one kernel     COMMAND's exit status; {timeout} if the guest timed out; {harness} if the harness
                  failed (download, missing qemu, guest crashed or gave no status); {usage} for a
-                 usage error
+                 usage error (bad option, unknown kernel, invalid matrix file)
   several/all    0 when every kernel passed or skipped, 1 when any failed; {usage}/{harness} as above
   A kernel passes when COMMAND exits with --expect-status (default 0), is skipped when it
   exits {skip} (automake's convention), and fails otherwise.
 
 environment:
   URINGSCOPE_VM_CACHE   cache directory (default {cache})
+  URINGSCOPE_VM_QEMU    the QEMU binary (default qemu-system-x86_64 from PATH)
   URINGSCOPE_VM_LOGS    per-kernel logs: console.log, dmesg, capabilities, qemu.cmdline
                         (default {logs})
   Inside the guest COMMAND sees URINGSCOPE_VM=1, URINGSCOPE_VM_KERNEL=<name>,
@@ -1447,13 +1461,16 @@ def main(argv: list[str] | None = None) -> int:
         chosen = select_kernels(kernels, args.kernel)
         # Check the tools before downloading hundreds of megabytes.
         if not args.prepare_only:
-            find_tool("qemu-system-x86_64", "qemu-system-x86")
+            qemu_binary()
         for tool, pkg in (("apt-get", "apt"), ("dpkg-deb", "dpkg"), ("depmod", "kmod")):
             find_tool(tool, pkg)
         store.ensure_root()
+    except UsageError as e:
+        print(f"tests/vm/run: {e}", file=sys.stderr)
+        return EXIT_USAGE
     except HarnessError as e:
         print(f"tests/vm/run: {e}", file=sys.stderr)
-        return EXIT_USAGE if isinstance(e, HarnessError) and "unknown kernel" in str(e) else EXIT_HARNESS
+        return EXIT_HARNESS
 
     logs_root = Path(os.environ.get("URINGSCOPE_VM_LOGS") or DEFAULT_LOGS)
     probes = None

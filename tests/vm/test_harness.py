@@ -1,0 +1,408 @@
+"""Unit tests of the VM harness: matrix parsing, package selection, initramfs pieces and the
+command line. No network, no QEMU, no root:
+    python3 -m unittest discover -s tests/vm -p 'test_*.py'
+The smoke run that boots every kernel is separate (docs/VM.md)."""
+
+import io
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import harness  # noqa: E402
+
+RUN = HERE / "run"
+
+MINIMAL = """
+[[kernel]]
+name = "k1"
+suite = "bookworm"
+series = "6.1"
+"""
+
+
+def matrix(text: str):
+    return harness.parse_matrix(textwrap.dedent(text), "test.toml")
+
+
+class MatrixFile(unittest.TestCase):
+    def test_the_projects_matrix_covers_the_four_suites(self):
+        kernels = harness.load_matrix(harness.DEFAULT_MATRIX)
+        self.assertEqual([k.name for k in kernels], ["bullseye", "bookworm", "trixie", "sid"])
+        self.assertEqual([k.series for k in kernels], ["5.10", "6.1", "6.12", "7"])
+        sid = kernels[-1]
+        self.assertEqual(sid.archives, ("sid",))
+        self.assertTrue(sid.split_pattern)
+        for k in kernels:
+            self.assertIn("nvme", k.modules)
+            self.assertIn("null_blk", k.modules)
+            self.assertEqual((k.memory, k.cpus), ("2G", 2))
+
+    def test_minimal_entry_takes_the_builtin_defaults(self):
+        (k,) = matrix(MINIMAL)
+        self.assertEqual(k.archives, ("bookworm",))
+        self.assertEqual(k.metapackage, "linux-image-amd64")
+        self.assertEqual(k.modules, tuple(harness.BUILTIN_DEFAULTS["modules"]))
+        self.assertEqual(k.timeout, harness.BUILTIN_DEFAULTS["timeout"])
+
+    def test_defaults_table_and_per_kernel_overrides(self):
+        (k,) = matrix("""
+            [defaults]
+            timeout = 60
+            modules = ["a", "b"]
+            [[kernel]]
+            name = "k1"
+            suite = "s"
+            series = "1"
+            timeout = 90
+            extra_modules = ["c", "a"]
+            """)
+        self.assertEqual(k.timeout, 90)
+        self.assertEqual(k.modules, ("a", "b", "c"))
+
+    def test_security_archives_come_from_the_security_mirror(self):
+        (k,) = matrix("""
+            [[kernel]]
+            name = "k"
+            suite = "bookworm"
+            series = "6.1"
+            archives = ["bookworm", "bookworm-security"]
+            """)
+        lines = k.sources_list().splitlines()
+        self.assertEqual(len(lines), 2)
+        self.assertIn("http://deb.debian.org/debian bookworm main", lines[0])
+        self.assertIn("http://deb.debian.org/debian-security bookworm-security main", lines[1])
+        self.assertIn("signed-by=/usr/share/keyrings/debian-archive-keyring.gpg", lines[0])
+
+    def assertMatrixError(self, text, *fragments):
+        with self.assertRaises(harness.MatrixError) as cm:
+            matrix(text)
+        for f in fragments:
+            self.assertIn(f, str(cm.exception))
+
+    def test_errors_name_the_place_and_the_problem(self):
+        self.assertMatrixError("[[kernel]\n", "not valid TOML")
+        self.assertMatrixError("", "no [[kernel]] entries")
+        self.assertMatrixError("colour = 1\n" + MINIMAL, "unknown top-level key", "colour")
+        self.assertMatrixError("[defaults]\ntimeout_s = 1\n" + MINIMAL, "[defaults]", "timeout_s")
+        self.assertMatrixError(MINIMAL + 'sute = "x"\n', "kernel 'k1'", "unknown key 'sute'")
+        self.assertMatrixError('[[kernel]]\nname = "k"\nseries = "1"\n', "kernel 'k'", "missing 'suite'")
+        self.assertMatrixError('[[kernel]]\nsuite = "s"\nseries = "1"\n', "kernel #1", "missing 'name'")
+        self.assertMatrixError(MINIMAL + MINIMAL, "duplicate name")
+        self.assertMatrixError(MINIMAL.replace('"k1"', '"all"'), "not 'all'")
+        self.assertMatrixError(MINIMAL.replace('"k1"', '"K 1"'), "lower-case")
+        self.assertMatrixError(MINIMAL + 'timeout = "10"\n', "'timeout' must be a int")
+        self.assertMatrixError(MINIMAL + "timeout = true\n", "'timeout' must be a number")
+        self.assertMatrixError(MINIMAL + "timeout = 0\n", "'timeout' must be positive")
+        self.assertMatrixError(MINIMAL + 'memory = "2 GiB"\n', "'memory'")
+        self.assertMatrixError(MINIMAL + "modules = [1]\n", "list of non-empty strings")
+        self.assertMatrixError(MINIMAL + "image_pattern = '('\n", "'image_pattern' is not a regular")
+
+    def test_series_matches_whole_version_components(self):
+        k = matrix(MINIMAL)[0]
+        self.assertTrue(k.matches_series("6.1.192"))
+        self.assertTrue(k.matches_series("6.1"))
+        self.assertFalse(k.matches_series("6.12.118"))
+        seven = matrix(MINIMAL.replace('"6.1"', '"7"'))[0]
+        self.assertTrue(seven.matches_series("7.2.13"))
+        self.assertFalse(seven.matches_series("70.1"))
+
+    def test_select_kernels(self):
+        kernels = harness.load_matrix(harness.DEFAULT_MATRIX)
+        self.assertEqual(len(harness.select_kernels(kernels, "all")), 4)
+        self.assertEqual([k.name for k in harness.select_kernels(kernels, "sid,bullseye,sid")],
+                         ["sid", "bullseye"])
+        with self.assertRaises(harness.UsageError) as cm:
+            harness.select_kernels(kernels, "bookworm,nosuch")
+        self.assertIn("unknown kernel 'nosuch'", str(cm.exception))
+        self.assertIn("bullseye, bookworm, trixie, sid", str(cm.exception))
+
+
+def fake_archive(packages: dict[str, str]):
+    """apt-cache show --no-all-versions, from a dict of package -> stanza text."""
+    return lambda name: packages.get(name, "")
+
+
+BOOKWORM = {
+    "linux-image-amd64": "Package: linux-image-amd64\nVersion: 6.1.192-3\n"
+                         "Depends: linux-image-6.1.0-57-amd64 (= 6.1.192-3)\n",
+    "linux-image-6.1.0-57-amd64": "Package: linux-image-6.1.0-57-amd64\nVersion: 6.1.192-3\n"
+                                  "Architecture: amd64\nSize: 70000000\n"
+                                  "Depends: kmod, linux-base (>= 4.3~), initramfs-tools (>= 0.120+deb8u2)"
+                                  " | linux-initramfs-tool\n",
+}
+SID = {
+    "linux-image-amd64": "Package: linux-image-amd64\nVersion: 7.2.13-1\n"
+                         "Depends: linux-base-amd64 (= 7.2.13-1), linux-image-7.2.13+deb14-amd64 (= 7.2.13-1)\n",
+    "linux-image-7.2.13+deb14-amd64":
+        "Package: linux-image-7.2.13+deb14-amd64\nVersion: 7.2.13-1\nArchitecture: amd64\n"
+        "Depends: dracut | initramfs-tools (>= 0.120+deb8u2) | linux-initramfs-tool, "
+        "linux-base-7.2.13+deb14-amd64 (= 7.2.13-1), linux-binary-7.2.13+deb14-amd64 (= 7.2.13-1), "
+        "linux-modules-7.2.13+deb14-amd64 (= 7.2.13-1)\n",
+    "linux-base-7.2.13+deb14-amd64": "Package: linux-base-7.2.13+deb14-amd64\nVersion: 7.2.13-1\n"
+                                     "Architecture: amd64\nSize: 1\n",
+    "linux-binary-7.2.13+deb14-amd64": "Package: linux-binary-7.2.13+deb14-amd64\nVersion: 7.2.13-1\n"
+                                       "Architecture: amd64\nSize: 2\n",
+    "linux-modules-7.2.13+deb14-amd64": "Package: linux-modules-7.2.13+deb14-amd64\nVersion: 7.2.13-1\n"
+                                        "Architecture: amd64\nSize: 3\n",
+}
+
+
+class PackageSelection(unittest.TestCase):
+    def setUp(self):
+        self.kernel = matrix(MINIMAL)[0]
+
+    def test_stanzas_and_depends(self):
+        (s,) = harness.parse_stanzas("Package: a\nDescription: x\n more\n\n")
+        self.assertEqual(s["Description"], "x\nmore")
+        self.assertEqual(harness.depends_names("a (>= 1) | b:any, c"), ["a", "b", "c"])
+
+    def test_versions_and_file_names(self):
+        self.assertEqual(harness.upstream_of("1:6.1.192-3"), "6.1.192")
+        self.assertEqual(harness.upstream_of("7.2.13"), "7.2.13")
+        self.assertEqual(harness.deb_filename("p", "1:2-3", "amd64"), "p_1%3a2-3_amd64.deb")
+
+    def test_a_plain_image_is_one_package(self):
+        sel = harness.resolve_selection(self.kernel, fake_archive(BOOKWORM))
+        self.assertEqual(sel.image, "linux-image-6.1.0-57-amd64")
+        self.assertEqual(sel.version, "6.1.192-3")
+        self.assertEqual([p["name"] for p in sel.packages], ["linux-image-6.1.0-57-amd64"])
+        self.assertEqual(sel.packages[0]["file"], "linux-image-6.1.0-57-amd64_6.1.192-3_amd64.deb")
+        self.assertEqual(harness.Selection.from_json(sel.to_json()), sel)
+
+    def test_a_split_image_brings_its_parts(self):
+        sel = harness.resolve_selection(self.kernel, fake_archive(SID))
+        self.assertEqual([p["name"] for p in sel.packages],
+                         ["linux-image-7.2.13+deb14-amd64", "linux-base-7.2.13+deb14-amd64",
+                          "linux-binary-7.2.13+deb14-amd64", "linux-modules-7.2.13+deb14-amd64"])
+
+    def test_missing_metadata_is_a_clear_error(self):
+        with self.assertRaisesRegex(harness.HarnessError, "linux-image-amd64 is not in bookworm"):
+            harness.resolve_selection(self.kernel, fake_archive({}))
+        broken = dict(BOOKWORM)
+        broken["linux-image-amd64"] = "Package: linux-image-amd64\nVersion: 1\nDepends: foo\n"
+        with self.assertRaisesRegex(harness.HarnessError, "depends on no package matching"):
+            harness.resolve_selection(self.kernel, fake_archive(broken))
+        part_missing = dict(SID)
+        del part_missing["linux-binary-7.2.13+deb14-amd64"]
+        with self.assertRaisesRegex(harness.HarnessError, "linux-binary-7.2.13.*not available"):
+            harness.resolve_selection(self.kernel, fake_archive(part_missing))
+
+    def test_apt_state_stays_inside_its_own_directory(self):
+        root = Path("/nonexistent/apt/k1")
+        opts = harness.Apt(self.kernel, root, harness.Log()).options()
+        values = dict(o.split("=", 1) for o in opts[1::2])
+        for key in ("Dir::Etc::SourceList", "Dir::Etc::SourceParts", "Dir::State::Lists",
+                    "Dir::State::status", "Dir::Cache", "Dir::Etc::PreferencesParts"):
+            self.assertTrue(values[key].startswith(str(root)), key)
+
+
+def elf_with_modinfo(entries: list[bytes]) -> bytes:
+    """A minimal ELF64 relocatable with a .modinfo and a .shstrtab section."""
+    modinfo = b"\0".join(entries) + b"\0"
+    shstrtab = b"\0.modinfo\0.shstrtab\0"
+    data = modinfo + shstrtab
+    shoff = 64 + len(data)
+    header = b"\x7fELF\x02\x01\x01" + b"\0" * 9
+    header += struct.pack("<HHIQQQIHHHHHH", 1, 62, 1, 0, 0, shoff, 0, 64, 0, 0, 64, 3, 2)
+    null = b"\0" * 64
+    sec_modinfo = struct.pack("<IIQQQQIIQQ", 1, 1, 0, 0, 64, len(modinfo), 0, 0, 1, 0)
+    sec_strtab = struct.pack("<IIQQQQIIQQ", 10, 3, 0, 0, 64 + len(modinfo), len(shstrtab), 0, 0, 1, 0)
+    return header + data + null + sec_modinfo + sec_strtab
+
+
+class Modules(unittest.TestCase):
+    def test_modinfo_depends(self):
+        elf = elf_with_modinfo([b"license=GPL", b"depends=nvme-core,crc64", b"name=nvme"])
+        self.assertEqual(harness.modinfo_depends(elf), ["nvme_core", "crc64"])
+        self.assertEqual(harness.modinfo_depends(elf_with_modinfo([b"depends="])), [])
+        with self.assertRaises(ValueError):
+            harness.modinfo_depends(b"not an elf")
+
+    def test_module_names(self):
+        self.assertEqual(harness.module_name("kernel/drivers/nvme/host/nvme-core.ko.xz"), "nvme_core")
+        self.assertEqual(harness.module_name("null_blk.ko"), "null_blk")
+
+    def test_plan_follows_dependencies_and_reports_builtin_and_missing(self):
+        index = {"nvme": "a/nvme.ko", "nvme_core": "a/nvme-core.ko.xz", "crc": "b/crc.ko",
+                 "9p": "c/9p.ko", "unused": "d/unused.ko"}
+        deps = {"nvme": ["nvme_core"], "nvme_core": ["crc"], "crc": [], "9p": []}
+        plan = harness.plan_modules(["virtio_pci", "9p", "nvme", "nvme-core", "null_blk"], index,
+                                    {"virtio_pci"}, lambda n: deps[n])
+        self.assertEqual(plan.status, {"virtio_pci": "builtin", "9p": "module", "nvme": "module",
+                                       "nvme-core": "module", "null_blk": "missing"})
+        self.assertEqual(set(plan.files), {"9p", "nvme", "nvme_core", "crc"})
+
+
+class Initramfs(unittest.TestCase):
+    def test_cpio_round_trip(self):
+        c = harness.Cpio()
+        c.file("a/b/file", b"hello", 0o755)
+        c.file("odd", b"123")  # sizes not multiples of 4 must be padded
+        c.chardev("dev/console", 5, 1)
+        got = harness.read_cpio(c.finish())
+        self.assertEqual(got["a/b/file"], (0o100755, b"hello"))
+        self.assertEqual(got["odd"][1], b"123")
+        self.assertEqual(got["a"][0] & 0o170000, 0o040000)
+        self.assertEqual(got["dev/console"][0], 0o020600)
+        self.assertEqual(list(got).index("a"), 0, "parents come before their children")
+
+    def test_cpio_is_readable_by_cpio_tool(self):
+        if not shutil.which("cpio"):
+            self.skipTest("cpio not installed")
+        c = harness.Cpio()
+        c.file("dir/x", b"data")
+        r = subprocess.run(["cpio", "-it", "--quiet"], input=c.finish(), capture_output=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.split(), [b"dir", b"dir/x"])
+
+    def test_static_elf_detection(self):
+        with tempfile.NamedTemporaryFile() as f:
+            f.write(b"#!/bin/sh\n")
+            f.flush()
+            self.assertFalse(harness.is_static_elf(Path(f.name)))
+        self.assertFalse(harness.is_static_elf(Path(sys.executable).resolve()))
+
+
+class Running(unittest.TestCase):
+    def test_job_script_preserves_arguments_and_environment(self):
+        argv = ["sh", "-c", 'printf "%s|" "$@"; echo "$X"', "arg0", "two words", "it's", "$HOME", ""]
+        with tempfile.TemporaryDirectory() as d:
+            script = harness.job_script(argv, Path(d), {"X": "a b'c"})
+            r = subprocess.run(["sh", "-c", script], capture_output=True, text=True, env={})
+        self.assertEqual(r.stdout, "two words|it's|$HOME||a b'c\n")
+
+    def test_job_script_cd_failure_is_a_harness_failure(self):
+        r = subprocess.run(["sh", "-c", harness.job_script(["true"], Path("/nonexistent/x"), {})],
+                           capture_output=True)
+        self.assertEqual(r.returncode, harness.EXIT_HARNESS)
+
+    def test_classify(self):
+        self.assertEqual(harness.classify(0, 0), "pass")
+        self.assertEqual(harness.classify(42, 42), "pass")
+        self.assertEqual(harness.classify(0, 42), "fail")
+        self.assertEqual(harness.classify(77, 0), "skip")
+        self.assertEqual(harness.classify(77, 77), "pass")
+        self.assertEqual(harness.classify(None, 0), "fail")
+
+    def test_exit_codes_of_a_single_kernel(self):
+        self.assertEqual(harness.RunResult("k", status=3).exit_code(), 3)
+        self.assertEqual(harness.RunResult("k", reason="timed out after 5 s").exit_code(), 124)
+        self.assertEqual(harness.RunResult("k", reason="download failed").exit_code(), 125)
+
+    def test_summary_table(self):
+        results = [harness.RunResult("bookworm", "6.1.192-3", "6.1.0-57-amd64", "pass", 0,
+                                     seconds_boot=12.4, seconds_total=100),
+                   harness.RunResult("sid", result="fail", reason="timed out after 5 s",
+                                     log_dir="/tmp/l/sid")]
+        text = harness.summary_table(results)
+        header, first, second, reason = text.splitlines()
+        self.assertEqual(header.split()[:4], ["KERNEL", "VERSION", "RELEASE", "RESULT"])
+        self.assertEqual(first.split()[:5], ["bookworm", "6.1.192-3", "6.1.0-57-amd64", "PASS", "0"])
+        self.assertEqual(second.split()[:5], ["sid", "-", "-", "FAIL", "-"])
+        self.assertIn("sid: timed out after 5 s (logs: /tmp/l/sid)", reason)
+
+    def test_qemu_command_uses_tcg_and_the_fixed_nvme_addresses(self):
+        k = matrix(MINIMAL)[0]
+        p = harness.Prepared(k, harness.Selection("i", "1", []), "r", Path("/v"), Path("/i"))
+        cmd = harness.qemu_command("qemu", p, Path("/job"), [Path("/d0"), Path("/d1")], "2G", 2)
+        joined = " ".join(cmd)
+        self.assertIn("-accel tcg", joined)
+        self.assertNotIn("kvm", joined)
+        self.assertIn("readonly=on", joined)
+        self.assertIn("addr=0x10", joined)
+        self.assertIn("addr=0x11", joined)
+        self.assertIn("-no-reboot", cmd)
+
+
+class CommandLine(unittest.TestCase):
+    """Through the real entry point, so the exit statuses are the ones a caller sees."""
+
+    def run_cli(self, *args, env=None):
+        e = dict(os.environ)
+        e.update(env or {})
+        return subprocess.run([str(RUN), *args], capture_output=True, text=True, env=e, timeout=60)
+
+    def assertUsage(self, r, fragment):
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(fragment, r.stderr)
+
+    def test_usage_errors(self):
+        self.assertUsage(self.run_cli(), "--kernel is required")
+        self.assertUsage(self.run_cli("--kernel", "bookworm"), "no COMMAND given")
+        self.assertUsage(self.run_cli("--kernel", "bookworm", "--"), "no COMMAND given")
+        self.assertUsage(self.run_cli("--list", "--kernel", "sid"), "--list takes no")
+        self.assertUsage(self.run_cli("--kernel", "sid", "--prepare-only", "--", "true"),
+                         "--prepare-only takes no COMMAND")
+        self.assertUsage(self.run_cli("--kernel", "sid", "--refresh", "--offline", "--", "true"),
+                         "contradict")
+        self.assertUsage(self.run_cli("--kernel", "sid", "--env", "1X=2", "--", "true"), "NAME=VALUE")
+        self.assertUsage(self.run_cli("--kernel", "sid", "--timeout", "0", "--", "true"),
+                         "--timeout must be positive")
+        self.assertUsage(self.run_cli("--kernel", "sid", "--memory", "lots", "--", "true"), "--memory")
+        self.assertUsage(self.run_cli("--bogus"), "unrecognized arguments")
+
+    def test_unknown_kernel(self):
+        r = self.run_cli("--kernel", "nosuch", "--", "true")
+        self.assertUsage(r, "unknown kernel 'nosuch'; the matrix has: bullseye, bookworm, trixie, sid")
+
+    def test_bad_matrix_file(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".toml") as f:
+            f.write("[[kernel]]\nname = 'x'\n")
+            f.flush()
+            self.assertUsage(self.run_cli("--matrix", f.name, "--list"), "missing 'suite'")
+        self.assertUsage(self.run_cli("--matrix", "/nonexistent.toml", "--list"),
+                         "cannot read the matrix file")
+
+    def test_missing_qemu(self):
+        r = self.run_cli("--kernel", "sid", "--", "true",
+                         env={"URINGSCOPE_VM_QEMU": "/nonexistent/qemu-system-x86_64"})
+        self.assertEqual(r.returncode, harness.EXIT_HARNESS, r.stderr)
+        self.assertIn("/nonexistent/qemu-system-x86_64 not found", r.stderr)
+
+    def test_unwritable_cache(self):
+        r = self.run_cli("--kernel", "sid", "--prepare-only",
+                         env={"URINGSCOPE_VM_CACHE": "/proc/uringscope-vm-cache"})
+        self.assertEqual(r.returncode, harness.EXIT_HARNESS, r.stderr)
+        self.assertIn("not writable", r.stderr)
+        self.assertIn("URINGSCOPE_VM_CACHE", r.stderr)
+
+    def test_offline_with_an_empty_cache(self):
+        with tempfile.TemporaryDirectory() as d:
+            r = self.run_cli("--kernel", "bookworm", "--prepare-only", "--offline",
+                             env={"URINGSCOPE_VM_CACHE": d})
+        self.assertEqual(r.returncode, 1, r.stderr)  # the kernel fails, the summary says why
+        self.assertIn("nothing cached and --offline given", r.stdout + r.stderr)
+
+    def test_list(self):
+        with tempfile.TemporaryDirectory() as d:
+            r = self.run_cli("--list", env={"URINGSCOPE_VM_CACHE": d})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.splitlines()
+        self.assertEqual(lines[0].split()[:3], ["NAME", "SUITE", "SERIES"])
+        self.assertEqual([l.split()[0] for l in lines[1:]], ["bullseye", "bookworm", "trixie", "sid"])
+        self.assertIn("7.x", lines[4])
+
+    def test_help_reads_like_a_manual(self):
+        r = self.run_cli("--help")
+        self.assertEqual(r.returncode, 0)
+        for section in ("usage:", "exit status:", "environment:", "files:", "examples:",
+                        "URINGSCOPE_VM_CACHE", "/dev/ng0n1", "--expect-status", "77"):
+            self.assertIn(section, r.stdout)
+
+    def test_parse_args_strips_the_separator(self):
+        args = harness.parse_args(["--kernel", "sid", "--env", "A=b=c", "--", "ls", "--", "-l"])
+        self.assertEqual(args.command, ["ls", "--", "-l"])
+        self.assertEqual(args.env, {"A": "b=c"})
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -46,13 +46,10 @@ static __always_inline __u32 get_task_state(void *task)
 #define USC_COMM_IO_URING 0x676e6972755f6f69ULL /* "io_uring" */
 #define USC_COMM_SQ_TAIL 0x71732dU               /* "-sq\0" low 3 bytes + NUL */
 
-static __always_inline bool is_sq_thread(struct task_struct *t)
+static __always_inline bool sq_thread_comm(struct task_struct *t, __u32 flags)
 {
-	__u32 flags = BPF_CORE_READ(t, flags);
 	__u64 head = 0;
 
-	if (!(flags & (USC_PF_IO_WORKER | USC_PF_KTHREAD)))
-		return false;
 	if (bpf_probe_read_kernel(&head, sizeof(head), &t->comm[0]))
 		return false;
 	if (flags & USC_PF_IO_WORKER)
@@ -65,6 +62,43 @@ static __always_inline bool is_sq_thread(struct task_struct *t)
 	return tail == USC_COMM_SQ_TAIL;
 }
 
+/* io_sq_data.sq_cpu arrived in 5.12 with io-thread SQ threads (see the io_sq_data notes below). */
+struct io_sq_data___v512 {
+	int sq_cpu;
+} __attribute__((preserve_access_index));
+
+/*
+ * The one task flag SQ threads carry on this kernel. Kernels whose io_sq_data has sq_cpu (5.12+,
+ * 5.10.162+) run SQ threads as io-threads; only older ones use kthreads. Testing PF_KTHREAD
+ * there would send every switch to or from the idle task (a kthread) down the comm check.
+ * bpf_core_field_exists() is resolved at load time, so the test costs nothing at run time.
+ */
+static __always_inline __u32 sq_thread_flag(void)
+{
+	struct io_sq_data___v512 *probe = 0;
+
+	return bpf_core_field_exists(probe->sq_cpu) ? USC_PF_IO_WORKER : USC_PF_KTHREAD;
+}
+
+/* For any task pointer (kprobes, bpf_get_current_task()): every read goes through the helper. */
+static __always_inline bool is_sq_thread(struct task_struct *t)
+{
+	__u32 flags = BPF_CORE_READ(t, flags);
+
+	return (flags & sq_thread_flag()) && sq_thread_comm(t, flags);
+}
+
+/*
+ * For trusted BTF pointers (tp_btf and fentry arguments): the flags test is a plain load, so the
+ * scheduler tracepoints cost other tasks one load and one branch, no helper call.
+ */
+static __always_inline bool is_sq_thread_btf(struct task_struct *t)
+{
+	__u32 flags = t->flags;
+
+	return (flags & sq_thread_flag()) && sq_thread_comm(t, flags);
+}
+
 /*
  * io_sq_data fields that appeared over time:
  * - sq_thread_idle: 5.11 (the SQPOLL loop rework of seeds patch 000 moved it into the sqd);
@@ -74,10 +108,6 @@ static __always_inline bool is_sq_thread(struct task_struct *t)
  *   threads"). Up to 6.17 it accumulates getrusage(RUSAGE_SELF) system time, i.e. the whole
  *   process; 6.18 made it per thread. The daemon tells the two apart (see daemon/kernel_features).
  */
-struct io_sq_data___v512 {
-	int sq_cpu;
-} __attribute__((preserve_access_index));
-
 struct io_sq_data___v69 {
 	__u64 work_time;
 } __attribute__((preserve_access_index));

@@ -78,8 +78,8 @@ static __always_inline __u32 log2_bucket(__u64 v)
 SEC("tp_btf/sched_switch")
 int BPF_PROG(usc_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	bool prev_sq = is_sq_thread(prev);
-	bool next_sq = is_sq_thread(next);
+	bool prev_sq = is_sq_thread_btf(prev);
+	bool next_sq = is_sq_thread_btf(next);
 
 	if (!prev_sq && !next_sq)
 		return 0;
@@ -114,7 +114,7 @@ int BPF_PROG(usc_sched_switch, bool preempt, struct task_struct *prev, struct ta
 SEC("tp_btf/sched_wakeup")
 int BPF_PROG(usc_sched_wakeup, struct task_struct *p)
 {
-	if (!is_sq_thread(p))
+	if (!is_sq_thread_btf(p))
 		return 0;
 
 	__u64 now = bpf_ktime_get_ns();
@@ -541,14 +541,16 @@ int BPF_PROG(usc_fentry_nvme_end_io, struct request *req)
  * interrupt handler and is skipped whenever the interrupt lands while another kprobe program of
  * ours runs on that CPU (bpf_prog_active): in the 6.1 guest it lost about 20% of IRQ
  * completions, without counting them in recursion_misses. tp_btf programs have no such shared
- * guard. The request is ours if its end_io is nvme_uring_cmd_end_io (address from kallsyms).
+ * guard. The request is ours if its end_io is nvme_uring_cmd_end_io, whose address libbpf takes
+ * from kallsyms (0 when nvme_core is not loaded).
  */
-const volatile __u64 nvme_end_io_addr = 0;
+extern const void nvme_uring_cmd_end_io __ksym __weak;
 
 SEC("tp_btf/block_rq_complete")
 int BPF_PROG(usc_tp_nvme_complete, struct request *req)
 {
-	if (!nvme_end_io_addr || (__u64)BPF_CORE_READ(req, end_io) != nvme_end_io_addr)
+	if (!&nvme_uring_cmd_end_io ||
+	    (const void *)BPF_CORE_READ(req, end_io) != (const void *)&nvme_uring_cmd_end_io)
 		return 0;
 	nvme_end_io(req);
 	return 0;

@@ -49,7 +49,8 @@ const std::vector<ProbeSpec>& probe_table() {
            {PROG(usc_iter_rings)},
            {{K::btf_struct, "bpf_iter__task_file"},
             {K::btf_struct, "io_ring_ctx"},
-            {K::ksym, "io_uring_poll"}}}},
+            // libbpf resolves the typeless ksym itself; BTF says the function exists.
+            {K::btf_func, "io_uring_poll"}}}},
          true, false},
         {"sched_switch",
          {{"tp_btf", {PROG(usc_sched_switch)}, {{K::btf_typedef, "btf_trace_sched_switch"}}}},
@@ -93,7 +94,8 @@ const std::vector<ProbeSpec>& probe_table() {
           // Before the kprobe: see usc_tp_nvme_complete for the completions kprobes lose.
           {"tp_btf",
            {PROG(usc_tp_nvme_complete)},
-           {{K::btf_typedef, "btf_trace_block_rq_complete"}, {K::ksym, "nvme_uring_cmd_end_io"}}},
+           {{K::btf_typedef, "btf_trace_block_rq_complete"},
+            {K::btf_func, "nvme_uring_cmd_end_io"}}},
           {"kprobe",
            {PROG(usc_kprobe_nvme_end_io)},
            {{K::kprobes}, {K::ksym, "nvme_uring_cmd_end_io"}}}},
@@ -172,7 +174,6 @@ using Selection = std::map<std::size_t, int>;
 // Values the programs take from userspace before load.
 struct LoadConstants {
     bool iopoll_counts_in_arg = false;
-    std::uint64_t nvme_end_io_addr = 0;
 };
 
 // Opens a fresh skeleton with only the selected variants' programs autoloaded and loads it.
@@ -180,7 +181,6 @@ int try_load(const Selection& sel, const LoadConstants& k, SkelPtr& out) {
     SkelPtr skel(uringscope_bpf__open());
     if (!skel) return -errno;
     skel->rodata->iopoll_counts_in_arg = k.iopoll_counts_in_arg;
-    skel->rodata->nvme_end_io_addr = k.nvme_end_io_addr;
     const auto& table = probe_table();
     std::set<bpf_program*> on;
     for (const auto& [probe, variant] : sel)
@@ -241,7 +241,6 @@ std::unique_ptr<BpfCollector> BpfCollector::make(const KernelFeatures& kf,
     c->probes_ = plan_probes(kf, opts, chosen);
     LoadConstants consts;
     consts.iopoll_counts_in_arg = kf.btf_func_params("io_do_iopoll").value_or(0) == 3;
-    if (opts.deep) consts.nvme_end_io_addr = kf.ksym_address("nvme_uring_cmd_end_io");
 
     Selection sel, essential;
     for (std::size_t i = 0; i < table.size(); ++i) {

@@ -28,7 +28,7 @@ public:
     std::optional<int> btf_func_params(const std::string& name) const;
     bool has_btf_typedef(const std::string& name) const;
     bool has_btf_struct(const std::string& name) const;
-    // Resolved through BCC's kernel symbol cache (/proc/kallsyms).
+    // Resolved through BCC's kernel symbol cache (/proc/kallsyms), loaded on first use.
     bool has_ksym(const std::string& name) const { return ksym_address(name) != 0; }
     // Address of a kernel or module symbol, 0 if unknown.
     std::uint64_t ksym_address(const std::string& name) const;

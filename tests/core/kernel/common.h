@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Kernel types shared by every layout in ../layouts/. They are stand-ins written for this test,
+ * not copies of kernel headers: only the members usc_iter_rings relocates against are named, the
+ * rest is opaque padding that keeps offsets in the right neighbourhood. They are compiled for the
+ * host (clang -g, then pahole -J), never for BPF.
+ */
+#ifndef USC_CORE_KERNEL_COMMON_H
+#define USC_CORE_KERNEL_COMMON_H
+
+typedef unsigned char u8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+typedef int pid_t;
+typedef _Bool bool;
+
+typedef struct { int counter; } atomic_t;
+typedef struct { atomic_t refs; } refcount_t;
+
+struct list_head {
+	struct list_head *next, *prev;
+};
+
+struct mutex {
+	long owner;
+	int wait_lock;
+	int osq;
+	struct list_head wait_list;
+};
+
+struct wait_queue_head {
+	int lock;
+	struct list_head head;
+};
+
+struct completion {
+	unsigned int done;
+	struct wait_queue_head wait;
+};
+
+struct percpu_ref {
+	unsigned long percpu_count_ptr;
+	void *data;
+};
+
+/*
+ * The iterator context. Unlike everything else here these two must match the running kernel:
+ * when the test loads the relocated program, the verifier checks it->task, it->file and
+ * it->meta->seq against the kernel's own bpf_iter__task_file and bpf_iter_meta. Both have been
+ * this shape since task_file iterators appeared (5.8).
+ */
+struct seq_file;
+struct bpf_iter_meta {
+	union { struct seq_file *seq; };
+	u64 session_id;
+	u64 seq_num;
+};
+
+struct task_struct;
+struct file;
+struct bpf_iter__task_file {
+	union { struct bpf_iter_meta *meta; };
+	union { struct task_struct *task; };
+	u32 fd;
+	union { struct file *file; };
+};
+
+struct poll_table_struct;
+struct file_operations {
+	void *owner;
+	void *llseek;
+	void *read;
+	void *write;
+	void *read_iter;
+	void *write_iter;
+	void *iopoll;
+	void *iterate_shared;
+	unsigned int (*poll)(struct file *, struct poll_table_struct *);
+	void *unlocked_ioctl;
+};
+
+#endif

@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * @layout 6.18 upstream: unsigned sq_thread_idle, int sq_cpu, u64 work_time
+ *
+ * io_uring/sqpoll.h as merged: no idle_mode, no enable_work_time_stat.
+ *
+ * @expect exists io_sq_data.idle_mode 0
+ * @expect exists io_sq_data.sq_thread_idle 1
+ * @expect exists io_sq_data.sq_cpu 1
+ * @expect exists io_sq_data.work_time 1
+ * @expect exists io_sq_data.enable_work_time_stat 0
+ * @expect exists task_struct.__state 1
+ * @expect exists task_struct.state 0
+ * @expect idle io_sq_data.sq_thread_idle 4
+ */
+#include "io_uring-6.h"
+
+struct io_sq_data {
+	refcount_t refs;
+	atomic_t park_pending;
+	struct mutex lock;
+
+	/* ctx's that are using this sqd */
+	struct list_head ctx_list;
+
+	struct task_struct *thread;
+	struct wait_queue_head wait;
+
+	unsigned int sq_thread_idle;
+	int sq_cpu;
+	pid_t task_pid;
+	pid_t task_tgid;
+
+	u64 work_time;
+	unsigned long state;
+	struct completion exited;
+};

@@ -109,6 +109,9 @@ FlagsResult parse_daemon_flags(int argc, const char* const* argv) {
     app.add_flag("--probe-report", cfg.probe_report,
                  "Load every probe this kernel allows (deep tier included), print each with the "
                  "attach kind chosen or the reason it is off, and exit.");
+    app.add_option("--runas.user", cfg.runas_user,
+                   "After attaching, switch to this user (e.g. nobody). Every capability is "
+                   "dropped after attaching in any case.");
     app.add_flag("--version", version, "Print the version and exit.");
 
     FlagsResult result;

@@ -19,6 +19,7 @@ struct DaemonConfig {
     bool deep = false;          // --probes.deep: per-batch and per-request probes
     bool no_fentry = false;     // --no-fentry: use kprobes where fentry would do
     bool probe_report = false;  // --probe-report: print the probe plan and exit
+    std::string runas_user;     // --runas.user: switch to this user once attached
 };
 
 struct FlagsResult {

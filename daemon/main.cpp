@@ -1,5 +1,6 @@
 // uringscoped: the daemon. Parses flags, binds the HTTP port, loads and attaches the BPF
 // programs the kernel supports, then samples until SIGINT or SIGTERM.
+#include <pwd.h>
 #include <signal.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -39,6 +40,10 @@ int main(int argc, char** argv) {
     sigaddset(&sigs, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
+    if (!cfg.runas_user.empty() && !getpwnam(cfg.runas_user.c_str())) {
+        std::cerr << "uringscoped: --runas.user: no user \"" << cfg.runas_user << "\"\n";
+        return 2;
+    }
     if (auto err = missing_bpf_privileges()) {
         spdlog::error("{}", *err);
         return 1;
@@ -85,6 +90,13 @@ int main(int argc, char** argv) {
     auto store = std::make_shared<SnapshotStore>();
     Sampler sampler(*bpf, per_thread, store, kf.release(), kf.config_hz());
     if (!sampler.sample_once()) return 1;
+    // Everything privileged is done: programs attached, port bound, first walk taken.
+    if (auto why = drop_privileges(cfg.runas_user)) {
+        spdlog::error("{}", *why);
+        return 1;
+    }
+    spdlog::info("dropped all capabilities{}",
+                 cfg.runas_user.empty() ? "" : ", running as " + cfg.runas_user);
     http->route(cfg.telemetry_path, [store] {
         return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8",
                             render_text(*store->latest())};

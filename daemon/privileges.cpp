@@ -1,6 +1,13 @@
 #include "daemon/privileges.hpp"
 
+#include <grp.h>
+#include <pwd.h>
 #include <sys/capability.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <memory>
 #include <vector>
@@ -36,6 +43,28 @@ std::optional<std::string> missing_bpf_privileges() {
     for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
     return "not enough privilege to load BPF programs (missing " + list +
            "): run uringscoped as root, or grant CAP_BPF, CAP_PERFMON and CAP_SYSLOG";
+}
+
+std::optional<std::string> drop_privileges(const std::string& user) {
+    // Clear the bounding set while CAP_SETPCAP is still held, switch user while CAP_SETUID is,
+    // then empty every other set.
+    for (cap_value_t c = 0; c <= CAP_LAST_CAP; ++c) prctl(PR_CAPBSET_DROP, c, 0, 0, 0);
+    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+    if (!user.empty()) {
+        errno = 0;
+        const passwd* pw = getpwnam(user.c_str());
+        if (!pw)
+            return "--runas.user: no user \"" + user + "\"" +
+                   (errno ? std::string(": ") + std::strerror(errno) : std::string());
+        if (setgroups(0, nullptr) != 0 || setgid(pw->pw_gid) != 0 || setuid(pw->pw_uid) != 0)
+            return "cannot switch to user " + user + ": " + std::strerror(errno);
+    }
+
+    std::unique_ptr<std::remove_pointer_t<cap_t>, decltype(&cap_free)> none(cap_init(), cap_free);
+    if (!none || cap_set_proc(none.get()) != 0)
+        return std::string("cannot drop capabilities: ") + std::strerror(errno);
+    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+    return std::nullopt;
 }
 
 }  // namespace uringscope

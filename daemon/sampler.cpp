@@ -74,6 +74,11 @@ bool Sampler::sample_once() {
         }
     }
     snap->probes = bpf_.probes_with_misses();
+    snap->map_entries = {{"sched_state", raw.sched.size()},
+                         {"wakers", raw.wakers.size()},
+                         {"ring_work", raw.ring_work.size()},
+                         {"iopoll_stats", raw.iopoll.size()},
+                         {"nvme_stats", raw.nvme.size()}};
     snap->hostname = hostname_;
     snap->kernel = kernel_;
     snap->sample_duration_seconds =

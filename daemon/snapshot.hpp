@@ -129,6 +129,7 @@ struct Snapshot {
     std::vector<std::pair<std::string, std::uint64_t>> rings_created_by_mode;     // cumulative
     std::vector<std::pair<std::string, std::uint64_t>> rings_short_lived_by_mode; // cumulative
     std::vector<std::pair<std::string, std::uint64_t>> map_overflows;             // map -> drops
+    std::vector<std::pair<std::string, std::uint64_t>> map_entries;  // map -> entries now
 };
 
 }  // namespace uringscope

@@ -35,7 +35,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ProbeState, probe, kind, attache
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Snapshot, hostname, kernel, seq, timestamp,
                                                 interval_seconds, sample_duration_seconds, threads,
                                                 rings, devices, iopoll_host, probes, rings_created_by_mode,
-                                                rings_short_lived_by_mode, map_overflows)
+                                                rings_short_lived_by_mode, map_overflows, map_entries)
 
 std::string snapshot_to_json(const Snapshot& snap) {
     nlohmann::json j = snap;

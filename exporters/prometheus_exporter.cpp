@@ -277,6 +277,11 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
                     "Entries a bounded BPF map could not take; non-zero means data was lost.", C);
     for (const auto& [map, n] : s.map_overflows)
         overflow.counter({{"map", map}}, static_cast<double>(n));
+    Family entries_now("uringscope_map_entries",
+                       "Entries in each bounded BPF map at the last sample; they must stay flat "
+                       "when rings and threads come and go.", G);
+    for (const auto& [map, n] : s.map_entries)
+        entries_now.gauge({{"map", map}}, static_cast<double>(n));
     Family samples("uringscope_samples_total", "Samples taken since the daemon started.", C);
     samples.counter({}, static_cast<double>(s.seq));
     Family duration("uringscope_sample_duration_seconds",
@@ -297,7 +302,7 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
                     &host_comp})
         f->move_into(out);
     if (!nvme_lat.metric.empty()) out.push_back(std::move(nvme_lat));
-    for (auto* f : {&probe, &missed, &overflow, &samples, &duration, &last, &build})
+    for (auto* f : {&probe, &missed, &overflow, &entries_now, &samples, &duration, &last, &build})
         f->move_into(out);
     return out;
 }

@@ -73,11 +73,13 @@ KERNEL_KEYS = {
     "name": str, "suite": str, "series": str, "archives": list, "description": str,
     "metapackage": str, "image_pattern": str, "split_pattern": str, "modules": list,
     "extra_modules": list, "timeout": int, "boot_timeout": int, "memory": str, "cpus": int,
+    "tcg_thread": str,
 }
 DEFAULT_KEYS = {
     "mirror": str, "security_mirror": str, "components": list, "keyring": str, "arch": str,
     "metapackage": str, "image_pattern": str, "split_pattern": str, "modules": list,
     "timeout": int, "boot_timeout": int, "memory": str, "cpus": int, "refresh_hours": (int, float),
+    "tcg_thread": str,
 }
 BUILTIN_DEFAULTS = {
     "mirror": "http://deb.debian.org/debian",
@@ -94,6 +96,7 @@ BUILTIN_DEFAULTS = {
     "memory": "2G",
     "cpus": 2,
     "refresh_hours": 24,
+    "tcg_thread": "single",
 }
 
 
@@ -118,6 +121,7 @@ class Kernel:
     memory: str
     cpus: int
     refresh_hours: float
+    tcg_thread: str
 
     def sources_list(self) -> str:
         """One deb line per archive: "<suite>-security" comes from the security mirror."""
@@ -196,6 +200,8 @@ def parse_matrix(text: str, source: str = "kernels.toml") -> list[Kernel]:
                 raise MatrixError(f"{where}: '{key}' must be positive")
         if not re.fullmatch(r"[0-9]+[MG]", merged["memory"]):
             raise MatrixError(f"{where}: 'memory' must look like 2G or 2048M")
+        if merged["tcg_thread"] not in ("single", "multi"):
+            raise MatrixError(f"{where}: 'tcg_thread' must be \"single\" or \"multi\"")
         modules = list(merged["modules"]) + list(entry.get("extra_modules", []))
         kernels.append(Kernel(
             name=name,
@@ -217,6 +223,7 @@ def parse_matrix(text: str, source: str = "kernels.toml") -> list[Kernel]:
             memory=merged["memory"],
             cpus=merged["cpus"],
             refresh_hours=float(merged["refresh_hours"]),
+            tcg_thread=merged["tcg_thread"],
         ))
     return kernels
 
@@ -1038,7 +1045,7 @@ def job_script(argv: list[str], cwd: Path, env: dict[str, str]) -> str:
 
 
 def qemu_command(qemu: str, p: Prepared, job_dir: Path, disks: list[Path], memory: str,
-                 cpus: int) -> list[str]:
+                 cpus: int, tcg_thread: str = "single") -> list[str]:
     append = " ".join([
         "console=ttyS0,115200", "rdinit=/init",
         # A panicking guest reboots at once and -no-reboot turns that into QEMU exiting.
@@ -1048,7 +1055,7 @@ def qemu_command(qemu: str, p: Prepared, job_dir: Path, disks: list[Path], memor
         "loglevel=6", "nokaslr",
     ])
     cmd = [qemu, "-nodefaults", "-no-user-config", "-machine", "pc",
-           "-accel", "tcg,thread=multi", "-cpu", "max", "-smp", str(cpus), "-m", memory,
+           "-accel", f"tcg,thread={tcg_thread}", "-cpu", "max", "-smp", str(cpus), "-m", memory,
            "-display", "none", "-monitor", "none", "-no-reboot",
            "-chardev", "stdio,id=console,signal=off", "-serial", "chardev:console",
            "-kernel", str(p.vmlinuz), "-initrd", str(p.initramfs), "-append", append,
@@ -1114,7 +1121,8 @@ class Guest:
         (self.logs / "command").write_text(job_script(self.argv, CHECKOUT, env))
         result.log_dir = str(self.logs)
 
-        cmd = qemu_command(qemu, self.p, job, disks, self.memory, self.cpus)
+        cmd = qemu_command(qemu, self.p, job, disks, self.memory, self.cpus,
+                           os.environ.get("URINGSCOPE_VM_TCG_THREAD") or self.p.kernel.tcg_thread)
         (self.logs / "qemu.cmdline").write_text(shlex.join(cmd) + "\n")
         console = open(self.logs / "console.log", "w", errors="replace")
         qerr = open(self.logs / "qemu.stderr", "wb")

@@ -1,0 +1,293 @@
+// Reliability under load and faults: ring churn, exits by SIGKILL, concurrent scrapes, restart,
+// hostile HTTP and bad flags, and sampling after every capability is dropped.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <liburing.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "tests/live/harness.hpp"
+
+using namespace live;
+using namespace std::chrono;
+
+namespace {
+
+class Reliability : public ::testing::Test {
+protected:
+    void SetUp() override {
+        if (geteuid() != 0) GTEST_SKIP() << "needs root";
+        if (!std::filesystem::exists("/sys/kernel/btf/vmlinux")) GTEST_SKIP() << "no BTF";
+    }
+};
+
+std::string status_field(pid_t pid, const std::string& field) {
+    std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+    std::string line;
+    while (std::getline(f, line))
+        if (line.rfind(field + ":", 0) == 0) {
+            auto v = line.substr(field.size() + 1);
+            return v.substr(v.find_first_not_of(" \t"));
+        }
+    return "";
+}
+
+long rss_kb(pid_t pid) { return std::atol(status_field(pid, "VmRSS").c_str()); }
+
+int port_of(const std::string& url) {
+    auto colon = url.rfind(':');
+    return std::atoi(url.c_str() + colon + 1);
+}
+
+// Sends raw bytes to the daemon and returns the status line of the answer ("" if none).
+std::string raw_request(int port, const std::string& bytes) {
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    timeval tv{5, 0};
+    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+        close(s);
+        return "connect failed";
+    }
+    send(s, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    char buf[256] = {};
+    ssize_t n = recv(s, buf, sizeof buf - 1, 0);
+    close(s);
+    std::string out = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : "";
+    return out.substr(0, out.find("\r\n"));
+}
+
+double map_entries(Daemon& d, const std::string& map) {
+    return find_value(d.scrape(), "uringscope_map_entries", {{"map", map}}).value_or(-1);
+}
+
+}  // namespace
+
+TEST_F(Reliability, SamplesAfterDroppingEveryCapability) {
+    Daemon d({"--sample.interval=200ms", "--runas.user=nobody"});
+    ASSERT_TRUE(d.ready()) << d.startup_log();
+    const pid_t pid = d.process().pid();
+    EXPECT_EQ(status_field(pid, "CapEff"), "0000000000000000");
+    EXPECT_EQ(status_field(pid, "CapPrm"), "0000000000000000");
+    EXPECT_EQ(status_field(pid, "CapBnd"), "0000000000000000");
+    EXPECT_EQ(status_field(pid, "Uid").substr(0, 5), "65534");
+    Child load({build_dir() + "/uringscope-load", "--ring", "sqpoll,count=30000", "--ring",
+                "plain,count=777", "--hold", "inf"});
+    auto rings = read_load_rings(load, "ring", "done", seconds(60));
+    ASSERT_EQ(rings.size(), 2u);
+    for (const auto& r : rings)
+        EXPECT_TRUE(eventually(seconds(5), [&] {
+            return find_value(d.scrape(), "uringscope_ring_sqes_total", {{"ring", r.id()}}) ==
+                   std::optional<double>(static_cast<double>(r.sqes));
+        })) << r.id();
+}
+
+TEST_F(Reliability, HostileHttpGets4xxAndTheDaemonSurvives) {
+    Daemon d({"--sample.interval=500ms"});
+    ASSERT_TRUE(d.ready());
+    const int port = port_of(d.url().substr(0, d.url().size() - 8));
+    auto expect_4xx = [&](const std::string& what, const std::string& bytes) {
+        std::string status = raw_request(port, bytes);
+        // A 4xx answer, or the connection closed without one; never a 2xx or 5xx.
+        if (!status.empty()) {
+            EXPECT_NE(status.find(" 4"), std::string::npos) << what << ": " << status;
+        }
+    };
+    expect_4xx("garbage", "GARBAGE\r\n\r\n");
+    expect_4xx("unknown path", "GET /nope HTTP/1.1\r\nHost: x\r\n\r\n");
+    expect_4xx("long URL", "GET /" + std::string(100000, 'a') + " HTTP/1.1\r\nHost: x\r\n\r\n");
+    expect_4xx("POST", "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
+    // civetweb answers any request line whose version it does not speak, well-formed or not,
+    // with 505 (HTTP Version Not Supported) rather than 400: an error answer all the same.
+    for (const char* v : {"HTTP/9.9", "HTTP/x.y"})
+        EXPECT_NE(raw_request(port, std::string("GET /metrics ") + v + "\r\n\r\n").find(" 505"),
+                  std::string::npos)
+            << v;
+    expect_4xx("huge header", "GET /metrics HTTP/1.1\r\nX: " + std::string(200000, 'b') + "\r\n\r\n");
+    expect_4xx("binary", std::string("\x16\x03\x01\x00\xff\x01\x00\x00", 8));
+    EXPECT_EQ(http_get(d.url()).status, 200);
+    EXPECT_FALSE(d.process().wait(milliseconds(10)).has_value()) << "daemon died";
+}
+
+TEST_F(Reliability, BadFlagValuesAreClearErrors) {
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"--web.listen-address=nonsense", "listen address"},
+        {"--web.listen-address=127.0.0.1:99999", "port"},
+        {"--web.telemetry-path=metrics", "telemetry-path"},
+        {"--sample.interval=fast", "sample.interval"},
+        {"--sample.interval=0s", "sample.interval"},
+        {"--log.level=chatty", "log.level"},
+        {"--runas.user=no-such-user-here", "runas.user"},
+        {"--probes.deep=maybe", "probes.deep"},
+        {"--bogus", "bogus"},
+    };
+    for (const auto& [flag, needle] : cases) {
+        Child c({build_dir() + "/uringscoped", flag}, true);
+        EXPECT_EQ(c.wait(seconds(10)), std::optional<int>(2)) << flag;
+        EXPECT_NE(c.drain(seconds(1)).find(needle), std::string::npos) << flag;
+    }
+}
+
+TEST_F(Reliability, FiftyConcurrentScrapersSeeNoErrors) {
+    Daemon d({"--sample.interval=100ms"});
+    ASSERT_TRUE(d.ready());
+    // One busy SQPOLL ring and 200 idle rings held open: realistic exposition size without
+    // 200 submitting threads starving the machine.
+    Child load({build_dir() + "/uringscope-load", "--ring", "sqpoll,rate=2000", "--ring",
+                "plain,count=1,n=200", "--duration", "70s", "--hold", "inf"});
+    ASSERT_EQ(read_load_rings(load, "setup", "started", seconds(30)).size(), 201u);
+    const std::string base = d.url().substr(0, d.url().size() - 8);
+    std::atomic<long> ok{0}, errors{0}, max_ms{0};
+    const auto end = steady_clock::now() + seconds(60);
+    std::vector<std::thread> clients;
+    for (int i = 0; i < 50; ++i)
+        clients.emplace_back([&, i] {
+            const std::string url = base + (i % 2 ? "/metrics" : "/api/v1/snapshot");
+            while (steady_clock::now() < end) {
+                auto t0 = steady_clock::now();
+                auto r = http_get(url);
+                long ms = duration_cast<milliseconds>(steady_clock::now() - t0).count();
+                long prev = max_ms.load();
+                while (ms > prev && !max_ms.compare_exchange_weak(prev, ms)) {
+                }
+                (r.status == 200 && !r.body.empty() ? ok : errors)++;
+            }
+        });
+    for (auto& t : clients) t.join();
+    std::printf("50 scrapers, 60 s: %ld responses, %ld errors, slowest %ld ms\n", ok.load(),
+                errors.load(), max_ms.load());
+    EXPECT_EQ(errors.load(), 0);
+    EXPECT_GT(ok.load(), 500);
+    EXPECT_LT(max_ms.load(), 5000);
+}
+
+TEST_F(Reliability, RingChurnLeavesMemoryAndMapsFlatAndCountsExact) {
+    Daemon d({"--sample.interval=100ms"});
+    ASSERT_TRUE(d.ready());
+    const pid_t dpid = d.process().pid();
+    // Rings that persist through the churn: their counts must stay exact.
+    Child keep({build_dir() + "/uringscope-load", "--ring", "sqpoll,count=50000", "--ring",
+                "plain,count=12345", "--hold", "inf"});
+    auto kept = read_load_rings(keep, "ring", "done", seconds(60));
+    ASSERT_EQ(kept.size(), 2u);
+
+    std::atomic<bool> stop{false};
+    std::atomic<long> created{0};
+    std::thread scraper([&] {
+        while (!stop) {
+            http_get(d.url());
+            std::this_thread::sleep_for(milliseconds(100));
+        }
+    });
+    // 10,000 rings, SQPOLL and plain, for about 60 s.
+    const auto end = steady_clock::now() + seconds(60);
+    std::thread churn([&] {
+        for (long i = 0; i < 10000 && steady_clock::now() < end; ++i) {
+            io_uring ring;
+            io_uring_params p{};
+            if (i % 4 == 0) {
+                p.flags = IORING_SETUP_SQPOLL;
+                p.sq_thread_idle = 1;
+            }
+            if (io_uring_queue_init_params(8, &ring, &p) == 0) {
+                io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+                io_uring_prep_nop(sqe);
+                io_uring_submit(&ring);
+                io_uring_cqe* cqe = nullptr;
+                if (io_uring_wait_cqe(&ring, &cqe) == 0) io_uring_cqe_seen(&ring, cqe);
+                io_uring_queue_exit(&ring);
+                ++created;
+            }
+            // Pace to spread 10,000 rings over the minute.
+            std::this_thread::sleep_until(end - seconds(60) + milliseconds(6 * (i + 1)));
+        }
+    });
+    long rss_during = 0;
+    std::this_thread::sleep_for(seconds(30));
+    rss_during = rss_kb(dpid);
+    churn.join();
+    stop = true;
+    scraper.join();
+    std::this_thread::sleep_for(seconds(2));
+    long rss_after = rss_kb(dpid);
+    double sched_after = map_entries(d, "sched_state");
+    std::this_thread::sleep_for(seconds(5));
+    long rss_later = rss_kb(dpid);
+    double sched_later = map_entries(d, "sched_state");
+    auto m = d.scrape();
+    std::printf("churn: %ld rings; daemon RSS %ld kB mid-churn, %ld kB after, %ld kB 5 s later; "
+                "sched_state entries %.0f -> %.0f\n",
+                created.load(), rss_during, rss_after, rss_later, sched_after, sched_later);
+    EXPECT_GE(created.load(), 5000);
+    EXPECT_LE(rss_later, rss_after + 512) << "RSS still growing after the churn stopped";
+    // Only the kept SQ thread (plus any other live one on the host) remains tracked.
+    EXPECT_LE(sched_later, 4);
+    EXPECT_EQ(find_value(m, "uringscope_map_overflow_total", {{"map", "sched_state"}}),
+              std::optional<double>(0));
+    for (const auto& r : kept)
+        EXPECT_EQ(find_value(m, "uringscope_ring_sqes_total", {{"ring", r.id()}}),
+                  std::optional<double>(static_cast<double>(r.sqes)))
+            << r.id();
+}
+
+TEST_F(Reliability, SigkilledOwnersDisappearWithinAFewSamples) {
+    Daemon d({"--sample.interval=100ms"});
+    ASSERT_TRUE(d.ready());
+    auto load = std::make_unique<Child>(std::vector<std::string>{
+        build_dir() + "/uringscope-load", "--ring", "sqpoll,rate=5000", "--ring",
+        "sqpoll,share=0,rate=100", "--ring", "plain,rate=1000", "--duration", "60s"});
+    auto setup = read_load_rings(*load, "setup", "started", seconds(30));
+    ASSERT_EQ(setup.size(), 3u);
+    const std::string pid = std::to_string(setup[0].pid);
+    ASSERT_TRUE(eventually(seconds(5), [&] {
+        return find_value(d.scrape(), "uringscope_ring_sqes_total", {{"pid", pid}}).has_value();
+    }));
+    load->signal(SIGKILL);
+    load->wait(seconds(5));
+    auto t0 = steady_clock::now();
+    bool gone = eventually(seconds(5), [&] {
+        auto m = d.scrape();
+        return !find_value(m, "uringscope_ring_sqes_total", {{"pid", pid}}) &&
+               !find_value(m, "uringscope_sqthread_cpu_seconds_total", {{"pid", pid}});
+    });
+    std::printf("series of a SIGKILLed owner gone after %lld ms\n",
+                static_cast<long long>(duration_cast<milliseconds>(steady_clock::now() - t0).count()));
+    EXPECT_TRUE(gone);
+    EXPECT_FALSE(d.process().wait(milliseconds(10)).has_value()) << "daemon died";
+}
+
+TEST_F(Reliability, RestartAfterSigkillAttachesCleanly) {
+    int port = 0;
+    {
+        Daemon first({"--sample.interval=200ms"});
+        ASSERT_TRUE(first.ready());
+        port = port_of(first.url().substr(0, first.url().size() - 8));
+        first.process().signal(SIGKILL);
+        first.process().wait(seconds(5));
+    }
+    // Same port right away: nothing of the killed daemon may stand in the way.
+    Child second({build_dir() + "/uringscoped", "--web.listen-address=127.0.0.1:" +
+                                                    std::to_string(port)},
+                 true);
+    bool ready = false;
+    while (auto line = second.read_line(seconds(120)))
+        if (line->find("serving metrics") != std::string::npos) {
+            ready = true;
+            break;
+        }
+    ASSERT_TRUE(ready) << second.drain(seconds(1));
+    auto r = http_get("http://127.0.0.1:" + std::to_string(port) + "/metrics");
+    EXPECT_EQ(r.status, 200);
+    EXPECT_NE(r.body.find("uringscope_probe_attached{probe=\"iter_rings\",kind=\"iter\"} 1"),
+              std::string::npos);
+}

@@ -91,6 +91,10 @@ FlagsResult parse_daemon_flags(int argc, const char* const* argv) {
                    "Address to serve metrics on, HOST:PORT. An empty host listens on every "
                    "interface.")
         ->default_str(std::string(kDefaultListenAddress));
+    app.add_option("--web.config.file", cfg.web_config,
+                   "YAML file enabling TLS and/or basic auth, as for node_exporter: "
+                   "tls_server_config: {cert_file, key_file}; basic_auth_users: {user: bcrypt "
+                   "hash}. Refused if anyone may write it.");
     app.add_option("--web.telemetry-path", cfg.telemetry_path,
                    "Path under which to expose metrics.")
         ->default_str("/metrics");

@@ -20,6 +20,7 @@ struct DaemonConfig {
     bool no_fentry = false;     // --no-fentry: use kprobes where fentry would do
     bool probe_report = false;  // --probe-report: print the probe plan and exit
     std::string runas_user;     // --runas.user: switch to this user once attached
+    std::string web_config;     // --web.config.file: TLS and basic auth
 };
 
 struct FlagsResult {

@@ -70,7 +70,14 @@ int main(int argc, char** argv) {
                         p.attached ? "attached" : "off", p.reason.c_str());
         return 0;
     }
-    auto http = HttpServer::make(cfg.listen_address, err);
+    WebConfig web;
+    if (!cfg.web_config.empty()) {
+        if (auto why = load_web_config(cfg.web_config, web)) {
+            std::cerr << "uringscoped: " << *why << "\n";
+            return 2;
+        }
+    }
+    auto http = HttpServer::make(cfg.listen_address, web, err);
     if (!http) {
         spdlog::error("cannot listen on {}: {} (is the address in use, or not on this host?)",
                       cfg.listen_address, err);
@@ -104,8 +111,9 @@ int main(int argc, char** argv) {
     http->route("/api/v1/snapshot", [store] {
         return HttpResponse{200, "application/json", snapshot_to_json(*store->latest())};
     });
-    spdlog::info("serving metrics on http://{}{} every {} ms", cfg.listen_address,
-                 cfg.telemetry_path,
+    spdlog::info("serving metrics on {}://{}{}{} every {} ms", web.tls() ? "https" : "http",
+                 cfg.listen_address, cfg.telemetry_path,
+                 web.users.empty() ? "" : " with basic auth",
                  std::chrono::duration_cast<std::chrono::milliseconds>(cfg.interval).count());
 
     std::jthread worker([&](std::stop_token st) { sampler.run(st, cfg.interval); });

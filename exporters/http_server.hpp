@@ -5,6 +5,9 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
+
+#include "exporters/web_config.hpp"
 
 class CivetServer;
 
@@ -22,7 +25,9 @@ public:
 
     // Binds listen_address (HOST:PORT, ":PORT" for all interfaces). Returns nullptr and sets
     // error if the address cannot be bound.
-    static std::unique_ptr<HttpServer> make(const std::string& listen_address, std::string& error);
+    // With web.tls() it serves HTTPS only; with users it requires HTTP basic auth on every path.
+    static std::unique_ptr<HttpServer> make(const std::string& listen_address,
+                                            const WebConfig& web, std::string& error);
     ~HttpServer();
 
     // Serves GET and HEAD of exactly `path`; other methods get 405.
@@ -31,6 +36,7 @@ public:
 private:
     HttpServer() = default;
     struct Route;
+    WebConfig web_;
     std::unique_ptr<CivetServer> server_;
     std::vector<std::unique_ptr<Route>> routes_;
 };

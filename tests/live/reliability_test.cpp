@@ -291,3 +291,62 @@ TEST_F(Reliability, RestartAfterSigkillAttachesCleanly) {
     EXPECT_NE(r.body.find("uringscope_probe_attached{probe=\"iter_rings\",kind=\"iter\"} 1"),
               std::string::npos);
 }
+
+namespace {
+
+std::string bcrypt(const std::string& password) {
+    std::string out;
+    FILE* p = popen(("python3 -W ignore -c \"import crypt,sys; print(crypt.crypt(sys.argv[1], "
+                     "crypt.mksalt(crypt.METHOD_BLOWFISH)))\" '" + password + "'").c_str(), "r");
+    char buf[256] = {};
+    if (p && fgets(buf, sizeof buf, p)) out = buf;
+    if (p) pclose(p);
+    while (!out.empty() && out.back() == '\n') out.pop_back();
+    return out;
+}
+
+}  // namespace
+
+TEST_F(Reliability, WebConfigBasicAuthAndItsRefusals) {
+    auto dir = std::filesystem::temp_directory_path() / ("uringscope-web-" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir);
+    const auto hash = bcrypt("s3cret");
+    ASSERT_EQ(hash.rfind("$2", 0), 0u) << "python3 crypt cannot make bcrypt hashes here";
+    auto write = [&](const std::string& name, const std::string& text, std::filesystem::perms p) {
+        auto path = dir / name;
+        std::ofstream(path) << text;
+        std::filesystem::permissions(path, p);
+        return path.string();
+    };
+    using P = std::filesystem::perms;
+    const auto rw = P::owner_read | P::owner_write;
+    auto good = write("auth.yml", "basic_auth_users:\n  alice: '" + hash + "'\n", rw);
+    {
+        Daemon d({"--sample.interval=500ms", "--web.config.file=" + good});
+        ASSERT_TRUE(d.ready()) << d.startup_log();
+        const std::string url = d.url();
+        const std::string with = "http://alice:s3cret@" + url.substr(7);
+        const std::string wrong = "http://alice:nope@" + url.substr(7);
+        EXPECT_EQ(http_get(with).status, 200);
+        EXPECT_EQ(http_get(wrong).status, 401);
+        EXPECT_EQ(http_get(url).status, 401);
+        EXPECT_EQ(http_get(url.substr(0, url.size() - 8) + "/api/v1/snapshot").status, 401);
+    }
+    auto refused = [&](const std::string& path, const std::string& needle) {
+        Child c({build_dir() + "/uringscoped", "--web.config.file=" + path}, true);
+        EXPECT_EQ(c.wait(seconds(10)), std::optional<int>(2)) << path;
+        EXPECT_NE(c.drain(seconds(1)).find(needle), std::string::npos) << path;
+    };
+    refused(write("open.yml", "basic_auth_users:\n  alice: '" + hash + "'\n",
+                  rw | P::others_write | P::others_read),
+            "world-writable");
+    refused(write("plain.yml", "basic_auth_users:\n  alice: s3cret\n", rw), "bcrypt hash");
+    refused(write("typo.yml", "basic_auth_user:\n  alice: x\n", rw), "unknown key");
+    refused(write("bad.yml", "basic_auth_users: [\n", rw), "web config");
+    write("k.pem", "key", rw);
+    write("c.pem", "cert", rw);
+    refused(write("tls.yml", "tls_server_config:\n  cert_file: c.pem\n  key_file: k.pem\n", rw),
+            "Terminate TLS in front");
+    refused((dir / "missing.yml").string(), "No such file");
+    std::filesystem::remove_all(dir);
+}

@@ -293,27 +293,63 @@ std::vector<std::string> render(const Snapshot& s, const ViewState& v, const His
             body.push_back(s.threads.empty() ? "no SQ threads: no SQPOLL ring is open"
                                              : "no SQ thread matches the filter");
     } else {
-        add(pad("RING", 14, false) + " " + pad("COMM", 12, false) + " " + pad("MODE", 7, false) +
-            " " + pad("SQE/s", 8, true) + " " + pad("CQE/s", 8, true) + " " +
-            pad("BACKLOG", 7, true) + " " + pad("SQ_THREAD", 9, true));
+        // Rings that poll, with io_do_iopoll efficiency where the deep tier measures it.
+        add(pad("RING", 14, false) + " " + pad("COMM", 12, false) + " " + pad("MODE", 6, false) +
+            " " + pad("CQE/s", 7, true) + " " + pad("CALLER", 9, false) + " " +
+            pad("POLLS/s", 8, true) + " " + pad("EMPTY%", 6, true) + " " +
+            pad("CQE/POLL", 8, true) + " " + pad("BACKLOG", 7, true));
         std::size_t n = 0;
+        bool any_deep = false;
         for (const auto& r : s.rings) {
             if (r.mode != "iopoll" && r.mode != "both") continue;
             if (!v.filter.empty() && std::to_string(r.pid) != v.filter &&
                 r.comm.find(v.filter) == std::string::npos)
                 continue;
             ++n;
-            body.push_back(pad(r.id, 14, false) + " " + pad(field_safe(r.comm), 12, false) + " " +
-                           pad(r.mode, 7, false) + " " + pad(human_rate(r.sqe_rate), 8, true) +
-                           " " + pad(human_rate(r.cqe_rate), 8, true) + " " +
-                           pad(std::to_string(r.sq_backlog), 7, true) + " " +
-                           pad(r.sq_thread > 0 ? std::to_string(r.sq_thread) : "-", 9, true));
+            const std::string head = pad(r.id, 14, false) + " " + pad(field_safe(r.comm), 12, false) +
+                                     " " + pad(r.mode, 6, false) + " " +
+                                     pad(human_rate(r.cqe_rate), 7, true) + " ";
+            const std::string tail = " " + pad(std::to_string(r.sq_backlog), 7, true);
+            if (r.iopoll.empty()) {
+                body.push_back(head + pad("-", 9, false) + " " + pad("-", 8, true) + " " +
+                               pad("-", 6, true) + " " + pad("-", 8, true) + tail);
+                continue;
+            }
+            any_deep = true;
+            for (const auto& io : r.iopoll)
+                body.push_back(head + pad(io.caller, 9, false) + " " +
+                               pad(human_rate(io.calls_rate), 8, true) + " " +
+                               pad(fmt("%.1f", io.empty_ratio * 100), 6, true) + " " +
+                               pad(fmt("%.2f", io.completions_per_call), 8, true) + tail);
         }
         if (n == 0) body.push_back("no IOPOLL ring is open");
         body.push_back("");
-        body.push_back("Polls/s, empty-poll %, completions per poll and NVMe polled-vs-IRQ "
-                       "completions come from the deep probe tier (io_do_iopoll, nvme uring_cmd);");
-        body.push_back("it is not attached on this kernel, so only ring counters are shown.");
+        // NVMe passthrough completions per namespace.
+        body.push_back(pad("DEVICE", 10, false) + " " + pad("CMPL/s", 8, true) + " " +
+                       pad("POLLED%", 7, true) + " " + pad("POLLS/CMPL", 10, true) + " " +
+                       pad("P50", 8, true) + " " + pad("P99", 8, true) + "  NOTE");
+        for (const auto& d : s.devices) {
+            if (!v.filter.empty() && d.name.find(v.filter) == std::string::npos) continue;
+            body.push_back(pad(d.name, 10, false) + " " + pad(human_rate(d.completions_rate), 8, true) +
+                           " " + pad(fmt("%.1f", d.polled_ratio * 100), 7, true) + " " +
+                           pad(fmt("%.2f", d.polls_per_completion), 10, true) + " " +
+                           pad(human_seconds(d.latency_p50_seconds), 8, true) + " " +
+                           pad(human_seconds(d.latency_p99_seconds), 8, true) + "  " +
+                           (d.iopoll_without_poll_queues
+                                ? "NO POLL QUEUES: polled I/O completes by IRQ; set nvme poll_queues"
+                                : ""));
+        }
+        bool deep_attached = false;
+        for (const auto& p : s.probes)
+            if ((p.probe == "io_do_iopoll" || p.probe == "nvme_uring_cmd_end_io") && p.attached)
+                deep_attached = true;
+        if (s.devices.empty()) body.push_back("no NVMe passthrough completions seen");
+        if (!deep_attached && !any_deep) {
+            body.push_back("");
+            body.push_back("Poll efficiency and NVMe completions come from the deep tier "
+                           "(uringscoped --probes.deep), which is");
+            body.push_back("not attached here: only ring counters are shown.");
+        }
     }
     for (auto& b : body) lines.push_back(pad(std::move(b), width, false));
 

@@ -154,6 +154,41 @@ TEST(TopView, PollingViewListsIopollRings) {
     EXPECT_TRUE(found);
 }
 
+TEST(TopView, PollingViewShowsPollEfficiencyAndTheNoPollQueuesWarning) {
+    auto s = fixture();
+    IopollSnapshot io;
+    io.caller = "app";
+    io.calls_rate = 250000;
+    io.empty_ratio = 0.75;
+    io.completions_per_call = 0.25;
+    s.rings[1].iopoll.push_back(io);
+    DeviceSnapshot good, bad;
+    good.name = "nvme0n1";
+    good.completions_rate = 9500;
+    good.polled_ratio = 1;
+    good.polls_per_completion = 3.5;
+    bad.name = "nvme1n1";
+    bad.completions_rate = 2400;
+    bad.iopoll_without_poll_queues = true;
+    s.devices = {good, bad};
+    ViewState v;
+    v.view = View::polling;
+    auto lines = render(s, v, History{}, 140, 0, false);
+    std::string ring, dev0, dev1;
+    for (const auto& l : lines) {
+        if (l.rfind("299:4", 0) == 0) ring = l;
+        if (l.rfind("nvme0n1", 0) == 0) dev0 = l;
+        if (l.rfind("nvme1n1", 0) == 0) dev1 = l;
+    }
+    EXPECT_NE(ring.find("250.0k"), std::string::npos) << ring;
+    EXPECT_NE(ring.find("75.0"), std::string::npos) << ring;
+    EXPECT_NE(ring.find("0.25"), std::string::npos) << ring;
+    EXPECT_NE(dev0.find("100.0"), std::string::npos) << dev0;
+    EXPECT_NE(dev0.find("3.50"), std::string::npos) << dev0;
+    EXPECT_EQ(dev0.find("NO POLL QUEUES"), std::string::npos);
+    EXPECT_NE(dev1.find("NO POLL QUEUES"), std::string::npos) << dev1;
+}
+
 TEST(TopView, HistoryBuildsASparkline) {
     History h;
     auto s = fixture();

@@ -30,6 +30,14 @@ public:
     }
     void counter(Labels labels, double v) { add(std::move(labels)).counter.value = v; }
     void gauge(Labels labels, double v) { add(std::move(labels)).gauge.value = v; }
+    void histogram(Labels labels, const LatencyHistogram& h) {
+        auto& m = add(std::move(labels));
+        m.histogram.sample_count = h.count;
+        m.histogram.sample_sum = h.sum_s;
+        for (std::size_t i = 0; i < h.upper_bounds_s.size(); ++i)
+            m.histogram.bucket.push_back({h.cumulative[i], h.upper_bounds_s[i]});
+        m.histogram.bucket.push_back({h.count, std::numeric_limits<double>::infinity()});
+    }
     void move_into(std::vector<MetricFamily>& out) {
         // Families without series are left out, as the Go client does; a scrape of a host with no
         // rings is then short rather than full of HELP lines.
@@ -123,10 +131,8 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
     Family sq_cpu("uringscope_sqthread_sq_cpu",
                   "sqd->sq_cpu: the CPU the SQ thread is pinned to (pinned=\"true\", "
                   "IORING_SETUP_SQ_AFF), or on newer kernels the CPU it last started on.", G);
-    MetricFamily latency;
-    latency.name = "uringscope_sqthread_wakeup_latency_seconds";
-    latency.help = "Time from the SQ thread's wakeup until it ran on a CPU.";
-    latency.type = MetricType::Histogram;
+    Family latency("uringscope_sqthread_wakeup_latency_seconds",
+                   "Time from the SQ thread's wakeup until it ran on a CPU.", MetricType::Histogram);
 
     for (const auto& t : s.threads) {
         auto l = thread_labels(t);
@@ -157,16 +163,7 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
             sq_cpu.gauge(lc, t.sq_cpu);
         }
 
-        auto& m = latency.metric.emplace_back();
-        m.label = l;
-        for (auto& lab : m.label) lab.value = sanitize_utf8(lab.value);
-        m.histogram.sample_count = t.wake_latency.count;
-        m.histogram.sample_sum = t.wake_latency.sum_s;
-        for (std::size_t i = 0; i < t.wake_latency.upper_bounds_s.size(); ++i)
-            m.histogram.bucket.push_back(
-                {t.wake_latency.cumulative[i], t.wake_latency.upper_bounds_s[i]});
-        m.histogram.bucket.push_back(
-            {t.wake_latency.count, std::numeric_limits<double>::infinity()});
+        latency.histogram(l, t.wake_latency);
     }
 
     Family sqes("uringscope_ring_sqes_total", "SQEs consumed by the ring since it was created.", C);
@@ -232,23 +229,16 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
     Family no_pollq("uringscope_device_iopoll_without_poll_queues",
                     "1 if polled requests to the device were completed by interrupts in the last "
                     "minute: it has no poll queues (nvme poll_queues=0).", G);
-    MetricFamily nvme_lat;
-    nvme_lat.name = "uringscope_nvme_uring_cmd_latency_seconds";
-    nvme_lat.help = "NVMe passthrough request latency, from request start to end_io. Deep tier.";
-    nvme_lat.type = MetricType::Histogram;
+    Family nvme_lat("uringscope_nvme_uring_cmd_latency_seconds",
+                    "NVMe passthrough request latency, from request start to end_io. Deep tier.",
+                    MetricType::Histogram);
     for (const auto& d : s.devices) {
         nvme_comp.counter({{"device", d.name}, {"polled", "true"}}, static_cast<double>(d.polled));
         nvme_comp.counter({{"device", d.name}, {"polled", "false"}}, static_cast<double>(d.irq));
         nvme_polls.counter({{"device", d.name}}, static_cast<double>(d.polls));
         nvme_intent.counter({{"device", d.name}}, static_cast<double>(d.polled_intent_irq));
         no_pollq.gauge({{"device", d.name}}, d.iopoll_without_poll_queues ? 1 : 0);
-        auto& m = nvme_lat.metric.emplace_back();
-        m.label = {{"device", sanitize_utf8(d.name)}};
-        m.histogram.sample_count = d.latency.count;
-        m.histogram.sample_sum = d.latency.sum_s;
-        for (std::size_t i = 0; i < d.latency.upper_bounds_s.size(); ++i)
-            m.histogram.bucket.push_back({d.latency.cumulative[i], d.latency.upper_bounds_s[i]});
-        m.histogram.bucket.push_back({d.latency.count, std::numeric_limits<double>::infinity()});
+        nvme_lat.histogram({{"device", d.name}}, d.latency);
     }
 
     Family host_calls("uringscope_iopoll_host_calls_total",
@@ -295,13 +285,13 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
     for (auto* f : {&cpu, &work, &spin, &sleep, &source, &sleeps, &wakeups, &vcsw, &ivcsw,
                     &by_waker, &rings, &fairness, &idle, &running, &sq_cpu})
         f->move_into(out);
-    if (!latency.metric.empty()) out.push_back(std::move(latency));
+    latency.move_into(out);
     for (auto* f : {&sqes, &cqes, &backlog, &share, &entries, &ring_work, &ring_batches, &io_calls,
                     &io_empty, &io_comp, &io_secs, &rings_by_mode, &created, &short_lived,
                     &nvme_comp, &nvme_polls, &nvme_intent, &no_pollq, &host_calls, &host_empty,
                     &host_comp})
         f->move_into(out);
-    if (!nvme_lat.metric.empty()) out.push_back(std::move(nvme_lat));
+    nvme_lat.move_into(out);
     for (auto* f : {&probe, &missed, &overflow, &entries_now, &samples, &duration, &last, &build})
         f->move_into(out);
     return out;

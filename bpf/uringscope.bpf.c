@@ -129,6 +129,20 @@ int BPF_PROG(usc_sched_wakeup, struct task_struct *p)
 		s->sleep_start_ns = 0;
 	}
 	s->wake_ts_ns = now;
+	return 0;
+}
+
+/*
+ * Who woke the thread is taken at sched_waking, which runs in the waker's context. sched_wakeup
+ * may run later on the target CPU (TTWU_QUEUE sends the activation there by IPI), where
+ * "current" is whatever that CPU was running, often the idle task: in the 6.x/7.x QEMU guests
+ * nearly every wakeup was attributed to the wrong task that way.
+ */
+SEC("tp_btf/sched_waking")
+int BPF_PROG(usc_sched_waking, struct task_struct *p)
+{
+	if (!is_sq_thread_btf(p))
+		return 0;
 
 	struct usc_waker_key key = {
 		.sq_tid = BPF_CORE_READ(p, pid),

@@ -85,7 +85,8 @@ TEST_F(Deep, ProbeReportNamesEveryProbeAndEveryReason) {
     int rc = -1;
     auto report = probe_report({}, rc);
     ASSERT_EQ(rc, 0);
-    for (const char* p : {"iter_rings", "sched_switch", "sched_wakeup", "io_uring_create",
+    for (const char* p : {"iter_rings", "sched_switch", "sched_wakeup", "sched_waking",
+                          "io_uring_create",
                           "io_sq_thread", "io_submit_sqes", "io_do_iopoll",
                           "nvme_uring_cmd_end_io", "nvme_uring_cmd_iopoll"}) {
         ASSERT_TRUE(report.count(p)) << p;

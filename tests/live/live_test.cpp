@@ -282,7 +282,7 @@ TEST_F(Live, SigtermDetachesEveryProgram) {
         auto during = ours(loaded_programs());
         std::set_difference(during.begin(), during.end(), before.begin(), before.end(),
                             std::inserter(added, added.end()));
-        EXPECT_EQ(added.size(), 4u) << "expected the iterator and three tracepoint programs";
+        EXPECT_EQ(added.size(), 5u) << "expected the iterator and four tracepoint programs";
         d->process().signal(SIGTERM);
         EXPECT_EQ(d->process().wait(seconds(10)), std::optional<int>(0));
     }

@@ -629,7 +629,7 @@ class Apt:
             # disk space (about 50 MB per suite).
             "Dir::Cache::srcpkgcache": "",
             "Acquire::Languages": "none",
-            # Keeps the package lists compressed: about a tenth of the disk space.
+            # Keeps the package lists compressed on disk (a few times smaller).
             "Acquire::GzipIndexes": "true",
             "APT::Architecture": self.kernel.arch,
             "APT::Architectures": self.kernel.arch,
@@ -677,6 +677,7 @@ class Apt:
         self.log(f"downloading {names} ({human_size(total)})")
         scratch = Path(tempfile.mkdtemp(prefix=".download-", dir=dest))
         t0 = time.monotonic()
+        running: list[subprocess.Popen] = []
         try:
             rfd, wfd = os.pipe()
             cmd = ["apt-get", "-q", *self.options(), "-o", f"APT::Status-Fd={wfd}", "download",
@@ -684,6 +685,7 @@ class Apt:
             proc = subprocess.Popen(cmd, cwd=scratch, pass_fds=(wfd,), stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, text=True)
             os.close(wfd)
+            running.append(proc)
             output = []
             reader = threading.Thread(target=lambda: output.extend(proc.stdout), daemon=True)
             reader.start()
@@ -713,6 +715,10 @@ class Apt:
                     raise HarnessError(f"apt-get download did not produce {p['file']}")
                 os.replace(got, dest / p["file"])
         finally:
+            for proc in running:  # interrupted: do not leave apt-get writing behind us
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
             shutil.rmtree(scratch, ignore_errors=True)
         secs = time.monotonic() - t0
         self.log(f"downloaded {human_size(total)} in {secs:.1f} s")
@@ -907,6 +913,7 @@ class KernelStore:
         key.update(file_sha256(busybox).encode())
         out = vdir / f"initramfs-{key.hexdigest()[:16]}.cpio.gz"
         if out.exists():
+            os.utime(out)  # recently used ones survive the pruning below
             return out
 
         t0 = time.monotonic()
@@ -975,11 +982,14 @@ class KernelStore:
             data = gzip.compress(cpio.finish(), compresslevel=6)
         finally:
             shutil.rmtree(stage, ignore_errors=True)
-        for old in vdir.glob("initramfs-*.cpio.gz"):
-            old.unlink()
         tmp = out.with_suffix(".tmp")
         tmp.write_bytes(data)
         os.replace(tmp, out)
+        # Keep a few: a concurrent run with another module list (or an older checkout) may be
+        # about to boot the one it just built.
+        images = sorted(vdir.glob("initramfs-*.cpio.gz"), key=lambda f: f.stat().st_mtime)
+        for old in images[:-3]:
+            old.unlink(missing_ok=True)
         self.log(f"  initramfs {human_size(len(data))} built in {time.monotonic() - t0:.1f} s")
         return out
 
@@ -1052,7 +1062,7 @@ def qemu_command(qemu: str, p: Prepared, job_dir: Path, disks: list[Path], memor
         "panic=-1",
         # Speculation mitigations only cost time under TCG; these guests run trusted tests.
         "mitigations=off",
-        "loglevel=6", "nokaslr",
+        "loglevel=6",
     ])
     cmd = [qemu, "-nodefaults", "-no-user-config", "-machine", "pc",
            "-accel", f"tcg,thread={tcg_thread}", "-cpu", "max", "-smp", str(cpus), "-m", memory,
@@ -1083,6 +1093,7 @@ class Guest:
         self.probe_config, self.probe_reason = probe_config, probe_reason
         self.memory, self.cpus = memory, cpus
         self.tail: deque[str] = deque(maxlen=40)
+        self.fatal = ""  # the guest's own account of why it failed, if it gave one
 
     def run(self, result: RunResult) -> None:
         qemu = qemu_binary()
@@ -1116,13 +1127,13 @@ class Guest:
         (job / "config").write_text("".join(f"{k}={shlex.quote(v)}\n" for k, v in config.items()))
 
         self.logs.mkdir(parents=True, exist_ok=True)
-        for old in ("console.log", "qemu.stderr", "dmesg", "capabilities", "command"):
-            (self.logs / old).unlink(missing_ok=True)
         (self.logs / "command").write_text(job_script(self.argv, CHECKOUT, env))
         result.log_dir = str(self.logs)
 
-        cmd = qemu_command(qemu, self.p, job, disks, self.memory, self.cpus,
-                           os.environ.get("URINGSCOPE_VM_TCG_THREAD") or self.p.kernel.tcg_thread)
+        tcg_thread = os.environ.get("URINGSCOPE_VM_TCG_THREAD") or self.p.kernel.tcg_thread
+        if tcg_thread not in ("single", "multi"):
+            raise UsageError(f"URINGSCOPE_VM_TCG_THREAD must be single or multi, not {tcg_thread!r}")
+        cmd = qemu_command(qemu, self.p, job, disks, self.memory, self.cpus, tcg_thread)
         (self.logs / "qemu.cmdline").write_text(shlex.join(cmd) + "\n")
         console = open(self.logs / "console.log", "w", errors="replace")
         qerr = open(self.logs / "qemu.stderr", "wb")
@@ -1155,6 +1166,9 @@ class Guest:
                     break
                 buf += chunk
                 *lines, buf = buf.split(b"\n")
+                if len(buf) > 1 << 20:  # a megabyte without a newline: pass it on as a line
+                    lines.append(buf)
+                    buf = b""
                 for raw in lines:
                     line = raw.decode(errors="replace").rstrip("\r")
                     console.write(line + "\n")
@@ -1192,8 +1206,11 @@ class Guest:
         status_file = job / "status"
         if not status_file.exists():
             qerr_text = (self.logs / "qemu.stderr").read_text(errors="replace").strip()
-            if proc.returncode != 0 and qerr_text:
-                result.reason = f"qemu exited with {proc.returncode}: {qerr_text.splitlines()[-1]}"
+            if proc.returncode != 0:
+                result.reason = f"qemu exited with status {proc.returncode}" + (
+                    f": {qerr_text.splitlines()[-1]}" if qerr_text else " and said nothing")
+            elif self.fatal:
+                result.reason = self.fatal
             else:
                 result.reason = "the guest stopped without reporting an exit status"
             self._report_tail(result.reason)
@@ -1204,7 +1221,7 @@ class Guest:
             result.reason = f"unreadable status file: {status_file.read_text()!r}"
             return
         if status == EXIT_HARNESS and t_ready is None:
-            result.reason = "the guest could not set itself up"
+            result.reason = self.fatal or "the guest could not set itself up"
             self._report_tail(result.reason)
             return
         result.status = status
@@ -1216,6 +1233,9 @@ class Guest:
 
     def _on_line(self, line, phase, t0, t_ready, t_cmd_end, result):
         at = line.find(MARK)
+        panic = line.find("Kernel panic - not syncing")
+        if panic >= 0 and not self.fatal:
+            self.fatal = line[panic:].strip()
         if phase == "command":
             if at >= 0 and line[at + len(MARK):].startswith("==== command end"):
                 return "shutdown", t_ready, time.monotonic()
@@ -1226,6 +1246,8 @@ class Guest:
                 self.log(f"console: {line}")
             return phase, t_ready, t_cmd_end
         msg = line[at + len(MARK):]
+        if msg.startswith("FATAL: ") and not self.fatal:
+            self.fatal = "guest setup failed: " + msg[len("FATAL: "):]
         if msg.startswith("==== command start"):
             self.log(f"booted in {time.monotonic() - t0:.1f} s (kernel {result.seconds_kernel:.1f} s, "
                      f"then devices, mounts and probes); running: {shlex.join(self.argv)}")
@@ -1252,6 +1274,9 @@ class Guest:
             pass
 
     def _report_tail(self, reason: str) -> None:
+        if not self.tail:
+            self.log(f"FAILED: {reason}; the guest printed nothing on its console")
+            return
         self.log(f"FAILED: {reason}; last console lines:")
         for line in self.tail:
             print(f"    | {line}", file=sys.stderr)
@@ -1269,8 +1294,10 @@ COMMAND runs as root in the checkout directory ({checkout}) inside the guest. Th
 is the host's root file system, shared read-only over 9p and chrooted into, so the checkout and
 an already built build/ directory are visible at the same paths (also when the checkout lies
 below /tmp). /tmp, /var/tmp, /run and /dev/shm are empty tmpfs, /boot a tmpfs holding the
-guest kernel's config-RELEASE, everything else is read-only; HOME is /root. proc, sysfs, devtmpfs, bpffs, tracefs, debugfs and cgroup2 are the guest's own.
-Loopback is up; there is no other network device.
+guest kernel's config-RELEASE, everything else is read-only; HOME is /root. proc, sysfs,
+devtmpfs, bpffs, tracefs, debugfs and cgroup2 are the guest's own. Loopback is up; there is no
+other network device. COMMAND's stdout and stderr (one pipe) are streamed to stdout; the
+harness's own messages, prefixed with the kernel's name, go to stderr.
 
 Every guest has:
   /dev/nvme0n1, /dev/ng0n1   emulated NVMe whose driver has poll_queues=1 (queue/io_poll = 1);
@@ -1297,16 +1324,19 @@ exit status:
 environment:
   URINGSCOPE_VM_CACHE   cache directory (default {cache})
   URINGSCOPE_VM_QEMU    the QEMU binary (default qemu-system-x86_64 from PATH)
-  URINGSCOPE_VM_LOGS    per-kernel logs: console.log, dmesg, capabilities, qemu.cmdline
-                        (default {logs})
+  URINGSCOPE_VM_TCG_THREAD
+                        single or multi: overrides tcg_thread of the matrix
+  URINGSCOPE_VM_LOGS    logs, one directory per run (the newest 10 are kept, "latest" links
+                        to the newest), in it per kernel: console.log, dmesg, capabilities,
+                        qemu.cmdline, qemu.stderr, command, status (default {logs})
   Inside the guest COMMAND sees URINGSCOPE_VM=1, URINGSCOPE_VM_KERNEL=<name>,
   URINGSCOPE_VM_DEB_VERSION=<Debian version> and whatever --env sets; nothing else of the
   caller's environment.
 
 files:
   {matrix}   the kernel matrix (--matrix to use another)
-  tests/vm/guest/init      the guest's PID 1
-  docs/VM.md               design, cache layout, adding a kernel, measured timings
+  tests/vm/guest/init     the guest's PID 1
+  docs/VM.md              design, cache layout, adding a kernel, measured timings
 
 examples:
   tests/vm/run --list
@@ -1397,6 +1427,27 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
+KEEP_LOG_RUNS = 10
+
+
+def new_log_dir(root: Path) -> Path:
+    """A directory of its own for this run (runs may overlap), with root/latest pointing to it;
+    only the newest KEEP_LOG_RUNS runs are kept."""
+    root.mkdir(parents=True, exist_ok=True)
+    run = root / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    run.mkdir()
+    latest = root / "latest"
+    tmp = root / f".latest-{os.getpid()}"
+    tmp.unlink(missing_ok=True)
+    tmp.symlink_to(run.name)
+    os.replace(tmp, latest)
+    runs = sorted(d for d in root.iterdir() if d.is_dir() and not d.is_symlink()
+                  and re.fullmatch(r"[0-9]{8}-[0-9]{6}-[0-9]+", d.name))
+    for old in runs[:-KEEP_LOG_RUNS]:
+        shutil.rmtree(old, ignore_errors=True)
+    return run
+
+
 def list_kernels(kernels: list[Kernel], store: KernelStore) -> None:
     rows = [("NAME", "SUITE", "SERIES", "CACHED VERSION", "ARCHIVES")]
     for k in kernels:
@@ -1481,6 +1532,13 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_HARNESS
 
     logs_root = Path(os.environ.get("URINGSCOPE_VM_LOGS") or DEFAULT_LOGS)
+    if not args.prepare_only:
+        try:
+            logs_root = new_log_dir(logs_root)
+        except OSError as e:
+            print(f"tests/vm/run: cannot create a log directory under {logs_root}: {e.strerror}; "
+                  f"set URINGSCOPE_VM_LOGS", file=sys.stderr)
+            return EXIT_HARNESS
     probes = None
     if not args.prepare_only:
         with store.lock():
@@ -1488,6 +1546,13 @@ def main(argv: list[str] | None = None) -> int:
         if probes[1]:
             log(f"WARNING: capability probes unavailable: {probes[1]}")
 
+    # A CI runner that gives up sends SIGTERM: turn it into the same clean-up as Ctrl-C, so
+    # that no QEMU is left running behind it.
+    def interrupted(signum, _frame):
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, interrupted)
     results = []
     try:
         for k in chosen:
@@ -1495,6 +1560,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\ntests/vm/run: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # Whoever read our output went away (e.g. `| head`); QEMU is already gone.
+        sys.stdout = open(os.devnull, "w")
+        return 141
 
     if len(chosen) == 1 and not args.prepare_only:
         return results[0].exit_code()

@@ -3,7 +3,6 @@ command line. No network, no QEMU, no root:
     python3 -m unittest discover -s tests/vm -p 'test_*.py'
 The smoke run that boots every kernel is separate (docs/VM.md)."""
 
-import io
 import os
 import shutil
 import struct
@@ -12,7 +11,6 @@ import sys
 import tempfile
 import textwrap
 import unittest
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -105,6 +103,7 @@ class MatrixFile(unittest.TestCase):
         self.assertMatrixError(MINIMAL + 'memory = "2 GiB"\n', "'memory'")
         self.assertMatrixError(MINIMAL + "modules = [1]\n", "list of non-empty strings")
         self.assertMatrixError(MINIMAL + "image_pattern = '('\n", "'image_pattern' is not a regular")
+        self.assertMatrixError(MINIMAL + 'tcg_thread = "many"\n', "'tcg_thread'")
 
     def test_series_matches_whole_version_components(self):
         k = matrix(MINIMAL)[0]
@@ -323,6 +322,23 @@ class Running(unittest.TestCase):
         self.assertIn("-no-reboot", cmd)
 
 
+class LogDirectories(unittest.TestCase):
+    def test_each_run_gets_its_own_directory_and_old_ones_go(self):
+        with tempfile.TemporaryDirectory() as d:
+            root = Path(d)
+            made = []
+            for i in range(harness.KEEP_LOG_RUNS + 2):
+                run = root / f"20260101-0000{i:02d}-1"
+                run.mkdir()
+                made.append(run)
+            newest = harness.new_log_dir(root)
+            self.assertEqual((root / "latest").resolve(), newest.resolve())
+            left = sorted(p.name for p in root.iterdir() if p.name != "latest")
+            self.assertEqual(len(left), harness.KEEP_LOG_RUNS)
+            self.assertIn(newest.name, left)
+            self.assertNotIn(made[0].name, left)
+
+
 class CommandLine(unittest.TestCase):
     """Through the real entry point, so the exit statuses are the ones a caller sees."""
 
@@ -381,6 +397,26 @@ class CommandLine(unittest.TestCase):
                              env={"URINGSCOPE_VM_CACHE": d})
         self.assertEqual(r.returncode, 1, r.stderr)  # the kernel fails, the summary says why
         self.assertIn("nothing cached and --offline given", r.stdout + r.stderr)
+
+    def test_unreachable_archive(self):
+        # Port 9 on loopback: refused at once, and no traffic leaves the machine.
+        text = textwrap.dedent("""
+            [defaults]
+            mirror = "http://127.0.0.1:9/debian"
+            security_mirror = "http://127.0.0.1:9/debian-security"
+            [[kernel]]
+            name = "k"
+            suite = "bookworm"
+            series = "6.1"
+            """)
+        with tempfile.TemporaryDirectory() as d:
+            m = Path(d) / "m.toml"
+            m.write_text(text)
+            r = self.run_cli("--matrix", str(m), "--kernel", "k", "--prepare-only",
+                             env={"URINGSCOPE_VM_CACHE": str(Path(d) / "cache")})
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("cannot update the package lists of bookworm", r.stdout)
+        self.assertRegex(r.stdout, r"k +- +- +FAIL")
 
     def test_list(self):
         with tempfile.TemporaryDirectory() as d:

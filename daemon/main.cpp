@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
         spdlog::error("{}", *why);
         return 1;
     }
-    spdlog::info("dropped all capabilities{}",
+    spdlog::info("dropped every capability but CAP_BPF{}",
                  cfg.runas_user.empty() ? "" : ", running as " + cfg.runas_user);
     http->route(cfg.telemetry_path, [store] {
         return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8",

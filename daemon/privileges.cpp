@@ -51,6 +51,8 @@ std::optional<std::string> drop_privileges(const std::string& user) {
     for (cap_value_t c = 0; c <= CAP_LAST_CAP; ++c) prctl(PR_CAPBSET_DROP, c, 0, 0, 0);
     prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
     if (!user.empty()) {
+        // Keep permitted capabilities across the uid change, so CAP_BPF can be kept below.
+        prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0);
         errno = 0;
         const passwd* pw = getpwnam(user.c_str());
         if (!pw)
@@ -60,8 +62,15 @@ std::optional<std::string> drop_privileges(const std::string& user) {
             return "cannot switch to user " + user + ": " + std::strerror(errno);
     }
 
-    std::unique_ptr<std::remove_pointer_t<cap_t>, decltype(&cap_free)> none(cap_init(), cap_free);
-    if (!none || cap_set_proc(none.get()) != 0)
+    // CAP_BPF alone stays: kernels before 5.13 (Debian's 5.10 among them, with
+    // unprivileged_bpf_disabled set) refuse every bpf() command, even reading our own maps and
+    // creating iterator instances from our own link, to a process without it. Seen in the
+    // bullseye guest: sampling stopped after the drop.
+    std::unique_ptr<std::remove_pointer_t<cap_t>, decltype(&cap_free)> keep(cap_init(), cap_free);
+    const cap_value_t bpf[] = {kCapBpf};
+    if (!keep || cap_set_flag(keep.get(), CAP_PERMITTED, 1, bpf, CAP_SET) != 0 ||
+        cap_set_flag(keep.get(), CAP_EFFECTIVE, 1, bpf, CAP_SET) != 0 ||
+        cap_set_proc(keep.get()) != 0)
         return std::string("cannot drop capabilities: ") + std::strerror(errno);
     prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
     return std::nullopt;

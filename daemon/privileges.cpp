@@ -66,8 +66,13 @@ std::optional<std::string> drop_privileges(const std::string& user) {
     // unprivileged_bpf_disabled set) refuse every bpf() command, even reading our own maps and
     // creating iterator instances from our own link, to a process without it. Seen in the
     // bullseye guest: sampling stopped after the drop.
+    // A process started with CAP_SYS_ADMIN instead of CAP_BPF keeps that one: it is what grants
+    // bpf() to it, and a capability not held cannot be kept.
+    std::unique_ptr<std::remove_pointer_t<cap_t>, decltype(&cap_free)> now(cap_get_proc(), cap_free);
+    cap_flag_value_t has_bpf = CAP_CLEAR;
+    if (now) cap_get_flag(now.get(), kCapBpf, CAP_PERMITTED, &has_bpf);
     std::unique_ptr<std::remove_pointer_t<cap_t>, decltype(&cap_free)> keep(cap_init(), cap_free);
-    const cap_value_t bpf[] = {kCapBpf};
+    const cap_value_t bpf[] = {has_bpf == CAP_SET ? kCapBpf : CAP_SYS_ADMIN};
     if (!keep || cap_set_flag(keep.get(), CAP_PERMITTED, 1, bpf, CAP_SET) != 0 ||
         cap_set_flag(keep.get(), CAP_EFFECTIVE, 1, bpf, CAP_SET) != 0 ||
         cap_set_proc(keep.get()) != 0)

@@ -1,8 +1,9 @@
-// uringscope: the command-line front end. Subcommands: top.
+// uringscope: the command-line front end. Subcommands: top, advise.
 #include <cstring>
 #include <iostream>
 #include <string>
 
+#include "cli/advise.hpp"
 #include "cli/top.hpp"
 
 namespace {
@@ -11,6 +12,7 @@ const char* const kUsage = R"(uringscope - io_uring SQPOLL/IOPOLL observability
 
 USAGE
   uringscope top [OPTIONS]    live view of SQ threads, rings and polling (see top --help)
+  uringscope advise [OPTIONS] what to change, with predicted effect (see advise --help)
   uringscope --version
   uringscope --help
 
@@ -35,6 +37,14 @@ int main(int argc, char** argv) {
             return r.exit_code;
         }
         return uringscope::top::run(*r.options);
+    }
+    if (cmd == "advise") {
+        auto r = uringscope::advise::parse_options(argc - 1, argv + 1);
+        if (!r.options) {
+            (r.exit_code ? std::cerr : std::cout) << r.output << "\n";
+            return r.exit_code;
+        }
+        return uringscope::advise::run(*r.options);
     }
     std::cerr << "uringscope: unknown command \"" << cmd << "\"\n" << kUsage << "\n";
     return 2;

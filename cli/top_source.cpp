@@ -121,7 +121,7 @@ std::unique_ptr<SnapshotSource> connect_daemon(const std::string& base_url, doub
     return s;
 }
 
-std::unique_ptr<SnapshotSource> start_local(double interval_s, std::string& error) {
+std::unique_ptr<SnapshotSource> start_local(double interval_s, std::string& error, bool deep) {
     if (auto why = missing_bpf_privileges()) {
         error = *why;
         return nullptr;
@@ -131,7 +131,9 @@ std::unique_ptr<SnapshotSource> start_local(double interval_s, std::string& erro
         error = *why;
         return nullptr;
     }
-    auto bpf = BpfCollector::make(kf, LoaderOptions{}, error);
+    LoaderOptions lo;
+    lo.deep = deep;
+    auto bpf = BpfCollector::make(kf, lo, error);
     if (!bpf) return nullptr;
     auto s = std::make_unique<LocalSource>(interval_s, std::move(kf), std::move(bpf));
     s->start();

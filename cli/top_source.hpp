@@ -38,7 +38,9 @@ private:
 std::unique_ptr<SnapshotSource> connect_daemon(const std::string& base_url, double interval_s,
                                                std::string& error);
 
-// Loads the BPF collector into this process (needs root). Fails with a readable reason.
-std::unique_ptr<SnapshotSource> start_local(double interval_s, std::string& error);
+// Loads the BPF collector into this process (needs root). Fails with a readable reason. `deep`
+// adds the opt-in tier (advise needs its work_gaps probe).
+std::unique_ptr<SnapshotSource> start_local(double interval_s, std::string& error,
+                                            bool deep = false);
 
 }  // namespace uringscope::top

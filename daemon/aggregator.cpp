@@ -43,6 +43,24 @@ unsigned snap_hz(double measured) {
 
 }  // namespace
 
+double gap_bucket_lower_ns(std::size_t i) {
+    if (i == 0) return 0;
+    const std::size_t m = 6 + (i - 1) / 4, sub = (i - 1) % 4;
+    return std::ldexp(1.0, static_cast<int>(m)) + sub * std::ldexp(1.0, static_cast<int>(m) - 2);
+}
+
+std::size_t gap_bucket_index(std::uint64_t v) {
+    if (v < 64) return 0;
+    const unsigned m = 63 - static_cast<unsigned>(__builtin_clzll(v));
+    const std::size_t b = (m - 6) * 4 + ((v >> (m - 2)) & 3) + 1;
+    return std::min<std::size_t>(b, USC_GAP_BUCKETS - 1);
+}
+
+double gap_bucket_upper_ns(std::size_t i) {
+    if (i + 1 >= USC_GAP_BUCKETS) return HUGE_VAL;
+    return gap_bucket_lower_ns(i + 1);
+}
+
 const char* to_string(WorkSource s) { return s == WorkSource::kernel ? "kernel" : "estimate"; }
 
 std::string ring_mode(std::uint32_t flags) {
@@ -115,6 +133,12 @@ Snapshot Aggregator::update(const RawSample& raw) {
         rs.cqes_total = st.cqes.observe(rec->cq_tail);
         if (rec->caps & USC_CAP_SQ_TAIL)
             rs.sq_backlog = static_cast<std::uint32_t>(rec->sq_tail - rec->sq_head);
+        ++st.samples;
+        st.samples_with_backlog += rs.sq_backlog > 0;
+        st.backlog_sum += rs.sq_backlog;
+        rs.samples = st.samples;
+        rs.samples_with_backlog = st.samples_with_backlog;
+        rs.backlog_sum = st.backlog_sum;
         RingDelta d;
         if (st.seen_before) {
             d.sqes = rs.sqes_total - st.prev_sqes;
@@ -168,6 +192,8 @@ Snapshot Aggregator::update(const RawSample& raw) {
 
     std::map<std::uint32_t, const usc_sched_state*> sched;
     for (const auto& [tid, s] : raw.sched) sched.emplace(tid, &s);
+    std::map<std::uint32_t, const usc_work_gaps*> gaps;
+    for (const auto& [tid, g] : raw.gaps) gaps.emplace(tid, &g);
 
     for (auto& [tid, members] : by_thread) {
         const usc_ring_record& rec = *thread_rec.at(tid);
@@ -290,6 +316,18 @@ Snapshot Aggregator::update(const RawSample& raw) {
                                         ring.sqthread_work_seconds;
         }
 
+        if (auto it = gaps.find(static_cast<std::uint32_t>(tid)); it != gaps.end()) {
+            const usc_work_gaps& g = *it->second;
+            ts.has_gaps = true;
+            ts.gaps.count.assign(std::begin(g.count), std::end(g.count));
+            ts.gaps.sum_ns.assign(std::begin(g.sum_ns), std::end(g.sum_ns));
+            ts.gaps.sleep_spins = g.sleep_spins;
+            ts.gaps.sleep_spin_seconds = g.sleep_spin_ns / 1e9;
+            // Same clock: bpf_ktime_get_ns() is CLOCK_MONOTONIC.
+            if (g.last_work_ns && raw.mono_ns >= g.last_work_ns)
+                ts.gaps.open_gap_seconds = (raw.mono_ns - g.last_work_ns) / 1e9;
+        }
+
         for (const auto& [key, val] : raw.wakers)
             if (key.sq_tid == static_cast<std::uint32_t>(tid))
                 ts.wakers.push_back({key.waker_pid, comm_of(val.comm), val.count});
@@ -385,6 +423,7 @@ Snapshot Aggregator::update(const RawSample& raw) {
                           {"sched_state", raw.stats.sched_dropped},
                           {"wakers", raw.stats.wakers_dropped},
                           {"deep", raw.stats.deep_dropped}};
+    snap.hz = hz_;
     return snap;
 }
 

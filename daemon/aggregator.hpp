@@ -27,6 +27,7 @@ struct RawSample {
     std::vector<std::pair<std::uint64_t, usc_ring_work>> ring_work;
     std::vector<std::pair<usc_iopoll_key, usc_iopoll_stats>> iopoll;
     std::vector<std::pair<usc_dev_key, usc_nvme_stats>> nvme;
+    std::vector<std::pair<std::uint32_t, usc_work_gaps>> gaps;  // by SQ thread tid
 };
 
 std::string ring_mode(std::uint32_t setup_flags);
@@ -58,6 +59,7 @@ private:
         std::string id;
         WrappingCounter32 sqes, cqes;
         std::uint64_t prev_sqes = 0, prev_cqes = 0;
+        std::uint64_t samples = 0, samples_with_backlog = 0, backlog_sum = 0;
         std::map<std::uint32_t, usc_iopoll_stats> prev_iopoll;  // by caller
         bool seen_before = false;
     };

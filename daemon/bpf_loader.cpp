@@ -103,6 +103,12 @@ const std::vector<ProbeSpec>& probe_table() {
            {PROG(usc_kprobe_nvme_end_io)},
            {{K::kprobes}, {K::ksym, "nvme_uring_cmd_end_io"}}}},
          false, true},
+        // Per SQE, for the gaps between an SQ thread's submissions (advise's idle curve). The
+        // tracepoint was renamed in 6.4; neither variant reads its arguments.
+        {"work_gaps",
+         {{"tp_btf", {PROG(usc_submit_req)}, {{K::btf_typedef, "btf_trace_io_uring_submit_req"}}},
+          {"tp_btf", {PROG(usc_submit_sqe)}, {{K::btf_typedef, "btf_trace_io_uring_submit_sqe"}}}},
+         false, true},
         {"nvme_uring_cmd_iopoll",
          {{"fentry",
            {PROG(usc_fentry_nvme_poll)},
@@ -417,6 +423,7 @@ usc_stats BpfCollector::stats() const {
 
 void BpfCollector::forget_thread(std::uint32_t tid) {
     bpf_map_delete_elem(bpf_map__fd(skel_->maps.sched_state), &tid);
+    bpf_map_delete_elem(bpf_map__fd(skel_->maps.work_gaps), &tid);
     std::vector<std::pair<usc_waker_key, usc_waker_val>> w;
     read_wakers(w);
     int fd = bpf_map__fd(skel_->maps.wakers);
@@ -455,6 +462,10 @@ void BpfCollector::read_iopoll(
 
 void BpfCollector::read_nvme(std::vector<std::pair<usc_dev_key, usc_nvme_stats>>& out) const {
     read_hash(bpf_map__fd(skel_->maps.nvme_stats), out);
+}
+
+void BpfCollector::read_gaps(std::vector<std::pair<std::uint32_t, usc_work_gaps>>& out) const {
+    read_hash(bpf_map__fd(skel_->maps.work_gaps), out);
 }
 
 void BpfCollector::forget_ring(std::uint64_t ctx) {

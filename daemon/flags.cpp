@@ -113,6 +113,12 @@ FlagsResult parse_daemon_flags(int argc, const char* const* argv) {
     app.add_flag("--probe-report", cfg.probe_report,
                  "Load every probe this kernel allows (deep tier included), print each with the "
                  "attach kind chosen or the reason it is off, and exit.");
+    std::string advise_text = "60s";
+    app.add_option("--advise.window", advise_text,
+                   "History the advisor judges tuning findings over (uringscope advise, "
+                   "uringscope_advice_finding, the log), 5s to 1h, or 0 to switch it off. The "
+                   "sq_thread_idle curve needs --probes.deep.")
+        ->default_str("60s");
     app.add_option("--runas.user", cfg.runas_user,
                    "After attaching, switch to this user (e.g. nobody). Every capability is "
                    "dropped after attaching in any case.");
@@ -149,6 +155,22 @@ FlagsResult parse_daemon_flags(int argc, const char* const* argv) {
     if (*interval < kMinInterval || *interval > kMaxInterval)
         return fail("--sample.interval must be between 10ms and 1h, got " + interval_text);
     cfg.interval = *interval;
+    if (advise_text == "0") {
+        cfg.advise_window = std::chrono::nanoseconds(0);
+    } else {
+        auto window = parse_duration(advise_text);
+        if (!window)
+            return fail("--advise.window: \"" + advise_text +
+                        "\" is not a duration (examples: 30s, 5m) or 0");
+        if (*window < std::chrono::seconds(5) || *window > std::chrono::hours(1))
+            return fail("--advise.window must be between 5s and 1h (or 0 for off), got " +
+                        advise_text);
+        if (*window < 2 * cfg.interval)
+            return fail("--advise.window (" + advise_text +
+                        ") must span at least two samples of --sample.interval (" +
+                        interval_text + ")");
+        cfg.advise_window = *window;
+    }
     if (cfg.log_level != "debug" && cfg.log_level != "info" && cfg.log_level != "warn" &&
         cfg.log_level != "error")
         return fail("--log.level must be debug, info, warn or error, got \"" + cfg.log_level +

@@ -21,6 +21,8 @@ struct DaemonConfig {
     bool probe_report = false;  // --probe-report: print the probe plan and exit
     std::string runas_user;     // --runas.user: switch to this user once attached
     std::string web_config;     // --web.config.file: TLS and basic auth
+    // --advise.window: findings are judged over this much history; 0 switches the advisor off.
+    std::chrono::nanoseconds advise_window = std::chrono::seconds(60);
 };
 
 struct FlagsResult {

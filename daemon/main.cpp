@@ -96,6 +96,8 @@ int main(int argc, char** argv) {
 
     auto store = std::make_shared<SnapshotStore>();
     Sampler sampler(*bpf, per_thread, store, kf.release(), kf.config_hz());
+    if (cfg.advise_window.count() > 0)
+        sampler.enable_advice(std::chrono::duration<double>(cfg.advise_window).count());
     if (!sampler.sample_once()) return 1;
     // Everything privileged is done: programs attached, port bound, first walk taken.
     if (auto why = drop_privileges(cfg.runas_user)) {

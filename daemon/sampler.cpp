@@ -53,6 +53,7 @@ bool Sampler::sample_once() {
     bpf_.read_ring_work(raw.ring_work);
     bpf_.read_iopoll(raw.iopoll);
     bpf_.read_nvme(raw.nvme);
+    bpf_.read_gaps(raw.gaps);
     raw.stats = bpf_.stats();
 
     auto snap = std::make_shared<Snapshot>(agg_.update(raw));
@@ -74,11 +75,27 @@ bool Sampler::sample_once() {
         }
     }
     snap->probes = bpf_.probes_with_misses();
+    if (advice_) {
+        snap->advice = advice_->update(snap);
+        std::map<std::string, std::string> now;
+        for (const auto& f : snap->advice.findings) {
+            const auto key = f.id + "|" + f.subject;
+            now[key] = f.summary;
+            if (!logged_findings_.count(key))
+                spdlog::warn("advice {} ({}): {}. Change: {}", f.id, f.subject, f.summary,
+                             f.change);
+        }
+        for (const auto& [key, summary] : logged_findings_)
+            if (!now.count(key)) spdlog::info("advice cleared: {}", key.substr(0, key.find('|')) +
+                                                                         " (" + key.substr(key.find('|') + 1) + ")");
+        logged_findings_ = std::move(now);
+    }
     snap->map_entries = {{"sched_state", raw.sched.size()},
                          {"wakers", raw.wakers.size()},
                          {"ring_work", raw.ring_work.size()},
                          {"iopoll_stats", raw.iopoll.size()},
-                         {"nvme_stats", raw.nvme.size()}};
+                         {"nvme_stats", raw.nvme.size()},
+                         {"work_gaps", raw.gaps.size()}};
     snap->hostname = hostname_;
     snap->kernel = kernel_;
     snap->sample_duration_seconds =
@@ -87,6 +104,10 @@ bool Sampler::sample_once() {
                   snap->threads.size(), snap->sample_duration_seconds * 1e3);
     store_->publish(std::move(snap));
     return true;
+}
+
+void Sampler::enable_advice(double window_seconds, AdviseOptions opts) {
+    advice_ = std::make_unique<AdviceWindow>(window_seconds, opts);
 }
 
 void Sampler::run(std::stop_token stop, std::chrono::nanoseconds interval) {

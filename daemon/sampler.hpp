@@ -4,9 +4,11 @@
 #include <chrono>
 #include <memory>
 #include <stop_token>
+#include <map>
 #include <set>
 #include <string>
 
+#include "daemon/advisor.hpp"
 #include "daemon/aggregator.hpp"
 #include "daemon/bpf_loader.hpp"
 #include "daemon/snapshot_store.hpp"
@@ -21,6 +23,10 @@ public:
     // Takes and publishes one sample. Returns false (and logs) if the walk failed.
     bool sample_once();
 
+    // Attaches the advisor's findings over a rolling window to every snapshot, and logs each
+    // finding when it appears and when it clears.
+    void enable_advice(double window_seconds, AdviseOptions opts = {});
+
     // Samples every `interval` until stop is requested. Drift-free: the schedule is absolute.
     void run(std::stop_token stop, std::chrono::nanoseconds interval);
 
@@ -31,6 +37,8 @@ private:
     std::string hostname_, kernel_;
     Aggregator agg_;
     std::set<std::string> flagged_;  // devices logged as IOPOLL without poll queues
+    std::unique_ptr<AdviceWindow> advice_;
+    std::map<std::string, std::string> logged_findings_;  // id|subject -> summary
 };
 
 }  // namespace uringscope

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "daemon/advice.hpp"
+
 namespace uringscope {
 
 enum class WorkSource {
@@ -21,6 +23,22 @@ struct LatencyHistogram {
     std::uint64_t count = 0;                 // all observations (+Inf)
     double sum_s = 0;                        // sum of observations, seconds
 };
+
+// Gaps between consecutive SQEs of one SQ thread (deep tier), cumulative since it was first
+// seen: the raw material of `uringscope advise`'s idle-time curve. Buckets as USC_GAP_BUCKETS.
+struct WorkGaps {
+    std::vector<std::uint64_t> count;   // gaps per bucket
+    std::vector<std::uint64_t> sum_ns;  // their total length per bucket
+    std::uint64_t sleep_spins = 0;      // sleeps that followed a known last SQE
+    double sleep_spin_seconds = 0;      // total spin from the last SQE to those sleeps
+    double open_gap_seconds = -1;       // time since its latest SQE at the sample, -1 if none
+};
+
+// Bounds of gap bucket i in ns: [lower, upper); the last bucket's upper is infinity.
+double gap_bucket_lower_ns(std::size_t i);
+double gap_bucket_upper_ns(std::size_t i);
+// The bucket bpf/uringscope.bpf.c's gap_bucket() puts a gap of `ns` in (for tests and replay).
+std::size_t gap_bucket_index(std::uint64_t ns);
 
 struct WakerSnapshot {
     std::uint32_t pid = 0;     // tgid of the waking task
@@ -57,6 +75,8 @@ struct ThreadSnapshot {
     double cpu_util = 0, work_util = 0, spin_util = 0, sleep_util = 0;  // fraction of one CPU
     double sqe_rate = 0, sleep_rate = 0, wakeup_rate = 0;
     std::vector<WakerSnapshot> wakers;
+    bool has_gaps = false;           // the deep tier's work-gap probe saw this thread submit
+    WorkGaps gaps;
 };
 
 // io_do_iopoll on one ring by one kind of caller (deep tier).
@@ -86,6 +106,9 @@ struct RingSnapshot {
     std::uint32_t sq_backlog = 0;   // SQEs published but not consumed yet
     double sqthread_share = 0;      // share of its SQ thread's SQEs in the last interval
     double sqe_rate = 0, cqe_rate = 0;
+    // Backlog seen by successive samples, cumulative, so any two snapshots give the fraction of
+    // samples in which the ring had SQEs waiting and their mean.
+    std::uint64_t samples = 0, samples_with_backlog = 0, backlog_sum = 0;
     // Deep tier, present when its probes are attached:
     bool has_sqthread_work = false;
     double sqthread_work_seconds = 0;    // SQ thread time submitting and polling for this ring
@@ -120,6 +143,7 @@ struct Snapshot {
     double timestamp = 0;               // Unix time of the sample, seconds
     double interval_seconds = 0;        // time since the previous sample
     double sample_duration_seconds = 0; // time the sample itself took
+    unsigned hz = 0;                    // CONFIG_HZ (configured or measured), 0 = not known yet
     std::vector<ThreadSnapshot> threads;
     std::vector<RingSnapshot> rings;
     std::vector<DeviceSnapshot> devices;
@@ -130,6 +154,8 @@ struct Snapshot {
     std::vector<std::pair<std::string, std::uint64_t>> rings_short_lived_by_mode; // cumulative
     std::vector<std::pair<std::string, std::uint64_t>> map_overflows;             // map -> drops
     std::vector<std::pair<std::string, std::uint64_t>> map_entries;  // map -> entries now
+    Advice advice;  // the advisor's findings over the daemon's window (set by the sampler)
 };
 
 }  // namespace uringscope
+

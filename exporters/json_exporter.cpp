@@ -12,18 +12,30 @@ NLOHMANN_JSON_SERIALIZE_ENUM(WorkSource, {{WorkSource::kernel, "kernel"},
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LatencyHistogram, upper_bounds_s, cumulative,
                                                 count, sum_s)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(WakerSnapshot, pid, comm, wakeups)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(WorkGaps, count, sum_ns, sleep_spins,
+                                                sleep_spin_seconds, open_gap_seconds)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Figure, name, value, unit)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(IdleCurvePoint, setting_seconds,
+                                                effective_seconds, cpu_cores, wakeups_per_second,
+                                                current, recommended)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Finding, id, subject, sq_thread, ring, device, pid,
+                                                comm, summary, evidence, change, predicted,
+                                                assumption, curve)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Advice, window_seconds, gaps_available, findings,
+                                                notes)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
     ThreadSnapshot, tid, pid, comm, cpu_seconds, work_seconds, spin_seconds, sleep_seconds,
     work_source, sleeps, wakeups, voluntary_switches, involuntary_switches, state, sq_cpu, pinned,
     idle_setting_seconds, idle_ns_granular, wake_latency, wake_latency_log2, wake_p50_seconds,
     wake_p99_seconds, rings, fairness, rings_work_seconds, cpu_util, work_util, spin_util, sleep_util, sqe_rate,
-    sleep_rate, wakeup_rate, wakers)
+    sleep_rate, wakeup_rate, wakers, has_gaps, gaps)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(IopollSnapshot, caller, calls, empty, completions,
                                                 seconds, calls_rate, empty_ratio,
                                                 completions_per_call)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RingSnapshot, id, pid, fd, comm, mode, sq_thread,
                                                 setup_flags, sq_entries, sqes_total, cqes_total,
                                                 sq_backlog, sqthread_share, sqe_rate, cqe_rate,
+                                                samples, samples_with_backlog, backlog_sum,
                                                 has_sqthread_work, sqthread_work_seconds,
                                                 sqthread_batches, iopoll)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DeviceSnapshot, name, polled, irq,
@@ -33,9 +45,10 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DeviceSnapshot, name, polled, ir
                                                 polls_per_completion, iopoll_without_poll_queues)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ProbeState, probe, kind, attached, reason, missed)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Snapshot, hostname, kernel, seq, timestamp,
-                                                interval_seconds, sample_duration_seconds, threads,
+                                                interval_seconds, sample_duration_seconds, hz, threads,
                                                 rings, devices, iopoll_host, probes, rings_created_by_mode,
-                                                rings_short_lived_by_mode, map_overflows, map_entries)
+                                                rings_short_lived_by_mode, map_overflows, map_entries,
+                                                advice)
 
 std::string snapshot_to_json(const Snapshot& snap) {
     nlohmann::json j = snap;
@@ -46,6 +59,21 @@ std::string snapshot_to_json(const Snapshot& snap) {
         for (auto& w : t["wakers"]) w["comm"] = sanitize_utf8(w["comm"].get<std::string>());
     }
     for (auto& r : j["rings"]) r["comm"] = sanitize_utf8(r["comm"].get<std::string>());
+    for (auto& f : j["advice"]["findings"]) {
+        f["comm"] = sanitize_utf8(f["comm"].get<std::string>());
+        // Summaries and changes quote ring ids and comms.
+        for (const char* k : {"summary", "change", "subject"})
+            f[k] = sanitize_utf8(f[k].get<std::string>());
+    }
+    return j.dump();
+}
+
+std::string advice_to_json(const Advice& advice) {
+    nlohmann::json j = advice;
+    j["schema"] = kSchemaVersion;
+    for (auto& f : j["findings"])
+        for (const char* k : {"comm", "summary", "change", "subject"})
+            f[k] = sanitize_utf8(f[k].get<std::string>());
     return j.dump();
 }
 

@@ -12,6 +12,9 @@ inline constexpr int kSchemaVersion = 1;
 
 std::string snapshot_to_json(const Snapshot& snap);
 
+// The advice alone, as in the snapshot's "advice" field (uringscope advise --json).
+std::string advice_to_json(const Advice& advice);
+
 // Throws std::runtime_error with a readable message on malformed input or a schema mismatch.
 Snapshot snapshot_from_json(const std::string& text);
 

@@ -263,6 +263,26 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
         probe.gauge({{"probe", p.probe}, {"kind", p.kind}}, p.attached ? 1 : 0);
         if (p.attached) missed.counter({{"probe", p.probe}, {"kind", p.kind}}, static_cast<double>(p.missed));
     }
+    Family finding("uringscope_advice_finding",
+                   "1 for each tuning finding of the advisor over its window (uringscope advise "
+                   "explains it). The finding label is stable: sq_idle_too_long, "
+                   "sq_spinning_without_work, shared_thread_backlog, sq_threads_should_share, "
+                   "iopoll_without_poll_queues.", G);
+    Family saving("uringscope_advice_predicted_cpu_saving_cores",
+                  "CPU (cores) the advisor predicts its recommended change would save.", G);
+    for (const auto& f : s.advice.findings) {
+        Labels l{{"finding", f.id},
+                 {"subject", f.subject},
+                 {"sq_thread", f.sq_thread > 0 ? std::to_string(f.sq_thread) : std::string()},
+                 {"ring", f.ring},
+                 {"device", f.device}};
+        finding.gauge(l, 1);
+        for (const auto& p : f.predicted)
+            if (p.name == "cpu_cores_saved") saving.gauge({{"finding", f.id}, {"subject", f.subject}}, p.value);
+    }
+    Family window("uringscope_advice_window_seconds",
+                  "Length of the window the advisor judged; 0 while it has too little data.", G);
+    window.gauge({}, s.advice.window_seconds);
     Family overflow("uringscope_map_overflow_total",
                     "Entries a bounded BPF map could not take; non-zero means data was lost.", C);
     for (const auto& [map, n] : s.map_overflows)
@@ -292,7 +312,7 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
                     &host_comp})
         f->move_into(out);
     nvme_lat.move_into(out);
-    for (auto* f : {&probe, &missed, &overflow, &entries_now, &samples, &duration, &last, &build})
+    for (auto* f : {&finding, &saving, &window, &probe, &missed, &overflow, &entries_now, &samples, &duration, &last, &build})
         f->move_into(out);
     return out;
 }

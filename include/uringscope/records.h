@@ -22,6 +22,13 @@
 #define USC_MAX_CREATED 16384
 #define USC_MAX_RINGS 16384
 #define USC_MAX_DEVICES 256
+/*
+ * Work-gap histogram (deep tier): bucket 0 holds gaps under 64 ns; bucket i >= 1 covers
+ * [2^m + s * 2^(m-2), 2^m + (s+1) * 2^(m-2)) ns with m = 6 + (i-1)/4 and s = (i-1)%4, i.e. four
+ * sub-buckets per power of two (at most 25 % wide), so idle-time predictions interpolate within
+ * a quarter octave. The last bucket is open; 2^41 ns is about 37 minutes.
+ */
+#define USC_GAP_BUCKETS 142
 
 /* Units of usc_ring_record.sq_thread_idle. */
 enum usc_idle_unit {
@@ -112,6 +119,20 @@ struct usc_ring_work {
 	__u64 sqes;                 /* SQEs those calls submitted */
 };
 
+/*
+ * Gaps between consecutive SQEs submitted by one SQ thread, keyed by its tid. The gaps tile the
+ * thread's timeline, so for any idle setting T the thread would have spent sum(min(gap, T)) on
+ * the CPU and slept once per gap longer than T: this is what `uringscope advise` predicts from.
+ */
+struct usc_work_gaps {
+	__u64 last_work_ns;         /* bpf_ktime_get_ns() of the thread's latest SQE */
+	__u64 sleep_spins;          /* sleeps that followed a known last SQE */
+	__u64 sleep_spin_ns;        /* sum of last SQE -> sleep: the idle spin actually done */
+	__u64 _pad;
+	__u64 count[USC_GAP_BUCKETS]; /* gaps per bucket, see USC_GAP_BUCKETS */
+	__u64 sum_ns[USC_GAP_BUCKETS]; /* sum of those gaps, ns */
+};
+
 enum usc_caller {
 	USC_CALLER_APP = 0,         /* the application, in io_uring_enter */
 	USC_CALLER_SQ_THREAD = 1,   /* the ring's SQ thread */
@@ -170,6 +191,7 @@ USC_ASSERT_SIZE(usc_waker_val, 24);
 USC_ASSERT_SIZE(usc_created_ring, 48);
 USC_ASSERT_SIZE(usc_stats, 56);
 USC_ASSERT_SIZE(usc_ring_work, 24);
+USC_ASSERT_SIZE(usc_work_gaps, 32 + 16 * USC_GAP_BUCKETS);
 USC_ASSERT_SIZE(usc_iopoll_key, 16);
 USC_ASSERT_SIZE(usc_iopoll_stats, 32);
 USC_ASSERT_SIZE(usc_dev_key, 32);

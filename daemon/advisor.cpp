@@ -1,0 +1,565 @@
+#include "daemon/advisor.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <set>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "daemon/counters.hpp"
+#include "uringscope/records.h"
+
+namespace uringscope {
+
+namespace {
+
+constexpr std::uint32_t kSetupSqAff = 1u << 2;  // IORING_SETUP_SQ_AFF
+// IORING_SQPOLL_CAP_ENTRIES_VALUE: with more than one ring on a thread, each pass takes at most
+// this many SQEs from each ring.
+constexpr double kSharedPassCap = 8;
+// What one io_uring_enter costs the application when a ring submits without SQPOLL; used only
+// to show that dropping SQPOLL from a nearly idle ring costs next to nothing.
+constexpr double kSyscallSeconds = 1e-6;
+
+std::string fmt_seconds(double s) {
+    if (s >= 1) return fmt::format("{:.3g} s", s);
+    if (s >= 1e-3) return fmt::format("{:.3g} ms", s * 1e3);
+    return fmt::format("{:.3g} us", s * 1e6);
+}
+
+std::string fmt_setting(double s, bool ns_granular) {
+    if (ns_granular) return fmt::format("{} ns ({})", std::llround(s * 1e9), fmt_seconds(s));
+    return fmt::format("{} ms", std::llround(s * 1e3));
+}
+
+const ThreadSnapshot* find_thread(const Snapshot& s, std::int32_t tid) {
+    for (const auto& t : s.threads)
+        if (t.tid == tid) return &t;
+    return nullptr;
+}
+
+const RingSnapshot* find_ring(const Snapshot& s, const std::string& id, std::uint64_t ctx) {
+    for (const auto& r : s.rings)
+        if (r.ctx == ctx && r.id == id) return &r;
+    return nullptr;
+}
+
+const DeviceSnapshot* find_device(const Snapshot& s, const std::string& name) {
+    for (const auto& d : s.devices)
+        if (d.name == name) return &d;
+    return nullptr;
+}
+
+double delta(double a, double b) { return std::max(0.0, b - a); }
+double delta(std::uint64_t a, std::uint64_t b) { return b > a ? static_cast<double>(b - a) : 0; }
+
+// Wake latency over the window: the median of the difference of the log2 histograms.
+double wake_latency(const ThreadSnapshot& a, const ThreadSnapshot& b, const AdviseOptions& o,
+                    bool& measured) {
+    measured = false;
+    if (b.wake_latency_log2.empty()) return o.assumed_wake_latency_seconds;
+    std::vector<std::uint64_t> d(b.wake_latency_log2);
+    if (a.wake_latency_log2.size() == d.size())
+        for (std::size_t i = 0; i < d.size(); ++i) d[i] -= std::min(d[i], a.wake_latency_log2[i]);
+    if (auto p50 = log2_quantile(d, 0.5)) {
+        measured = true;
+        return *p50 / 1e9;
+    }
+    return o.assumed_wake_latency_seconds;
+}
+
+// What the window says about one SQ thread.
+struct ThreadWindow {
+    const ThreadSnapshot* a;
+    const ThreadSnapshot* b;
+    double cpu = 0, work = 0, spin = 0, wakeups = 0, sleeps = 0;  // per second
+    double sqes = 0;                                               // per second, its rings
+    std::vector<const RingSnapshot*> rings;                        // in `to`
+};
+
+Finding thread_finding(const char* id, const ThreadSnapshot& t) {
+    Finding f;
+    f.id = id;
+    f.subject = fmt::format("sq_thread {}", t.tid);
+    f.sq_thread = t.tid;
+    f.pid = t.pid;
+    f.comm = t.comm;
+    return f;
+}
+
+std::string ring_list(const std::vector<const RingSnapshot*>& rings) {
+    std::string out;
+    for (const auto* r : rings) out += (out.empty() ? "" : ", ") + r->id;
+    return out;
+}
+
+// --- sq_idle_too_long ---------------------------------------------------------------------
+
+bool idle_finding(const ThreadWindow& tw, const Snapshot& to, const AdviseOptions& o,
+                  double window, Advice& out) {
+    const ThreadSnapshot& a = *tw.a;
+    const ThreadSnapshot& b = *tw.b;
+    if (!b.has_gaps) return false;
+    if (!a.has_gaps) {
+        out.notes.push_back(fmt::format("sq_thread {}: its SQE gaps are tracked only since inside "
+                                        "the window; the idle curve waits for a full one", b.tid));
+        return false;
+    }
+    if (!b.idle_ns_granular && to.hz == 0) {
+        out.notes.push_back(fmt::format("sq_thread {}: HZ is not known yet, so the idle curve "
+                                        "waits for the next sample", b.tid));
+        return false;
+    }
+    const GapWindow gw = gap_window(a.gaps, b.gaps, window);
+    auto curve = idle_curve(gw, b.idle_setting_seconds, b.idle_ns_granular, to.hz);
+    if (curve.empty()) return false;
+    bool measured_wake = false;
+    const double wake_s = wake_latency(a, b, o, measured_wake);
+    auto cost = [&](const IdleCurvePoint& p) {
+        return p.cpu_cores + o.wake_weight * p.wakeups_per_second * wake_s;
+    };
+    std::size_t best = 0;
+    for (std::size_t i = 1; i < curve.size(); ++i)
+        if (cost(curve[i]) < cost(curve[best]) - 1e-12) best = i;
+    const IdleCurvePoint* cur = nullptr;
+    for (auto& p : curve)
+        if (p.current) cur = &p;
+    IdleCurvePoint& rec = curve[best];
+    rec.recommended = true;
+    const double saving = tw.cpu - rec.cpu_cores;
+    if (rec.current || rec.setting_seconds >= b.idle_setting_seconds ||
+        saving < o.min_cpu_saving_cores)
+        return false;
+
+    Finding f = thread_finding("sq_idle_too_long", b);
+    f.ring = tw.rings.empty() ? "" : tw.rings.front()->id;
+    f.summary = fmt::format(
+        "sq_thread_idle {} keeps the SQ thread spinning through gaps in its work: {:.0f}% of a "
+        "CPU for {:.0f} SQEs/s; {} would use {:.0f}%",
+        fmt_setting(b.idle_setting_seconds, b.idle_ns_granular), tw.cpu * 100, tw.sqes,
+        fmt_setting(rec.setting_seconds, b.idle_ns_granular), rec.cpu_cores * 100);
+    f.evidence = {{"cpu_cores", tw.cpu, "cores"},
+                  {"work_cores", tw.work, "cores"},
+                  {"spin_cores", tw.spin, "cores"},
+                  {"sqes_per_second", tw.sqes, "1/s"},
+                  {"wakeups_per_second", tw.wakeups, "1/s"},
+                  {"sq_thread_idle_seconds", b.idle_setting_seconds, "s"},
+                  {"wake_latency_seconds", wake_s, "s"}};
+    if (cur) f.evidence.push_back({"model_cpu_cores_at_current_setting", cur->cpu_cores, "cores"});
+    const double sleeps = delta(a.gaps.sleep_spins, b.gaps.sleep_spins);
+    if (sleeps > 0)
+        f.evidence.push_back({"spin_before_sleep_seconds",
+                              delta(a.gaps.sleep_spin_seconds, b.gaps.sleep_spin_seconds) / sleeps,
+                              "s"});
+    f.change = fmt::format(
+        "set io_uring_params.sq_thread_idle = {}{} for ring{} {}", 
+        b.idle_ns_granular ? std::llround(rec.setting_seconds * 1e9)
+                           : std::llround(rec.setting_seconds * 1e3),
+        b.idle_ns_granular ? " (ns, IORING_SETUP_IDLE_NS)" : " (ms)",
+        tw.rings.size() > 1 ? "s" : "", ring_list(tw.rings));
+    f.predicted = {{"cpu_cores", rec.cpu_cores, "cores"},
+                   {"cpu_cores_saved", saving, "cores"},
+                   {"wakeups_per_second", rec.wakeups_per_second, "1/s"},
+                   {"added_wake_delay_per_second",
+                    std::max(0.0, rec.wakeups_per_second - tw.wakeups) * wake_s, "s/s"}};
+    f.assumption = fmt::format(
+        "the gaps between SQEs stay as measured over {:.0f} s; the thread spins a gap out until "
+        "the idle time passes, then sleeps and is woken by the next SQE at a cost of {} each "
+        "({}); {}; one second of wake delay is weighed as {:g} CPU-seconds",
+        window, fmt_seconds(wake_s), measured_wake ? "measured median" : "assumed, no wake seen",
+        b.idle_ns_granular
+            ? "this kernel takes sq_thread_idle in nanoseconds (IORING_SETUP_IDLE_NS), so "
+              "sub-millisecond values are exact"
+            : fmt::format("this kernel rounds sq_thread_idle up to jiffies (HZ={}, {} each) and "
+                          "spins up to one more tick, so values below a tick are not available",
+                          to.hz, fmt_seconds(1.0 / to.hz)),
+        o.wake_weight);
+    f.curve = std::move(curve);
+    out.findings.push_back(std::move(f));
+    return true;
+}
+
+// --- sq_spinning_without_work ---------------------------------------------------------------
+
+bool idle_ring_finding(const ThreadWindow& tw, const AdviseOptions& o, double window,
+                       Advice& out) {
+    if (tw.cpu < o.spinning_min_cpu_cores || tw.sqes >= o.idle_ring_max_sqe_rate) return false;
+    const ThreadSnapshot& b = *tw.b;
+    Finding f = thread_finding("sq_spinning_without_work", b);
+    f.ring = tw.rings.empty() ? "" : tw.rings.front()->id;
+    f.summary = fmt::format("SQ thread spins at {:.0f}% of a CPU for {:.2g} SQEs/s over {:.0f} s",
+                            tw.cpu * 100, tw.sqes, window);
+    f.evidence = {{"cpu_cores", tw.cpu, "cores"},
+                  {"spin_cores", tw.spin, "cores"},
+                  {"sqes_per_second", tw.sqes, "1/s"},
+                  {"sq_thread_idle_seconds", b.idle_setting_seconds, "s"}};
+    f.change = fmt::format(
+        "create ring{} {} without IORING_SETUP_SQPOLL and submit with io_uring_enter; or, to "
+        "keep SQPOLL, make sq_thread_idle shorter than the {} between its submissions",
+        tw.rings.size() > 1 ? "s" : "", ring_list(tw.rings),
+        tw.sqes > 0 ? fmt_seconds(1.0 / tw.sqes) : std::string("time"));
+    const double after = tw.sqes * kSyscallSeconds;
+    f.predicted = {{"cpu_cores", after, "cores"},
+                   {"cpu_cores_saved", tw.cpu - after, "cores"},
+                   {"wakeups_per_second", 0, "1/s"}};
+    f.assumption = fmt::format(
+        "without an SQ thread each submission costs the application one io_uring_enter "
+        "(about {} each, {:.2g} per second)",
+        fmt_seconds(kSyscallSeconds), tw.sqes);
+    out.findings.push_back(std::move(f));
+    return true;
+}
+
+// --- shared_thread_backlog ------------------------------------------------------------------
+
+void backlog_findings(const ThreadWindow& tw, const Snapshot& from, const AdviseOptions& o,
+                      double window, Advice& out) {
+    if (tw.rings.size() < 2) return;
+    struct Waiting {
+        const RingSnapshot* ring;
+        double fraction, mean, sqes;
+    };
+    std::vector<Waiting> waiting;
+    double total_sqes = 0;
+    for (const auto* r : tw.rings) {
+        const RingSnapshot* old = find_ring(from, r->id, r->ctx);
+        if (!old) continue;
+        const double samples = delta(old->samples, r->samples);
+        const double sqes = delta(old->sqes_total, r->sqes_total) / window;
+        total_sqes += sqes;
+        if (samples < 3) continue;
+        const double frac = delta(old->samples_with_backlog, r->samples_with_backlog) / samples;
+        if (frac >= o.backlog_min_fraction)
+            waiting.push_back({r, frac, delta(old->backlog_sum, r->backlog_sum) / samples, sqes});
+    }
+    if (waiting.empty()) return;
+    // The thread had no idle time to give: it is saturated, so rings wait for their turn.
+    const double spin_share = tw.cpu > 0 ? tw.spin / tw.cpu : 1;
+    if (spin_share > 0.2) return;
+    const auto worst = std::max_element(waiting.begin(), waiting.end(), [](auto& x, auto& y) {
+        return x.fraction * x.mean < y.fraction * y.mean;
+    });
+    const ThreadSnapshot& b = *tw.b;
+    Finding f = thread_finding("shared_thread_backlog", b);
+    f.subject = fmt::format("ring {}", worst->ring->id);
+    f.ring = worst->ring->id;
+    const double share = total_sqes > 0 ? worst->sqes / total_sqes : 0;
+    f.summary = fmt::format(
+        "ring {} had SQEs waiting in {:.0f}% of samples (mean {:.1f}) on SQ thread {}, which "
+        "serves {} rings and is busy {:.0f}% of a CPU; it got {:.0f}% of the thread's SQEs",
+        worst->ring->id, worst->fraction * 100, worst->mean, b.tid, tw.rings.size(),
+        tw.cpu * 100, share * 100);
+    f.evidence = {{"backlog_sample_fraction", worst->fraction, "ratio"},
+                  {"backlog_mean_sqes", worst->mean, "sqes"},
+                  {"ring_sqes_per_second", worst->sqes, "1/s"},
+                  {"ring_share_of_thread", share, "ratio"},
+                  {"thread_rings", static_cast<double>(tw.rings.size()), "rings"},
+                  {"thread_cpu_cores", tw.cpu, "cores"},
+                  {"thread_spin_cores", tw.spin, "cores"},
+                  {"waiting_rings", static_cast<double>(waiting.size()), "rings"}};
+    f.change = fmt::format(
+        "give ring {} its own SQ thread: create it without IORING_SETUP_ATTACH_WQ{}",
+        worst->ring->id,
+        worst->mean > kSharedPassCap
+            ? " (its backlog is deeper than the 8 SQEs a shared thread takes from each ring per "
+              "pass, IORING_SQPOLL_CAP_ENTRIES_VALUE)"
+            : "");
+    // A thread busy `cpu` of a CPU moved total_sqes per second; alone on a CPU of its own the
+    // ring can take up to the whole of that capacity instead of its turn in the rotation.
+    const double capacity = tw.cpu > 0 ? total_sqes / std::min(1.0, tw.cpu) : 0;
+    f.predicted = {{"ring_sqes_per_second_up_to", std::max(capacity, worst->sqes), "1/s"},
+                   {"cpu_cores_added", std::min(1.0, tw.cpu), "cores"}};
+    f.assumption = "a CPU is free for the new thread; the ring's SQEs cost the same alone, so "
+                   "its own thread can move as many per second as the shared one moves for all "
+                   "rings now; whether the ring then keeps up depends on how fast the application "
+                   "submits, which a backlog hides";
+    out.findings.push_back(std::move(f));
+}
+
+// --- sq_threads_should_share ----------------------------------------------------------------
+
+void share_findings(const std::vector<ThreadWindow>& windows, const AdviseOptions& o,
+                    Advice& out) {
+    std::map<std::uint32_t, std::vector<const ThreadWindow*>> by_pid;
+    for (const auto& tw : windows) {
+        if (tw.cpu < 0.05 || tw.cpu <= 0) continue;
+        if (tw.spin / tw.cpu < o.share_min_spin_fraction) continue;
+        by_pid[tw.b->pid].push_back(&tw);
+    }
+    for (auto& [pid, group] : by_pid) {
+        if (group.size() < 2) continue;
+        // Threads pinned to different CPUs were placed on purpose; only merge the unpinned ones
+        // and those pinned to the same CPU.
+        std::set<std::int32_t> pinned_cpus;
+        for (const auto* tw : group)
+            if (tw->b->pinned) pinned_cpus.insert(tw->b->sq_cpu);
+        if (pinned_cpus.size() > 1) continue;
+        // A thread that never sleeps wants the whole CPU; what it got (u) only says how much
+        // the scheduler could give it. Its busy fraction is 1, and so is the shared thread's.
+        auto busy = [](const ThreadWindow* tw) {
+            return tw->sleeps < 0.5 ? 1.0 : std::min(1.0, tw->cpu);
+        };
+        double sum_cpu = 0, sum_work = 0, idle_all = 1;
+        for (const auto* tw : group) {
+            sum_cpu += tw->cpu;
+            sum_work += tw->work;
+            idle_all *= 1 - busy(tw);
+        }
+        if (sum_work > o.share_max_work_cores) continue;
+        const double merged = std::max(sum_work, 1 - idle_all);
+        double wakes = 0;
+        for (const auto* tw : group) {
+            double others_idle = 1;
+            for (const auto* other : group)
+                if (other != tw) others_idle *= 1 - busy(other);
+            wakes += tw->wakeups * others_idle;
+        }
+        const double saving = sum_cpu - merged;
+        if (saving < o.min_cpu_saving_cores) continue;
+        const ThreadSnapshot& first = *group.front()->b;
+        Finding f = thread_finding("sq_threads_should_share", first);
+        std::string tids, rings;
+        for (const auto* tw : group) {
+            tids += (tids.empty() ? "" : ",") + std::to_string(tw->b->tid);
+            for (const auto* r : tw->rings) rings += (rings.empty() ? "" : ", ") + r->id;
+        }
+        f.subject = "sq_threads " + tids;
+        f.summary = fmt::format(
+            "{} SQ threads of pid {} ({}) each spin most of their time: {:.0f}% of a CPU "
+            "together for {:.0f}% of work",
+            group.size(), pid, first.comm, sum_cpu * 100, sum_work * 100);
+        f.evidence = {{"threads", static_cast<double>(group.size()), "threads"},
+                      {"cpu_cores", sum_cpu, "cores"},
+                      {"work_cores", sum_work, "cores"}};
+        for (const auto* tw : group)
+            f.evidence.push_back(
+                {fmt::format("sq_thread_{}_cpu_cores", tw->b->tid), tw->cpu, "cores"});
+        const auto& owner = group.front()->rings;
+        f.change = fmt::format(
+            "create the rings {} with IORING_SETUP_ATTACH_WQ and wq_fd = the fd of ring {}, so "
+            "one SQ thread serves them all{}",
+            rings, owner.empty() ? std::string("?") : owner.front()->id,
+            pinned_cpus.empty() ? ""
+                                : fmt::format(" (pinned to CPU {} with IORING_SETUP_SQ_AFF)",
+                                              *pinned_cpus.begin()));
+        f.predicted = {{"cpu_cores", merged, "cores"},
+                       {"cpu_cores_saved", saving, "cores"},
+                       {"wakeups_per_second", wakes, "1/s"}};
+        f.assumption =
+            "the threads' busy periods are independent, so the shared thread is busy when any "
+            "of them would be (1 - product of their idle fractions), and a thread that never "
+            "sleeps counts as busy all the time, so the shared one never sleeps either and "
+            "takes one whole CPU; their combined work fits in one thread; a shared thread "
+            "takes at most 8 SQEs per ring per pass";
+        out.findings.push_back(std::move(f));
+    }
+}
+
+// --- iopoll_without_poll_queues ------------------------------------------------------------
+
+void poll_queue_findings(const Snapshot& from, const Snapshot& to, Advice& out) {
+    for (const auto& d : to.devices) {
+        if (!d.iopoll_without_poll_queues) continue;
+        const DeviceSnapshot* old = find_device(from, d.name);
+        const double intent = old ? delta(old->polled_intent_irq, d.polled_intent_irq)
+                                  : static_cast<double>(d.polled_intent_irq);
+        const double all = old ? delta(old->polled, d.polled) + delta(old->irq, d.irq)
+                               : static_cast<double>(d.polled + d.irq);
+        Finding f;
+        f.id = "iopoll_without_poll_queues";
+        f.subject = "device " + d.name;
+        f.device = d.name;
+        const double share = all > 0 ? intent / all : 1;
+        f.summary = fmt::format(
+            "{}: {:.0f}% of uring_cmd completions were polled requests finished by an "
+            "interrupt: IOPOLL spins on a device without poll queues",
+            d.name, share * 100);
+        f.evidence = {{"polled_requests_completed_by_irq", intent, "requests"},
+                      {"irq_completed_share", share, "ratio"},
+                      {"polls_per_completion", d.polls_per_completion, "ratio"}};
+        f.change = "give the nvme driver poll queues: nvme.poll_queues=N on the kernel command "
+                   "line, or 'options nvme poll_queues=N' in /etc/modprobe.d and reload nvme";
+        f.predicted = {{"irq_completed_share", 0, "ratio"}, {"polled_share", 1, "ratio"}};
+        f.assumption = "the controller grants the extra queue pairs; until then every polled "
+                       "request waits for its interrupt while the poller spins";
+        out.findings.push_back(std::move(f));
+    }
+}
+
+// Gap bucket contribution to the model: CPU (ns) and sleeps for gaps in one bucket.
+void add_bucket(std::uint64_t c, double sum_ns, double lo, double hi, double t_ns, double& cpu,
+                double& sleeps) {
+    if (c == 0) return;
+    if (hi <= t_ns) {
+        cpu += sum_ns;
+    } else if (lo >= t_ns || !std::isfinite(hi)) {
+        cpu += c * t_ns;
+        sleeps += c;
+    } else {
+        // The threshold falls inside: spread the bucket's gaps evenly over it.
+        const double f = (t_ns - lo) / (hi - lo);
+        cpu += c * f * (lo + t_ns) / 2 + c * (1 - f) * t_ns;
+        sleeps += c * (1 - f);
+    }
+}
+
+}  // namespace
+
+GapWindow gap_window(const WorkGaps& from, const WorkGaps& to, double window_s) {
+    GapWindow w;
+    w.window_s = window_s;
+    w.count.assign(to.count.size(), 0);
+    w.sum_ns.assign(to.count.size(), 0);
+    for (std::size_t i = 0; i < to.count.size() && i < to.sum_ns.size(); ++i) {
+        const std::uint64_t c0 = i < from.count.size() ? from.count[i] : 0;
+        const std::uint64_t s0 = i < from.sum_ns.size() ? from.sum_ns[i] : 0;
+        w.count[i] = to.count[i] - std::min(to.count[i], c0);
+        w.sum_ns[i] = static_cast<double>(to.sum_ns[i] - std::min(to.sum_ns[i], s0));
+    }
+    w.open_start_s = std::max(0.0, from.open_gap_seconds);
+    w.open_end_s = std::max(0.0, to.open_gap_seconds);
+    // No SQE at all in the window: the gap open at its start simply grew.
+    return w;
+}
+
+IdleCost idle_cost_fixed(const GapWindow& w, double spin_s) {
+    const double t = spin_s * 1e9;
+    double cpu = 0, sleeps = 0;
+    for (std::size_t i = 0; i < w.count.size(); ++i)
+        add_bucket(w.count[i], w.sum_ns[i], gap_bucket_lower_ns(i), gap_bucket_upper_ns(i), t, cpu,
+                   sleeps);
+    // The gap open at the start ended inside the window (and is in the buckets) or is still
+    // open at the end; either way its part before the window is not ours to count.
+    cpu += std::min(w.open_end_s * 1e9, t);
+    cpu -= std::min(w.open_start_s * 1e9, t);
+    // A gap open at both ends with no SQE in between is one gap, not two.
+    IdleCost c;
+    c.cpu_seconds = std::clamp(cpu / 1e9, 0.0, w.window_s);
+    c.wakeups = sleeps;
+    return c;
+}
+
+IdleCost idle_cost_jiffies(const GapWindow& w, std::uint64_t jiffies, unsigned hz) {
+    constexpr int kSteps = 8;
+    const double tick = 1.0 / hz;
+    IdleCost sum;
+    for (int k = 0; k < kSteps; ++k) {
+        auto c = idle_cost_fixed(w, (jiffies + (k + 0.5) / kSteps) * tick);
+        sum.cpu_seconds += c.cpu_seconds / kSteps;
+        sum.wakeups += c.wakeups / kSteps;
+    }
+    return sum;
+}
+
+std::vector<IdleCurvePoint> idle_curve(const GapWindow& w, double current_s, bool ns_granular,
+                                       unsigned hz) {
+    std::vector<IdleCurvePoint> out;
+    if (w.window_s <= 0) return out;
+    auto add = [&](double setting, double effective, IdleCost c, bool current) {
+        IdleCurvePoint p;
+        p.setting_seconds = setting;
+        p.effective_seconds = effective;
+        p.cpu_cores = c.cpu_seconds / w.window_s;
+        p.wakeups_per_second = c.wakeups / w.window_s;
+        p.current = current;
+        out.push_back(p);
+    };
+    static const double kMs[] = {1, 2, 3, 4, 5, 8, 10, 15, 20, 30, 50, 100, 200, 500, 1000, 2000};
+    if (ns_granular) {
+        static const double kUs[] = {20, 50, 100, 200, 500};
+        std::set<double> settings(std::begin(kUs), std::end(kUs));
+        for (double ms : kMs) settings.insert(ms * 1e3);
+        for (double us : settings)
+            if (std::abs(us * 1e-6 - current_s) > 1e-9)
+                add(us * 1e-6, us * 1e-6, idle_cost_fixed(w, us * 1e-6), false);
+        add(current_s, current_s, idle_cost_fixed(w, current_s), true);
+    } else {
+        if (hz == 0) return out;
+        // msecs_to_jiffies() rounds up; several ms values share a tick count: keep the smallest.
+        const auto cur_j = static_cast<std::uint64_t>(std::llround(current_s * hz));
+        std::map<std::uint64_t, double> by_jiffies;
+        for (double ms : kMs) {
+            const auto j = static_cast<std::uint64_t>(std::ceil(ms * hz / 1000 - 1e-9));
+            if (j != cur_j) by_jiffies.try_emplace(j, ms / 1e3);
+        }
+        for (const auto& [j, setting] : by_jiffies)
+            add(setting, (j + 0.5) / hz, idle_cost_jiffies(w, j, hz), false);
+        add(current_s, (cur_j + 0.5) / hz, idle_cost_jiffies(w, cur_j, hz), true);
+    }
+    std::sort(out.begin(), out.end(),
+              [](const auto& a, const auto& b) { return a.setting_seconds < b.setting_seconds; });
+    return out;
+}
+
+Advice make_advice(const Snapshot& from, const Snapshot& to, const AdviseOptions& o) {
+    Advice out;
+    const double window = to.timestamp - from.timestamp;
+    if (window < o.min_window_seconds) {
+        out.notes.push_back(fmt::format(
+            "not enough data yet: {:.1f} s observed, advice needs {:.0f} s", std::max(0.0, window),
+            o.min_window_seconds));
+        return out;
+    }
+    out.window_seconds = window;
+
+    std::vector<ThreadWindow> windows;
+    for (const auto& b : to.threads) {
+        const ThreadSnapshot* a = find_thread(from, b.tid);
+        if (!a) {
+            out.notes.push_back(fmt::format(
+                "sq_thread {}: started inside the window; judged once it has a full one", b.tid));
+            continue;
+        }
+        ThreadWindow tw{a, &b, 0, 0, 0, 0, 0, 0, {}};
+        tw.cpu = delta(a->cpu_seconds, b.cpu_seconds) / window;
+        tw.work = delta(a->work_seconds, b.work_seconds) / window;
+        tw.spin = std::max(0.0, tw.cpu - tw.work);
+        tw.wakeups = delta(a->wakeups, b.wakeups) / window;
+        tw.sleeps = delta(a->sleeps, b.sleeps) / window;
+        for (const auto& r : to.rings) {
+            if (r.sq_thread != b.tid) continue;
+            tw.rings.push_back(&r);
+            if (const auto* old = find_ring(from, r.id, r.ctx))
+                tw.sqes += delta(old->sqes_total, r.sqes_total) / window;
+        }
+        out.gaps_available = out.gaps_available || b.has_gaps;
+        windows.push_back(tw);
+    }
+
+    for (const auto& tw : windows) {
+        // A thread with no work gets the stronger advice; the idle curve would say the same.
+        if (idle_ring_finding(tw, o, window, out)) continue;
+        idle_finding(tw, to, o, window, out);
+        backlog_findings(tw, from, o, window, out);
+    }
+    share_findings(windows, o, out);
+    poll_queue_findings(from, to, out);
+    if (!out.gaps_available && !windows.empty())
+        out.notes.push_back("no idle-time curves: they need the deep tier's work_gaps probe "
+                            "(uringscoped --probes.deep)");
+    return out;
+}
+
+Advice AdviceWindow::update(const std::shared_ptr<const Snapshot>& now) {
+    Advice a;
+    if (!history_.empty()) {
+        // The newest snapshot at least a window old, else the oldest we have.
+        std::shared_ptr<const Snapshot> from = history_.front();
+        for (const auto& s : history_)
+            if (now->timestamp - s->timestamp >= window_s_) from = s;
+        a = make_advice(*from, *now, opts_);
+        // Drop what no future window can start from.
+        while (history_.size() > 1 && now->timestamp - history_[1]->timestamp >= window_s_)
+            history_.erase(history_.begin());
+    } else {
+        a.notes.push_back("not enough data yet: first sample");
+    }
+    if (history_.empty() || now->timestamp - history_.back()->timestamp >= window_s_ / 8)
+        history_.push_back(now);
+    return a;
+}
+
+}  // namespace uringscope

@@ -1,0 +1,71 @@
+#pragma once
+// Tuning advice from two snapshots: everything is a difference of cumulative counters between
+// `from` and `to`, so the daemon (rolling window) and `uringscope advise` (fresh window) use the
+// same code. Pure: no clock, no I/O; the unit tests feed hand-made snapshots.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "daemon/snapshot.hpp"
+
+namespace uringscope {
+
+struct AdviseOptions {
+    double min_window_seconds = 5;      // shorter windows give no advice
+    double min_cpu_saving_cores = 0.10; // smaller predicted savings are not worth a finding
+    // How many CPU-seconds one second of I/O delayed by a wake is worth: the exchange rate
+    // between the two costs of sq_thread_idle. 100 means that spinning 5 ms more is worth it
+    // to save one 50 us wake.
+    double wake_weight = 100;
+    double assumed_wake_latency_seconds = 50e-6;  // used while no wake has been measured
+    double idle_ring_max_sqe_rate = 10;            // SQEs/s below which a ring counts as idle
+    double spinning_min_cpu_cores = 0.20;
+    double backlog_min_fraction = 0.5;  // share of samples with SQEs waiting
+    double share_min_spin_fraction = 0.5;  // spin / CPU of a thread worth merging
+    double share_max_work_cores = 0.8;     // combined work must fit in one thread
+};
+
+Advice make_advice(const Snapshot& from, const Snapshot& to, const AdviseOptions& opts = {});
+
+// The idle-time model, exposed for tests. Gaps are the differences of two WorkGaps.
+struct GapWindow {
+    std::vector<std::uint64_t> count;  // per USC_GAP_BUCKETS bucket
+    std::vector<double> sum_ns;
+    double open_start_s = 0;  // time since the latest SQE at the window start (0 if none)
+    double open_end_s = 0;    // the same at the window end
+    double window_s = 0;
+};
+
+GapWindow gap_window(const WorkGaps& from, const WorkGaps& to, double window_s);
+
+// CPU time (seconds) and sleeps ended by work in the window, had the thread spun exactly
+// `spin_s` after each SQE before sleeping.
+struct IdleCost {
+    double cpu_seconds = 0;
+    double wakeups = 0;
+};
+IdleCost idle_cost_fixed(const GapWindow& w, double spin_s);
+// Upstream kernels: sq_thread_idle of `jiffies` ticks spins for (jiffies, jiffies+1] ticks
+// depending on where in a tick the last SQE fell; averaged over that tick.
+IdleCost idle_cost_jiffies(const GapWindow& w, std::uint64_t jiffies, unsigned hz);
+
+// Candidate sq_thread_idle values for a thread, with their predicted cost, sorted by setting.
+std::vector<IdleCurvePoint> idle_curve(const GapWindow& w, double current_setting_s,
+                                       bool ns_granular, unsigned hz);
+
+// Keeps the snapshots the daemon's rolling window needs and turns each new one into advice.
+class AdviceWindow {
+public:
+    AdviceWindow(double window_seconds, AdviseOptions opts = {})
+        : window_s_(window_seconds), opts_(opts) {}
+    // Advice for `now` against the snapshot about window_seconds older; remembers `now`.
+    Advice update(const std::shared_ptr<const Snapshot>& now);
+
+private:
+    double window_s_;
+    AdviseOptions opts_;
+    std::vector<std::shared_ptr<const Snapshot>> history_;  // oldest first, spaced window/8
+};
+
+}  // namespace uringscope

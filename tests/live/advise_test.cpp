@@ -1,0 +1,353 @@
+// Live tier for `uringscope advise`: each test creates a situation with uringscope-load, checks
+// that the daemon's advisor reports it, then applies the recommendation, runs the same load
+// again and compares the predicted effect with what the kernel's own accounting measures
+// (/proc/PID/task/TID/schedstat for CPU, voluntary_ctxt_switches for sleeps). Needs root and
+// BPF; the idle curve also needs the io_uring_submit_req/_sqe tracepoint (work_gaps probe).
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "tests/live/harness.hpp"
+
+using namespace live;
+using namespace std::chrono;
+using nlohmann::json;
+
+namespace {
+
+std::string load_bin() { return build_dir() + "/uringscope-load"; }
+std::string cli_bin() { return build_dir() + "/uringscope"; }
+
+// Daemon::url() is the metrics URL; the CLI wants the base.
+std::string base_url(Daemon& d) {
+    auto u = d.url();
+    return u.substr(0, u.find('/', std::string("http://").size()));
+}
+
+std::optional<unsigned long long> voluntary_switches(pid_t pid, pid_t tid) {
+    std::ifstream f("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/status");
+    std::string line;
+    while (std::getline(f, line))
+        if (line.rfind("voluntary_ctxt_switches:", 0) == 0)
+            return std::stoull(line.substr(line.find(':') + 1));
+    return std::nullopt;
+}
+
+// What the kernel says a set of SQ threads did over `window`.
+struct Measured {
+    double cpu = 0;     // cores
+    double sleeps = 0;  // per second: each sleep of an SQ thread ends in a wake by new work
+};
+
+Measured measure(pid_t pid, const std::set<int>& tids, seconds window) {
+    std::map<int, unsigned long long> cpu0, sw0;
+    for (int t : tids) {
+        cpu0[t] = schedstat_ns(pid, t).value_or(0);
+        sw0[t] = voluntary_switches(pid, t).value_or(0);
+    }
+    const auto t0 = steady_clock::now();
+    std::this_thread::sleep_for(window);
+    const double secs = duration<double>(steady_clock::now() - t0).count();
+    Measured m;
+    for (int t : tids) {
+        m.cpu += (schedstat_ns(pid, t).value_or(0) - cpu0[t]) / 1e9 / secs;
+        m.sleeps += (voluntary_switches(pid, t).value_or(0) - sw0[t]) / secs;
+    }
+    return m;
+}
+
+// `uringscope advise --json` against the daemon; returns the parsed advice and exit status.
+std::pair<json, int> advise_cli(Daemon& d, std::vector<std::string> extra = {}) {
+    std::vector<std::string> argv{cli_bin(), "advise", "--daemon", base_url(d), "--json"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    Child c(argv);
+    auto out = c.drain(seconds(20));
+    auto rc = c.wait(seconds(5)).value_or(-1);
+    json j;
+    try {
+        j = json::parse(out);
+    } catch (...) {
+        j = json::object({{"raw", out}});
+    }
+    return {j, rc};
+}
+
+const json* finding(const json& advice, const std::string& id) {
+    if (!advice.contains("findings")) return nullptr;
+    for (const auto& f : advice["findings"])
+        if (f["id"] == id) return &f;
+    return nullptr;
+}
+
+double figure(const json& f, const char* group, const std::string& name) {
+    for (const auto& x : f[group])
+        if (x["name"] == name) return x["value"].get<double>();
+    ADD_FAILURE() << "no " << group << " figure " << name << " in " << f.dump();
+    return NAN;
+}
+
+// Waits until the daemon's advisor reports `id` (after at least one full window).
+json wait_for_finding(Daemon& d, const std::string& id, seconds timeout,
+                      std::vector<std::string> extra = {}) {
+    json last;
+    eventually(duration_cast<milliseconds>(timeout), [&] {
+        auto [advice, rc] = advise_cli(d, extra);
+        last = advice;
+        return rc == 0 && finding(advice, id) != nullptr;
+    });
+    return last;
+}
+
+std::set<int> sq_threads(const std::vector<LoadRing>& rings) {
+    std::set<int> out;
+    for (const auto& r : rings)
+        if (r.sq_thread > 0) out.insert(r.sq_thread);
+    return out;
+}
+
+// |predicted - measured| within 25 % of measured, the bar the advisor is held to.
+void expect_within_25pct(double predicted, double measured, const char* what) {
+    EXPECT_LE(std::abs(predicted - measured), 0.25 * std::abs(measured))
+        << what << ": predicted " << predicted << ", measured " << measured;
+}
+
+class Advise : public ::testing::Test {
+protected:
+    void SetUp() override {
+        if (geteuid() != 0) GTEST_SKIP() << "needs root to load BPF programs";
+        if (!std::filesystem::exists("/sys/kernel/btf/vmlinux")) GTEST_SKIP() << "no BTF";
+        std::ifstream dis("/proc/sys/kernel/io_uring_disabled");
+        int disabled = 0;
+        if (dis >> disabled && disabled != 0) GTEST_SKIP() << "io_uring is disabled";
+        daemon_ = std::make_unique<Daemon>(std::vector<std::string>{
+            "--sample.interval=1s", "--advise.window=8s", "--probes.deep"});
+        ASSERT_TRUE(daemon_->ready()) << daemon_->startup_log();
+    }
+
+    bool attached(const std::string& probe) {
+        auto v = find_value(daemon_->scrape(), "uringscope_probe_attached", {{"probe", probe}});
+        return v && *v == 1;
+    }
+
+    std::unique_ptr<Child> start_load(std::vector<std::string> args, std::vector<LoadRing>& rings) {
+        args.insert(args.begin(), load_bin());
+        auto c = std::make_unique<Child>(args);
+        rings = read_load_rings(*c, "setup", "started", seconds(30));
+        return c;
+    }
+
+    std::unique_ptr<Daemon> daemon_;
+};
+
+const std::vector<std::string> kBursty = {"--duration", "120s", "--pause-every", "5ms",
+                                          "--pause-for", "45ms"};
+
+}  // namespace
+
+// 2,000 NOP/s in 20 bursts per second with sq_thread_idle = 1 s: the thread never sleeps.
+TEST_F(Advise, IdleTooLongPredictsTheCpuAndWakesOfTheRecommendedSetting) {
+    if (!attached("work_gaps") || !attached("sched_switch"))
+        GTEST_SKIP() << "needs the work_gaps and sched_switch probes";
+    std::vector<LoadRing> rings;
+    auto args = kBursty;
+    args.insert(args.begin(), {"--ring", "sqpoll,idle=1000,rate=20000,batch=1"});
+    auto load = start_load(args, rings);
+    ASSERT_EQ(rings.size(), 1u);
+    const int tid = rings[0].sq_thread;
+    std::this_thread::sleep_for(seconds(2));
+    const Measured before = measure(rings[0].pid, {tid}, seconds(8));
+
+    json advice = wait_for_finding(*daemon_, "sq_idle_too_long", seconds(30),
+                                   {"--thread", std::to_string(tid)});
+    const json* f = finding(advice, "sq_idle_too_long");
+    ASSERT_NE(f, nullptr) << advice.dump();
+    EXPECT_EQ((*f)["sq_thread"], tid);
+    double setting = -1;
+    for (const auto& p : (*f)["curve"])
+        if (p["recommended"].get<bool>()) setting = p["setting_seconds"].get<double>();
+    ASSERT_GT(setting, 0);
+    ASSERT_LT(setting, 0.045) << "must be shorter than the 45 ms gaps between bursts";
+    const double pred_saving = figure(*f, "predicted", "cpu_cores_saved");
+    const double pred_cpu = figure(*f, "predicted", "cpu_cores");
+    const double pred_wakes = figure(*f, "predicted", "wakeups_per_second");
+    load.reset();
+
+    const long ms = std::lround(setting * 1000);
+    args = kBursty;
+    args.insert(args.begin(), {"--ring", "sqpoll,idle=" + std::to_string(ms) +
+                                             ",rate=20000,batch=1"});
+    load = start_load(args, rings);
+    ASSERT_EQ(rings.size(), 1u);
+    std::this_thread::sleep_for(seconds(2));
+    const Measured after = measure(rings[0].pid, {rings[0].sq_thread}, seconds(8));
+
+    std::printf("idle 1000 ms -> %ld ms: CPU %.3f -> %.3f cores (predicted %.3f), saving "
+                "measured %.3f predicted %.3f (%+.1f%%); wakes/s measured %.1f predicted %.1f "
+                "(%+.1f%%)\n",
+                ms, before.cpu, after.cpu, pred_cpu, before.cpu - after.cpu, pred_saving,
+                (pred_saving - (before.cpu - after.cpu)) / (before.cpu - after.cpu) * 100,
+                after.sleeps, pred_wakes, (pred_wakes - after.sleeps) / after.sleeps * 100);
+    EXPECT_LT(before.sleeps, 1.0) << "with idle 1 s the thread should never sleep";
+    expect_within_25pct(pred_saving, before.cpu - after.cpu, "CPU saving");
+    expect_within_25pct(pred_wakes, after.sleeps, "wake rate");
+}
+
+// One SQE per second on a thread that spins 5 s before sleeping.
+TEST_F(Advise, SpinningWithoutWorkPredictsTheSavingOfDroppingSqpoll) {
+    std::vector<LoadRing> rings;
+    auto load = start_load({"--ring", "sqpoll,idle=5000,rate=1,batch=1", "--duration", "120s"},
+                           rings);
+    ASSERT_EQ(rings.size(), 1u);
+    std::this_thread::sleep_for(seconds(2));
+    const Measured before = measure(rings[0].pid, {rings[0].sq_thread}, seconds(6));
+    json advice = wait_for_finding(*daemon_, "sq_spinning_without_work", seconds(30),
+                                   {"--pid", std::to_string(rings[0].pid)});
+    const json* f = finding(advice, "sq_spinning_without_work");
+    ASSERT_NE(f, nullptr) << advice.dump();
+    EXPECT_NE((*f)["change"].get<std::string>().find("without IORING_SETUP_SQPOLL"),
+              std::string::npos);
+    const double pred_saving = figure(*f, "predicted", "cpu_cores_saved");
+    const double pred_wakes = figure(*f, "predicted", "wakeups_per_second");
+    load.reset();
+
+    // Applied: the same ring without SQPOLL. There is no SQ thread left to burn anything; the
+    // application's own thread does the one submission per second.
+    load = start_load({"--ring", "plain,rate=1,batch=1", "--duration", "120s"}, rings);
+    ASSERT_EQ(rings.size(), 1u);
+    EXPECT_LE(rings[0].sq_thread, 0);
+    std::this_thread::sleep_for(seconds(2));
+    auto cpu0 = schedstat_ns(rings[0].pid, rings[0].pid).value_or(0);
+    std::this_thread::sleep_for(seconds(6));
+    const double after_cpu = (schedstat_ns(rings[0].pid, rings[0].pid).value_or(0) - cpu0) / 6e9;
+    std::printf("SQPOLL at 1 SQE/s: CPU %.3f cores -> %.4f cores without SQPOLL; saving "
+                "measured %.3f predicted %.3f; wakes/s predicted %.1f\n",
+                before.cpu, after_cpu, before.cpu - after_cpu, pred_saving, pred_wakes);
+    EXPECT_GT(before.cpu, 0.5);
+    expect_within_25pct(pred_saving, before.cpu - after_cpu, "CPU saving");
+    EXPECT_EQ(pred_wakes, 0);
+}
+
+// Two SQ threads of one process, each serving 1,000 NOP/s and spinning the rest of the time.
+TEST_F(Advise, ThreadsThatShouldSharePredictTheSavingOfAttachWq) {
+    std::vector<LoadRing> rings;
+    auto load = start_load({"--ring", "sqpoll,idle=1000,rate=1000,batch=1", "--ring",
+                            "sqpoll,idle=1000,rate=1000,batch=1", "--duration", "120s"},
+                           rings);
+    ASSERT_EQ(rings.size(), 2u);
+    ASSERT_EQ(sq_threads(rings).size(), 2u);
+    std::this_thread::sleep_for(seconds(2));
+    const Measured before = measure(rings[0].pid, sq_threads(rings), seconds(8));
+    json advice = wait_for_finding(*daemon_, "sq_threads_should_share", seconds(30),
+                                   {"--pid", std::to_string(rings[0].pid)});
+    const json* f = finding(advice, "sq_threads_should_share");
+    ASSERT_NE(f, nullptr) << advice.dump();
+    EXPECT_NE((*f)["change"].get<std::string>().find("IORING_SETUP_ATTACH_WQ"), std::string::npos);
+    const double pred_saving = figure(*f, "predicted", "cpu_cores_saved");
+    const double pred_wakes = figure(*f, "predicted", "wakeups_per_second");
+    load.reset();
+
+    load = start_load({"--ring", "sqpoll,idle=1000,rate=1000,batch=1", "--ring",
+                       "sqpoll,share=0,rate=1000,batch=1", "--duration", "120s"},
+                      rings);
+    ASSERT_EQ(sq_threads(rings).size(), 1u);
+    std::this_thread::sleep_for(seconds(2));
+    const Measured after = measure(rings[0].pid, sq_threads(rings), seconds(8));
+    std::printf("two SQ threads -> one shared: CPU %.3f -> %.3f cores; saving measured %.3f "
+                "predicted %.3f (%+.1f%%); wakes/s measured %.1f predicted %.1f\n",
+                before.cpu, after.cpu, before.cpu - after.cpu, pred_saving,
+                (pred_saving - (before.cpu - after.cpu)) / (before.cpu - after.cpu) * 100,
+                after.sleeps, pred_wakes);
+    expect_within_25pct(pred_saving, before.cpu - after.cpu, "CPU saving");
+    // Neither the separate threads nor the shared one ever sleeps at 1,000 SQEs/s.
+    EXPECT_LT(pred_wakes, 1.0);
+    EXPECT_LT(after.sleeps, 1.0);
+}
+
+// Two unthrottled rings on one SQ thread: it is saturated and both rings keep a backlog. Only
+// the detection is checked: the predicted gain of a split assumes a free CPU for the new
+// thread, which a 2-vCPU test machine running two submitters does not have.
+TEST_F(Advise, BacklogOnASaturatedSharedThreadIsReported) {
+    std::vector<LoadRing> rings;
+    auto load = start_load({"--ring", "sqpoll,idle=10", "--ring", "sqpoll,share=0", "--duration",
+                            "120s"},
+                           rings);
+    ASSERT_EQ(rings.size(), 2u);
+    json advice = wait_for_finding(*daemon_, "shared_thread_backlog", seconds(30),
+                                   {"--pid", std::to_string(rings[0].pid)});
+    const json* f = finding(advice, "shared_thread_backlog");
+    ASSERT_NE(f, nullptr) << advice.dump();
+    const std::string ring = (*f)["ring"];
+    EXPECT_TRUE(ring == rings[0].id() || ring == rings[1].id()) << ring;
+    EXPECT_GE(figure(*f, "evidence", "backlog_sample_fraction"), 0.5);
+    EXPECT_EQ(figure(*f, "evidence", "thread_rings"), 2);
+    std::printf("shared thread backlog: ring %s waited in %.0f%% of samples, mean %.1f SQEs\n",
+                ring.c_str(), figure(*f, "evidence", "backlog_sample_fraction") * 100,
+                figure(*f, "evidence", "backlog_mean_sqes"));
+}
+
+// A bursty ring whose idle time is already the shortest the kernel offers, and a plain ring:
+// nothing to change.
+TEST_F(Advise, HealthyConfigurationHasNoFindings) {
+    if (!attached("work_gaps")) GTEST_SKIP() << "needs the work_gaps probe";
+    std::vector<LoadRing> rings;
+    auto args = kBursty;
+    args.insert(args.begin(),
+                {"--ring", "sqpoll,idle=1,rate=20000,batch=1", "--ring", "plain,rate=1000"});
+    auto load = start_load(args, rings);
+    ASSERT_EQ(rings.size(), 2u);
+    // Two full windows of the daemon's advisor.
+    std::this_thread::sleep_for(seconds(18));
+    auto [advice, rc] = advise_cli(*daemon_, {"--pid", std::to_string(rings[0].pid)});
+    ASSERT_EQ(rc, 0) << advice.dump();
+    EXPECT_GT(advice["window_seconds"].get<double>(), 5);
+    EXPECT_TRUE(advice["findings"].empty()) << advice.dump(2);
+
+    // Text output says so too.
+    Child text({cli_bin(), "advise", "--daemon", base_url(*daemon_)});
+    auto out = text.drain(seconds(20));
+    EXPECT_EQ(text.wait(seconds(5)), 0);
+    EXPECT_NE(out.find("No findings"), std::string::npos) << out;
+}
+
+TEST_F(Advise, UnknownThreadOrPidIsAClearError) {
+    std::this_thread::sleep_for(seconds(6));  // past the advisor's minimum window
+    for (auto flag : {"--thread", "--pid"}) {
+        Child c({cli_bin(), "advise", "--daemon", base_url(*daemon_), flag, "2147483646"}, true);
+        auto out = c.drain(seconds(20));
+        EXPECT_EQ(c.wait(seconds(5)), 4) << out;
+        EXPECT_NE(out.find("2147483646"), std::string::npos) << out;
+    }
+    Child bad({cli_bin(), "advise", "--duration", "ten"}, true);
+    auto out = bad.drain(seconds(10));
+    EXPECT_EQ(bad.wait(seconds(5)), 2);
+    EXPECT_NE(out.find("--duration"), std::string::npos) << out;
+}
+
+// The finding also reaches Prometheus with a stable label.
+TEST_F(Advise, FindingsAreExportedAsMetrics) {
+    std::vector<LoadRing> rings;
+    auto load = start_load({"--ring", "sqpoll,idle=5000,rate=1,batch=1", "--duration", "120s"},
+                           rings);
+    ASSERT_EQ(rings.size(), 1u);
+    const std::string tid = std::to_string(rings[0].sq_thread);
+    std::optional<double> v;
+    eventually(seconds(30), [&] {
+        v = find_value(daemon_->scrape(), "uringscope_advice_finding",
+                       {{"finding", "sq_spinning_without_work"}, {"sq_thread", tid}});
+        return v.has_value();
+    });
+    ASSERT_TRUE(v) << "no uringscope_advice_finding for sq_thread " << tid;
+    EXPECT_EQ(*v, 1);
+    auto saving = find_value(daemon_->scrape(), "uringscope_advice_predicted_cpu_saving_cores",
+                             {{"finding", "sq_spinning_without_work"}});
+    ASSERT_TRUE(saving);
+    EXPECT_GT(*saving, 0.3);
+}

@@ -1,0 +1,326 @@
+#include "daemon/advisor.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "uringscope/records.h"
+
+using namespace uringscope;
+
+namespace {
+
+// Adds `n` gaps of `ns` each to a cumulative WorkGaps, bucketed as the BPF program does.
+void add_gaps(WorkGaps& g, std::uint64_t ns, std::uint64_t n) {
+    if (g.count.empty()) {
+        g.count.assign(USC_GAP_BUCKETS, 0);
+        g.sum_ns.assign(USC_GAP_BUCKETS, 0);
+    }
+    const auto b = gap_bucket_index(ns);
+    g.count[b] += n;
+    g.sum_ns[b] += ns * n;
+}
+
+// A bursty SQ thread: every 50 ms, 100 SQEs 50 us apart, then a 45.05 ms gap: 2000 SQEs/s.
+WorkGaps bursty(double seconds) {
+    WorkGaps g;
+    const auto bursts = static_cast<std::uint64_t>(seconds * 20);
+    add_gaps(g, 50'000, 99 * bursts);
+    add_gaps(g, 45'050'000, bursts);
+    g.open_gap_seconds = 0;
+    return g;
+}
+
+ThreadSnapshot thread(std::int32_t tid, std::uint32_t pid, double cpu, double work,
+                      double idle_s = 1.0) {
+    ThreadSnapshot t;
+    t.tid = tid;
+    t.pid = pid;
+    t.comm = "db";
+    t.cpu_seconds = cpu;
+    t.work_seconds = work;
+    t.idle_setting_seconds = idle_s;
+    return t;
+}
+
+RingSnapshot ring(const std::string& id, std::uint64_t ctx, std::int32_t tid, std::uint64_t sqes) {
+    RingSnapshot r;
+    r.id = id;
+    r.ctx = ctx;
+    r.sq_thread = tid;
+    r.mode = "sqpoll";
+    r.sqes_total = sqes;
+    return r;
+}
+
+Snapshot snap(double t) {
+    Snapshot s;
+    s.timestamp = t;
+    s.hz = 250;
+    return s;
+}
+
+const Finding* find(const Advice& a, const std::string& id) {
+    for (const auto& f : a.findings)
+        if (f.id == id) return &f;
+    return nullptr;
+}
+
+double figure(const std::vector<Figure>& figs, const std::string& name) {
+    for (const auto& f : figs)
+        if (f.name == name) return f.value;
+    ADD_FAILURE() << "no figure " << name;
+    return NAN;
+}
+
+}  // namespace
+
+TEST(GapBuckets, MirrorTheBpfLayout) {
+    EXPECT_EQ(gap_bucket_index(0), 0u);
+    EXPECT_EQ(gap_bucket_index(63), 0u);
+    EXPECT_EQ(gap_bucket_index(64), 1u);
+    EXPECT_EQ(gap_bucket_index(80), 2u);   // 64 + 16
+    EXPECT_EQ(gap_bucket_index(127), 4u);
+    EXPECT_EQ(gap_bucket_index(128), 5u);
+    EXPECT_EQ(gap_bucket_index(~0ull), static_cast<std::size_t>(USC_GAP_BUCKETS - 1));
+    for (std::uint64_t v : {64ull, 100ull, 5'000ull, 123'456'789ull, 45'050'000ull}) {
+        const auto b = gap_bucket_index(v);
+        EXPECT_LE(gap_bucket_lower_ns(b), v) << v;
+        EXPECT_GT(gap_bucket_upper_ns(b), v) << v;
+        // A quarter octave at most.
+        EXPECT_LE(gap_bucket_upper_ns(b) / gap_bucket_lower_ns(b), 1.25 + 1e-9) << v;
+    }
+    EXPECT_TRUE(std::isinf(gap_bucket_upper_ns(USC_GAP_BUCKETS - 1)));
+}
+
+TEST(IdleModel, SpinAndWakesForFixedSpin) {
+    const auto w = gap_window(WorkGaps{}, bursty(10), 10);
+    // 4 ms spin: every in-burst gap fully, 4 ms of each long gap, then a sleep.
+    auto c = idle_cost_fixed(w, 0.004);
+    EXPECT_NEAR(c.cpu_seconds, 200 * 99 * 50e-6 + 200 * 0.004, 0.01);
+    EXPECT_NEAR(c.wakeups, 200, 1e-9);
+    // Spinning longer than every gap: the thread never sleeps and is on the CPU all the time.
+    c = idle_cost_fixed(w, 1.0);
+    EXPECT_NEAR(c.cpu_seconds, 200 * (99 * 50e-6 + 45.05e-3), 1e-6);
+    EXPECT_EQ(c.wakeups, 0);
+}
+
+TEST(IdleModel, OpenGapsAtTheWindowEdges) {
+    // No SQE in the window: the gap open at the start grows by the window.
+    WorkGaps a, b;
+    a.open_gap_seconds = 0.5;
+    b.open_gap_seconds = 10.5;
+    const auto w = gap_window(a, b, 10);
+    EXPECT_NEAR(idle_cost_fixed(w, 1.0).cpu_seconds, 0.5, 1e-9);  // spun until 1 s, then slept
+    EXPECT_NEAR(idle_cost_fixed(w, 0.2).cpu_seconds, 0.0, 1e-9);  // asleep before the window
+    EXPECT_NEAR(idle_cost_fixed(w, 60).cpu_seconds, 10, 1e-9);    // spun throughout
+}
+
+TEST(IdleModel, JiffiesSpinBetweenOneAndTwoTicksMore) {
+    const auto w = gap_window(WorkGaps{}, bursty(10), 10);
+    // 1 jiffy at HZ=250 spins (4, 8] ms, 6 ms on average.
+    const auto c = idle_cost_jiffies(w, 1, 250);
+    EXPECT_NEAR(c.cpu_seconds, 200 * 99 * 50e-6 + 200 * 0.006, 0.02);
+    const auto curve = idle_curve(w, 1.0, false, 250);
+    ASSERT_FALSE(curve.empty());
+    EXPECT_DOUBLE_EQ(curve.front().setting_seconds, 0.001);  // 1 ms rounds up to one tick
+    EXPECT_NEAR(curve.front().effective_seconds, 0.006, 1e-9);
+    int current = 0;
+    for (const auto& p : curve) current += p.current;
+    EXPECT_EQ(current, 1);
+    // Settings that round to the same tick appear once.
+    for (std::size_t i = 1; i < curve.size(); ++i)
+        EXPECT_NE(curve[i].effective_seconds, curve[i - 1].effective_seconds);
+}
+
+TEST(IdleModel, NanosecondKernelsOfferSubMillisecondValues) {
+    const auto w = gap_window(WorkGaps{}, bursty(10), 10);
+    const auto curve = idle_curve(w, 0.01, true, 0);
+    ASSERT_FALSE(curve.empty());
+    EXPECT_NEAR(curve.front().setting_seconds, 20e-6, 1e-12);
+    EXPECT_DOUBLE_EQ(curve.front().setting_seconds, curve.front().effective_seconds);
+}
+
+TEST(Advise, IdleTooLongRecommendsTheCheapestSetting) {
+    Snapshot a = snap(100), b = snap(110);
+    auto t0 = thread(77, 10, 5.0, 0.1);
+    t0.has_gaps = true;
+    t0.gaps = bursty(0);
+    auto t1 = thread(77, 10, 15.0, 0.2);  // a whole CPU over 10 s
+    t1.has_gaps = true;
+    t1.gaps = bursty(10);
+    a.threads = {t0};
+    b.threads = {t1};
+    a.rings = {ring("10:3", 1, 77, 0)};
+    b.rings = {ring("10:3", 1, 77, 20000)};
+    const auto adv = make_advice(a, b);
+    EXPECT_NEAR(adv.window_seconds, 10, 1e-9);
+    const Finding* f = find(adv, "sq_idle_too_long");
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(f->sq_thread, 77);
+    EXPECT_EQ(f->ring, "10:3");
+    ASSERT_FALSE(f->curve.empty());
+    const IdleCurvePoint* rec = nullptr;
+    for (const auto& p : f->curve)
+        if (p.recommended) rec = &p;
+    ASSERT_NE(rec, nullptr);
+    EXPECT_LT(rec->setting_seconds, 0.045);  // below the gaps between bursts
+    EXPECT_NEAR(figure(f->predicted, "wakeups_per_second"), 20, 0.5);
+    EXPECT_NEAR(figure(f->predicted, "cpu_cores"), rec->cpu_cores, 1e-12);
+    EXPECT_NEAR(figure(f->predicted, "cpu_cores_saved"), 1.0 - rec->cpu_cores, 1e-9);
+    EXPECT_NE(f->assumption.find("HZ=250"), std::string::npos);
+    EXPECT_NE(f->change.find("sq_thread_idle"), std::string::npos);
+    // The model reproduces what was measured at the current setting.
+    EXPECT_NEAR(figure(f->evidence, "model_cpu_cores_at_current_setting"), 1.0, 0.02);
+}
+
+TEST(Advise, WellTunedThreadHasNoFinding) {
+    Snapshot a = snap(0), b = snap(10);
+    auto t0 = thread(77, 10, 0, 0, 0.004);
+    t0.has_gaps = true;
+    t0.gaps = bursty(0);
+    auto t1 = thread(77, 10, 2.2, 1.0, 0.004);
+    t1.has_gaps = true;
+    t1.gaps = bursty(10);
+    t1.wakeups = 200;
+    a.threads = {t0};
+    b.threads = {t1};
+    a.rings = {ring("10:3", 1, 77, 0)};
+    b.rings = {ring("10:3", 1, 77, 20000)};
+    const auto adv = make_advice(a, b);
+    EXPECT_TRUE(adv.findings.empty()) << adv.findings.front().id;
+}
+
+TEST(Advise, SpinningWithoutWork) {
+    Snapshot a = snap(0), b = snap(10);
+    a.threads = {thread(5, 9, 0, 0)};
+    b.threads = {thread(5, 9, 9.9, 0)};
+    a.rings = {ring("9:4", 2, 5, 100)};
+    b.rings = {ring("9:4", 2, 5, 100)};
+    const auto adv = make_advice(a, b);
+    ASSERT_EQ(adv.findings.size(), 1u);
+    const auto& f = adv.findings.front();
+    EXPECT_EQ(f.id, "sq_spinning_without_work");
+    EXPECT_NEAR(figure(f.predicted, "cpu_cores_saved"), 0.99, 1e-6);
+    EXPECT_NE(f.change.find("without IORING_SETUP_SQPOLL"), std::string::npos);
+    EXPECT_FALSE(adv.gaps_available);
+    EXPECT_FALSE(adv.notes.empty());  // says the idle curve needs --probes.deep
+}
+
+TEST(Advise, IdleThreadsOfOneProcessShouldShare) {
+    Snapshot a = snap(0), b = snap(10);
+    a.threads = {thread(5, 9, 0, 0), thread(6, 9, 0, 0), thread(7, 8, 0, 0)};
+    b.threads = {thread(5, 9, 9.5, 0.1), thread(6, 9, 9.5, 0.1), thread(7, 8, 9.5, 0.1)};
+    a.rings = {ring("9:4", 2, 5, 0), ring("9:5", 3, 6, 0), ring("8:4", 4, 7, 0)};
+    b.rings = {ring("9:4", 2, 5, 10000), ring("9:5", 3, 6, 10000), ring("8:4", 4, 7, 10000)};
+    const auto adv = make_advice(a, b);
+    const Finding* f = find(adv, "sq_threads_should_share");
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(f->subject, "sq_threads 5,6");  // pid 8's thread has nobody to share with
+    EXPECT_NEAR(figure(f->predicted, "cpu_cores"), 1.0, 1e-9);  // neither ever sleeps
+    EXPECT_NEAR(figure(f->predicted, "cpu_cores_saved"), 0.9, 1e-9);
+    EXPECT_NE(f->change.find("IORING_SETUP_ATTACH_WQ"), std::string::npos);
+}
+
+TEST(Advise, SleepingThreadsMergeByIndependentBusyPeriods) {
+    Snapshot a = snap(0), b = snap(10);
+    a.threads = {thread(5, 9, 0, 0), thread(6, 9, 0, 0)};
+    auto t5 = thread(5, 9, 4.0, 0.1), t6 = thread(6, 9, 4.0, 0.1);
+    t5.sleeps = t6.sleeps = t5.wakeups = t6.wakeups = 100;  // 10 per second each
+    b.threads = {t5, t6};
+    a.rings = {ring("9:4", 2, 5, 0), ring("9:5", 3, 6, 0)};
+    b.rings = {ring("9:4", 2, 5, 10000), ring("9:5", 3, 6, 10000)};
+    const Finding* f = nullptr;
+    const auto adv = make_advice(a, b);
+    f = find(adv, "sq_threads_should_share");
+    ASSERT_NE(f, nullptr);
+    EXPECT_NEAR(figure(f->predicted, "cpu_cores"), 1 - 0.6 * 0.6, 1e-9);
+    EXPECT_NEAR(figure(f->predicted, "cpu_cores_saved"), 0.8 - 0.64, 1e-9);
+    // Each thread's wakes survive only when the other is idle too.
+    EXPECT_NEAR(figure(f->predicted, "wakeups_per_second"), 2 * 10 * 0.6, 1e-9);
+}
+
+TEST(Advise, ThreadsPinnedToDifferentCpusAreLeftAlone) {
+    Snapshot a = snap(0), b = snap(10);
+    auto p0 = thread(5, 9, 0, 0), p1 = thread(6, 9, 0, 0);
+    p0.pinned = p1.pinned = true;
+    p0.sq_cpu = 0;
+    p1.sq_cpu = 1;
+    a.threads = {p0, p1};
+    p0.cpu_seconds = p1.cpu_seconds = 9.5;
+    p0.work_seconds = p1.work_seconds = 0.1;
+    b.threads = {p0, p1};
+    a.rings = {ring("9:4", 2, 5, 0), ring("9:5", 3, 6, 0)};
+    b.rings = {ring("9:4", 2, 5, 10000), ring("9:5", 3, 6, 10000)};
+    EXPECT_EQ(find(make_advice(a, b), "sq_threads_should_share"), nullptr);
+}
+
+TEST(Advise, BacklogOnASaturatedSharedThread) {
+    Snapshot a = snap(0), b = snap(10);
+    a.threads = {thread(5, 9, 0, 0)};
+    b.threads = {thread(5, 9, 10, 9.8)};
+    auto r0 = ring("9:4", 2, 5, 0), r1 = ring("9:5", 3, 5, 0);
+    a.rings = {r0, r1};
+    r0.sqes_total = 5'000'000;
+    r1.sqes_total = 1'000'000;
+    r0.samples = r1.samples = 10;
+    r1.samples_with_backlog = 9;
+    r1.backlog_sum = 400;
+    b.rings = {r0, r1};
+    const auto adv = make_advice(a, b);
+    const Finding* f = find(adv, "shared_thread_backlog");
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(f->ring, "9:5");
+    EXPECT_NEAR(figure(f->evidence, "backlog_sample_fraction"), 0.9, 1e-9);
+    EXPECT_NEAR(figure(f->evidence, "ring_share_of_thread"), 1.0 / 6, 1e-9);
+    EXPECT_NE(f->change.find("8 SQEs"), std::string::npos);  // mean backlog 40 > the pass cap
+    // The same backlog on a thread that still idles is not the thread's fault.
+    b.threads = {thread(5, 9, 10, 2)};
+    EXPECT_EQ(find(make_advice(a, b), "shared_thread_backlog"), nullptr);
+}
+
+TEST(Advise, IopollWithoutPollQueues) {
+    Snapshot a = snap(0), b = snap(10);
+    DeviceSnapshot d;
+    d.name = "nvme1n1";
+    a.devices = {d};
+    d.polled_intent_irq = 2000;
+    d.irq = 2000;
+    d.iopoll_without_poll_queues = true;
+    b.devices = {d};
+    const auto adv = make_advice(a, b);
+    const Finding* f = find(adv, "iopoll_without_poll_queues");
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(f->device, "nvme1n1");
+    EXPECT_NEAR(figure(f->evidence, "irq_completed_share"), 1.0, 1e-9);
+    EXPECT_NE(f->change.find("poll_queues"), std::string::npos);
+}
+
+TEST(Advise, ShortWindowGivesNoAdvice) {
+    Snapshot a = snap(0), b = snap(2);
+    a.threads = {thread(5, 9, 0, 0)};
+    b.threads = {thread(5, 9, 2, 0)};
+    const auto adv = make_advice(a, b);
+    EXPECT_EQ(adv.window_seconds, 0);
+    EXPECT_TRUE(adv.findings.empty());
+    ASSERT_FALSE(adv.notes.empty());
+    EXPECT_NE(adv.notes.front().find("not enough data"), std::string::npos);
+}
+
+TEST(AdviceWindow, JudgesAgainstASnapshotAWindowOld) {
+    AdviceWindow w(10);
+    Advice last;
+    for (int t = 0; t <= 40; ++t) {
+        auto s = std::make_shared<Snapshot>(snap(t));
+        s->threads = {thread(5, 9, t * 0.99, 0)};
+        s->rings = {ring("9:4", 2, 5, 0)};
+        last = w.update(s);
+        if (t < 5) {
+            EXPECT_TRUE(last.findings.empty()) << t;
+        }
+    }
+    EXPECT_GE(last.window_seconds, 10);
+    EXPECT_LE(last.window_seconds, 10 + 10.0 / 8 + 1);
+    ASSERT_FALSE(last.findings.empty());
+    EXPECT_EQ(last.findings.front().id, "sq_spinning_without_work");
+}

@@ -30,6 +30,7 @@ const char* const kFooter = R"(METRICS
   uringscope_sqthread_wakeup_latency_seconds                  wakeup until back on a CPU
   uringscope_sqthread_{rings,fairness,idle_setting_seconds}   sharing and settings
   uringscope_ring_{sqes,cqes}_total, _sq_backlog, _sqthread_share   per ring
+  uringscope_advice_finding{finding,subject}                  tuning findings (uringscope advise)
   uringscope_probe_attached                                   state of every BPF program
   docs/ARCHITECTURE.md describes each one and how it is derived.
 

@@ -269,3 +269,94 @@ TEST_P(DeepIo, PerRingWorkAddsUpToTheThreadsWork) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiers, DeepIo, ::testing::Values(false, true), mode_name);
+
+namespace {
+
+bool write_file(const std::string& path, const std::string& value) {
+    std::ofstream f(path);
+    f << value;
+    f.flush();
+    return static_cast<bool>(f);
+}
+
+// Gives an NVMe controller poll queues (or takes them away) the way the advisor tells users to:
+// the nvme module's poll_queues, which the driver samples when it (re)initialises a controller.
+bool set_poll_queues(const std::string& blk, int n) {
+    if (!write_file("/sys/module/nvme/parameters/poll_queues", std::to_string(n))) return false;
+    if (!write_file("/sys/block/" + blk + "/device/reset_controller", "1")) return false;
+    return eventually(seconds(60), [&] {
+        return read_file("/sys/block/" + blk + "/queue/io_poll") == (n > 0 ? "1" : "0");
+    });
+}
+
+}  // namespace
+
+// The advisor flags the device without poll queues; giving the driver poll queues as it says
+// turns every polled request into a polled completion, as it predicts.
+TEST_P(DeepIo, AdviceForMissingPollQueuesHoldsWhenApplied) {
+    if (GetParam()) GTEST_SKIP() << "the fentry instance covers it; the tier does not matter here";
+    if (!attached("nvme_uring_cmd_end_io")) GTEST_SKIP() << "nvme_uring_cmd_end_io not attached";
+    std::string ng, blk;
+    for (const auto& e : std::filesystem::directory_iterator("/dev")) {
+        auto n = e.path().filename().string();
+        if (n.rfind("ng", 0) != 0 || n.find('n', 2) == std::string::npos) continue;
+        if (read_file("/sys/block/nvme" + n.substr(2) + "/queue/io_poll") == "0") {
+            ng = n;
+            blk = "nvme" + n.substr(2);
+        }
+    }
+    if (ng.empty()) GTEST_SKIP() << "no NVMe namespace without poll queues";
+    if (access("/sys/module/nvme/parameters/poll_queues", W_OK) != 0 ||
+        access(("/sys/block/" + blk + "/device/reset_controller").c_str(), W_OK) != 0)
+        GTEST_SKIP() << "cannot change nvme poll_queues or reset the controller here";
+    const std::string old_param = read_file("/sys/module/nvme/parameters/poll_queues");
+
+    auto fio = [&](std::string& out) {
+        return run_fio({"--name=pt", "--filename=/dev/" + ng, "--ioengine=io_uring_cmd",
+                        "--cmd_type=nvme", "--hipri=1", "--rw=randread", "--bs=4k",
+                        "--iodepth=8", "--number_ios=2000", "--size=64M"},
+                       out);
+    };
+    std::string out;
+    ASSERT_TRUE(fio(out).has_value()) << out;
+    auto base = daemon_->url().substr(0, daemon_->url().find('/', 7));
+    std::string advice;
+    const bool found = eventually(seconds(60), [&] {
+        Child c({build_dir() + "/uringscope", "advise", "--daemon", base, "--json"});
+        advice = c.drain(seconds(20));
+        return c.wait(seconds(5)) == 0 &&
+               advice.find("\"iopoll_without_poll_queues\"") != std::string::npos &&
+               advice.find("\"device\":\"" + blk + "\"") != std::string::npos;
+    });
+    ASSERT_TRUE(found) << advice;
+    EXPECT_NE(advice.find("poll_queues=N"), std::string::npos) << advice;
+
+    // Apply it, and put the guest back afterwards whatever happens.
+    struct Restore {
+        std::string blk, param;
+        ~Restore() {
+            set_poll_queues(blk, 0);
+            write_file("/sys/module/nvme/parameters/poll_queues", param.empty() ? "0" : param);
+        }
+    } restore{blk, old_param};
+    ASSERT_TRUE(set_poll_queues(blk, 1)) << blk << " did not come back with a poll queue";
+    const double polled0 = metric_or_zero(*daemon_, "uringscope_nvme_uring_cmd_completions_total",
+                                          {{"device", blk}, {"polled", "true"}});
+    const double irq0 = metric_or_zero(*daemon_, "uringscope_nvme_uring_cmd_completions_total",
+                                       {{"device", blk}, {"polled", "false"}});
+    auto ios = fio(out);
+    ASSERT_TRUE(ios.has_value()) << out;
+    double polled = 0, irq = 0;
+    eventually(seconds(5), [&] {
+        polled = metric_or_zero(*daemon_, "uringscope_nvme_uring_cmd_completions_total",
+                                {{"device", blk}, {"polled", "true"}}) - polled0;
+        irq = metric_or_zero(*daemon_, "uringscope_nvme_uring_cmd_completions_total",
+                             {{"device", blk}, {"polled", "false"}}) - irq0;
+        return polled + irq >= static_cast<double>(*ios);
+    });
+    std::printf("%s after poll_queues=1: fio %llu I/Os, polled %.0f, irq %.0f (predicted polled "
+                "share 100%%)\n",
+                ng.c_str(), *ios, polled, irq);
+    EXPECT_EQ(polled, static_cast<double>(*ios));
+    EXPECT_EQ(irq, 0);
+}

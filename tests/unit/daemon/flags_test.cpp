@@ -72,3 +72,19 @@ TEST(DaemonFlags, HelpIsCompleteAndExitsZero) {
                           "--log.level", "--version", "EXIT STATUS", "EXAMPLES", "CAP_BPF"})
         EXPECT_NE(r.output.find(s), std::string::npos) << s;
 }
+
+TEST(DaemonFlags, AdviseWindow) {
+    auto r = parse({});
+    ASSERT_TRUE(r.config.has_value());
+    EXPECT_EQ(r.config->advise_window, std::chrono::seconds(60));
+    r = parse({"--advise.window=0"});
+    ASSERT_TRUE(r.config.has_value());
+    EXPECT_EQ(r.config->advise_window.count(), 0);
+    r = parse({"--advise.window=5m"});
+    ASSERT_TRUE(r.config.has_value());
+    EXPECT_EQ(r.config->advise_window, std::chrono::minutes(5));
+    expect_error({"--advise.window=soon"}, "not a duration");
+    expect_error({"--advise.window=2s"}, "between 5s and 1h");
+    expect_error({"--advise.window=2h"}, "between 5s and 1h");
+    expect_error({"--sample.interval=10s", "--advise.window=15s"}, "two samples");
+}

@@ -35,17 +35,25 @@ std::string fmt_setting(double s, bool ns_granular) {
     return fmt::format("{} ms", std::llround(s * 1e3));
 }
 
-const ThreadSnapshot* find_thread(const Snapshot& s, std::int32_t tid) {
-    for (const auto& t : s.threads)
-        if (t.tid == tid) return &t;
-    return nullptr;
-}
+// The `from` snapshot indexed once, so judging thousands of rings stays linear.
+struct FromIndex {
+    std::map<std::int32_t, const ThreadSnapshot*> threads;
+    std::map<std::uint64_t, const RingSnapshot*> rings;  // by ctx
 
-const RingSnapshot* find_ring(const Snapshot& s, const std::string& id, std::uint64_t ctx) {
-    for (const auto& r : s.rings)
-        if (r.ctx == ctx && r.id == id) return &r;
-    return nullptr;
-}
+    explicit FromIndex(const Snapshot& s) {
+        for (const auto& t : s.threads) threads.emplace(t.tid, &t);
+        for (const auto& r : s.rings) rings.emplace(r.ctx, &r);
+    }
+    const ThreadSnapshot* thread(std::int32_t tid) const {
+        auto it = threads.find(tid);
+        return it == threads.end() ? nullptr : it->second;
+    }
+    // A ctx address can be reused by a new ring; the id tells them apart.
+    const RingSnapshot* ring(const RingSnapshot& now) const {
+        auto it = rings.find(now.ctx);
+        return it != rings.end() && it->second->id == now.id ? it->second : nullptr;
+    }
+};
 
 const DeviceSnapshot* find_device(const Snapshot& s, const std::string& name) {
     for (const auto& d : s.devices)
@@ -215,7 +223,7 @@ bool idle_ring_finding(const ThreadWindow& tw, const AdviseOptions& o, double wi
 
 // --- shared_thread_backlog ------------------------------------------------------------------
 
-void backlog_findings(const ThreadWindow& tw, const Snapshot& from, const AdviseOptions& o,
+void backlog_findings(const ThreadWindow& tw, const FromIndex& from, const AdviseOptions& o,
                       double window, Advice& out) {
     if (tw.rings.size() < 2) return;
     struct Waiting {
@@ -225,7 +233,7 @@ void backlog_findings(const ThreadWindow& tw, const Snapshot& from, const Advise
     std::vector<Waiting> waiting;
     double total_sqes = 0;
     for (const auto* r : tw.rings) {
-        const RingSnapshot* old = find_ring(from, r->id, r->ctx);
+        const RingSnapshot* old = from.ring(*r);
         if (!old) continue;
         const double samples = delta(old->samples, r->samples);
         const double sqes = delta(old->sqes_total, r->sqes_total) / window;
@@ -505,9 +513,13 @@ Advice make_advice(const Snapshot& from, const Snapshot& to, const AdviseOptions
     }
     out.window_seconds = window;
 
+    const FromIndex index(from);
+    std::map<std::int32_t, std::vector<const RingSnapshot*>> rings_of;
+    for (const auto& r : to.rings)
+        if (r.sq_thread > 0) rings_of[r.sq_thread].push_back(&r);
     std::vector<ThreadWindow> windows;
     for (const auto& b : to.threads) {
-        const ThreadSnapshot* a = find_thread(from, b.tid);
+        const ThreadSnapshot* a = index.thread(b.tid);
         if (!a) {
             out.notes.push_back(fmt::format(
                 "sq_thread {}: started inside the window; judged once it has a full one", b.tid));
@@ -519,11 +531,10 @@ Advice make_advice(const Snapshot& from, const Snapshot& to, const AdviseOptions
         tw.spin = std::max(0.0, tw.cpu - tw.work);
         tw.wakeups = delta(a->wakeups, b.wakeups) / window;
         tw.sleeps = delta(a->sleeps, b.sleeps) / window;
-        for (const auto& r : to.rings) {
-            if (r.sq_thread != b.tid) continue;
-            tw.rings.push_back(&r);
-            if (const auto* old = find_ring(from, r.id, r.ctx))
-                tw.sqes += delta(old->sqes_total, r.sqes_total) / window;
+        for (const RingSnapshot* r : rings_of[b.tid]) {
+            tw.rings.push_back(r);
+            if (const auto* old = index.ring(*r))
+                tw.sqes += delta(old->sqes_total, r->sqes_total) / window;
         }
         out.gaps_available = out.gaps_available || b.has_gaps;
         windows.push_back(tw);
@@ -533,7 +544,7 @@ Advice make_advice(const Snapshot& from, const Snapshot& to, const AdviseOptions
         // A thread with no work gets the stronger advice; the idle curve would say the same.
         if (idle_ring_finding(tw, o, window, out)) continue;
         idle_finding(tw, to, o, window, out);
-        backlog_findings(tw, from, o, window, out);
+        backlog_findings(tw, index, o, window, out);
     }
     share_findings(windows, o, out);
     poll_queue_findings(from, to, out);

@@ -280,10 +280,16 @@ bool write_file(const std::string& path, const std::string& value) {
 }
 
 // Gives an NVMe controller poll queues (or takes them away) the way the advisor tells users to:
-// the nvme module's poll_queues, which the driver samples when it (re)initialises a controller.
+// the nvme module's poll_queues, which the driver reads when it probes a controller (a reset
+// keeps the old count), so the controller's PCI device is unbound and bound again.
 bool set_poll_queues(const std::string& blk, int n) {
+    std::error_code ec;
+    const auto pci = std::filesystem::canonical("/sys/block/" + blk + "/device/device", ec);
+    if (ec) return false;
+    const std::string bdf = pci.filename().string();
     if (!write_file("/sys/module/nvme/parameters/poll_queues", std::to_string(n))) return false;
-    if (!write_file("/sys/block/" + blk + "/device/reset_controller", "1")) return false;
+    write_file("/sys/bus/pci/drivers/nvme/unbind", bdf);
+    if (!write_file("/sys/bus/pci/drivers/nvme/bind", bdf)) return false;
     return eventually(seconds(60), [&] {
         return read_file("/sys/block/" + blk + "/queue/io_poll") == (n > 0 ? "1" : "0");
     });
@@ -307,8 +313,8 @@ TEST_P(DeepIo, AdviceForMissingPollQueuesHoldsWhenApplied) {
     }
     if (ng.empty()) GTEST_SKIP() << "no NVMe namespace without poll queues";
     if (access("/sys/module/nvme/parameters/poll_queues", W_OK) != 0 ||
-        access(("/sys/block/" + blk + "/device/reset_controller").c_str(), W_OK) != 0)
-        GTEST_SKIP() << "cannot change nvme poll_queues or reset the controller here";
+        access("/sys/bus/pci/drivers/nvme/bind", W_OK) != 0)
+        GTEST_SKIP() << "cannot change nvme poll_queues or rebind the controller here";
     const std::string old_param = read_file("/sys/module/nvme/parameters/poll_queues");
 
     auto fio = [&](std::string& out) {

@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
     spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %^%l%$ %v");
 
     // Signals are taken synchronously by main via sigwait; block them before any thread exists
-    // so civetweb's and the sampler's threads inherit the mask.
+    // so the HTTP server's and the sampler's threads inherit the mask.
     sigset_t sigs;
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGINT);
@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
     }
     auto http = HttpServer::make(cfg.listen_address, web, err);
     if (!http) {
-        spdlog::error("cannot listen on {}: {} (is the address in use, or not on this host?)",
+        spdlog::error("cannot serve on {}: {} (address in use or not on this host, or the TLS files in the web config)",
                       cfg.listen_address, err);
         return 1;
     }

@@ -1,118 +1,229 @@
 #include "exporters/http_server.hpp"
 
-#include <CivetServer.h>
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 
-#include <unistd.h>
-
+#include <cerrno>
+#include <csignal>
+#include <cstdarg>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <mutex>
+#include <optional>
+#include <utility>
 #include <vector>
 
 namespace uringscope {
 
 namespace {
 
-void send(mg_connection* conn, const HttpResponse& r, bool head) {
-    mg_printf(conn,
-              "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-              "Cache-Control: no-store\r\nConnection: close\r\n\r\n",
-              r.status, mg_get_response_code_text(conn, r.status), r.content_type.c_str(),
-              r.body.size());
-    if (!head) mg_write(conn, r.body.data(), r.body.size());
+// A scrape answers from memory; anything slower than this is a stuck client.
+constexpr unsigned kConnectionTimeoutSeconds = 10;
+// Threads that parse requests and run handlers; each serves many connections (epoll).
+constexpr unsigned kThreads = 4;
+// Open connections at once, over all threads; more wait in the listen backlog.
+constexpr unsigned kConnectionLimit = 256;
+// TLS 1.2 and 1.3 only, as exporter-toolkit's default min_version.
+constexpr const char* kTlsPriorities = "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2";
+
+// Messages libmicrohttpd logs. During start-up they are the reason a start failed; afterwards
+// they are about single connections (a client that is not speaking TLS, a reset), which are
+// the client's problem, not the operator's: debug level.
+struct Log {
+    std::mutex mu;
+    bool starting = true;
+    std::string start_messages;
+};
+
+void on_log(void* cls, const char* fmt, va_list ap) {
+    char buf[512];
+    std::vsnprintf(buf, sizeof buf, fmt, ap);
+    std::string msg(buf);
+    while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
+    auto* log = static_cast<Log*>(cls);
+    std::lock_guard lock(log->mu);
+    if (log->starting) {
+        if (!log->start_messages.empty()) log->start_messages += "; ";
+        log->start_messages += msg;
+    } else {
+        spdlog::debug("http: {}", msg);
+    }
+}
+
+// One Log per process: the logger must outlive every daemon, and there is one daemon.
+Log& server_log() {
+    static Log log;
+    return log;
+}
+
+void free_body(void* cls) { delete static_cast<std::string*>(cls); }
+
+enum MHD_Result reply(MHD_Connection* conn, HttpResponse r,
+                      std::initializer_list<std::pair<const char*, const char*>> extra = {}) {
+    auto* body = new std::string(std::move(r.body));
+    MHD_Response* resp = MHD_create_response_from_buffer_with_free_callback_cls(
+        body->size(), body->data(), free_body, body);
+    if (!resp) {
+        delete body;
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r.content_type.c_str());
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    // One request per connection, as before: nothing a scraper needs, and no idle connections
+    // held open between scrapes.
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    for (const auto& [k, v] : extra) MHD_add_response_header(resp, k, v);
+    enum MHD_Result ret = MHD_queue_response(conn, static_cast<unsigned>(r.status), resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+enum MHD_Result on_request(void* cls, MHD_Connection* conn, const char* url, const char* method,
+                           const char* /*version*/, const char* /*upload_data*/,
+                           size_t* /*upload_data_size*/, void** /*req_cls*/) {
+    // Called once the request line and headers are in. We answer at once: no path takes a
+    // body, and libmicrohttpd discards an unread body by closing the connection after the reply.
+    return static_cast<HttpServer*>(cls)->answer(conn, url, method) ? MHD_YES : MHD_NO;
+}
+
+std::optional<std::string> read_file(const std::string& path, std::string& out) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return "cannot read " + path + ": " + std::strerror(errno);
+    out.assign(std::istreambuf_iterator<char>(in), {});
+    if (in.bad()) return "cannot read " + path;
+    if (out.empty()) return path + " is empty";
+    return std::nullopt;
 }
 
 }  // namespace
 
-struct HttpServer::Route : CivetHandler {
-    Route(Handler h, const WebConfig& w) : handler(std::move(h)), web(w) {}
+int HttpServer::answer(MHD_Connection* conn, const char* url, const char* method) {
+    const bool get = std::strcmp(method, MHD_HTTP_METHOD_GET) == 0;
+    const bool head = std::strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
     Handler handler;
-    const WebConfig& web;
-
-    bool serve(mg_connection* conn, bool head) {
-        if (!authorized(web, mg_get_header(conn, "Authorization"))) {
-            const char* body = "unauthorized\n";
-            mg_printf(conn,
-                      "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"uringscope\"\r\n"
-                      "Content-Type: text/plain\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n%s",
-                      std::strlen(body), head ? "" : body);
-            return true;
-        }
-        send(conn, handler(), head);
-        return true;
+    {
+        std::shared_lock lock(routes_mutex_);
+        auto it = routes_.find(url);
+        if (it == routes_.end())
+            return reply(conn, {404, "text/plain; charset=utf-8", "not found\n"}) == MHD_YES;
+        if (get || head) handler = it->second;
     }
-    bool handleGet(CivetServer*, mg_connection* conn) override { return serve(conn, false); }
-    bool handleHead(CivetServer*, mg_connection* conn) override { return serve(conn, true); }
-    bool refuse(mg_connection* conn) {
-        send(conn, {405, "text/plain; charset=utf-8", "method not allowed\n"}, false);
-        return true;
+    if (!handler)
+        return reply(conn, {405, "text/plain; charset=utf-8", "method not allowed\n"},
+                     {{MHD_HTTP_HEADER_ALLOW, "GET, HEAD"}}) == MHD_YES;
+    // Unknown paths and methods are answered above without running bcrypt: junk requests cost
+    // no CPU. Everything that has an answer needs the password.
+    if (!authorized(web_, MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                      MHD_HTTP_HEADER_AUTHORIZATION)))
+        return reply(conn, {401, "text/plain; charset=utf-8", "unauthorized\n"},
+                     {{MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Basic realm=\"uringscope\""}}) ==
+               MHD_YES;
+    HttpResponse r;
+    try {
+        r = handler();
+    } catch (const std::exception& e) {
+        spdlog::error("http: {} {}: {}", method, url, e.what());
+        r = {500, "text/plain; charset=utf-8", "internal error\n"};
     }
-    bool handlePost(CivetServer*, mg_connection* c) override { return refuse(c); }
-    bool handlePut(CivetServer*, mg_connection* c) override { return refuse(c); }
-    bool handleDelete(CivetServer*, mg_connection* c) override { return refuse(c); }
-    bool handleOptions(CivetServer*, mg_connection* c) override { return refuse(c); }
-    bool handlePatch(CivetServer*, mg_connection* c) override { return refuse(c); }
-};
+    return reply(conn, std::move(r)) == MHD_YES;
+}
 
 std::unique_ptr<HttpServer> HttpServer::make(const std::string& listen_address,
                                              const WebConfig& web, std::string& error) {
-    // civetweb spells "every interface" as a bare port, and HTTPS as a trailing "s".
-    std::string port = listen_address.front() == ':' ? listen_address.substr(1) : listen_address;
-    std::string pem;
-    if (web.tls()) {
-        port += "s";
-        // civetweb wants key and certificate in one PEM file: write a private copy (0600) that
-        // lives only until the server has read it.
-        char path[] = "/tmp/uringscope-tls-XXXXXX";
-        int fd = mkstemp(path);
-        if (fd < 0) {
-            error = std::string("cannot create the TLS key file: ") + std::strerror(errno);
-            return nullptr;
-        }
-        pem = path;
-        bool ok = true;
-        for (const auto& f : {web.key_file, web.cert_file}) {
-            std::ifstream in(f, std::ios::binary);
-            std::string data((std::istreambuf_iterator<char>(in)), {});
-            if (!in.good() && !in.eof()) ok = false;
-            if (data.empty()) {
-                error = "cannot read " + f;
-                ok = false;
-            }
-            if (ok && write(fd, data.data(), data.size()) != static_cast<ssize_t>(data.size()))
-                ok = false;
-        }
-        close(fd);
-        if (!ok) {
-            unlink(path);
-            if (error.empty()) error = "cannot prepare the TLS key file";
-            return nullptr;
-        }
-    }
-    std::vector<std::string> options = {
-        "listening_ports", port,
-        "num_threads", "4",
-        // A scrape answers from memory; anything slower than this is a stuck client.
-        "request_timeout_ms", "10000",
-        "enable_keep_alive", "no",
-    };
-    if (!pem.empty()) {
-        options.insert(options.end(), {"ssl_certificate", pem, "ssl_protocol_version", "4"});
-    }
     std::unique_ptr<HttpServer> s(new HttpServer);
     s->web_ = web;
-    try {
-        s->server_ = std::make_unique<CivetServer>(options);
-    } catch (const CivetException& e) {
-        error = e.what();
-        if (!pem.empty()) unlink(pem.c_str());
+
+    // HOST:PORT, checked by the flag parser: empty host, IPv4, or [IPv6].
+    const auto colon = listen_address.rfind(':');
+    if (colon == std::string::npos) {
+        error = "no port in " + listen_address;
         return nullptr;
     }
-    if (!pem.empty()) unlink(pem.c_str());
-    // Unknown paths get a 404 rather than civetweb's file serving, which is off (no
-    // document_root) but would answer with its own page.
+    std::string host = listen_address.substr(0, colon);
+    const int port = std::atoi(listen_address.c_str() + colon + 1);
+    sockaddr_storage addr{};
+    unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG;
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+        auto* a6 = reinterpret_cast<sockaddr_in6*>(&addr);
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons(static_cast<uint16_t>(port));
+        if (inet_pton(AF_INET6, host.substr(1, host.size() - 2).c_str(), &a6->sin6_addr) != 1) {
+            error = "bad IPv6 address " + host;
+            return nullptr;
+        }
+        flags |= MHD_USE_IPv6;
+    } else {
+        // An empty host is every IPv4 interface, as before.
+        auto* a4 = reinterpret_cast<sockaddr_in*>(&addr);
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons(static_cast<uint16_t>(port));
+        a4->sin_addr.s_addr = htonl(INADDR_ANY);
+        if (!host.empty() && inet_pton(AF_INET, host.c_str(), &a4->sin_addr) != 1) {
+            error = "bad IPv4 address " + host;
+            return nullptr;
+        }
+    }
+
+    if (web.tls()) {
+        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+            error = "this libmicrohttpd was built without TLS";
+            return nullptr;
+        }
+        // Read here, while still privileged: the key is usually readable by root only.
+        if (auto why = read_file(web.key_file, s->tls_key_)) {
+            error = "TLS key: " + *why;
+            return nullptr;
+        }
+        if (auto why = read_file(web.cert_file, s->tls_cert_)) {
+            error = "TLS certificate: " + *why;
+            return nullptr;
+        }
+        flags |= MHD_USE_TLS;
+    }
+
+    // A scraper that hangs up mid-answer must not kill the daemon (civetweb did the same).
+    std::signal(SIGPIPE, SIG_IGN);
+
+    Log& log = server_log();
+    {
+        std::lock_guard lock(log.mu);
+        log.starting = true;
+        log.start_messages.clear();
+    }
+    // Options are passed as an array so the TLS ones can be left out without varargs tricks.
+    std::vector<MHD_OptionItem> opts = {
+        {MHD_OPTION_EXTERNAL_LOGGER, reinterpret_cast<intptr_t>(&on_log), &log},
+        {MHD_OPTION_SOCK_ADDR, 0, &addr},
+        {MHD_OPTION_THREAD_POOL_SIZE, kThreads, nullptr},
+        {MHD_OPTION_CONNECTION_TIMEOUT, kConnectionTimeoutSeconds, nullptr},
+        {MHD_OPTION_CONNECTION_LIMIT, kConnectionLimit, nullptr},
+    };
+    if (web.tls()) {
+        opts.push_back({MHD_OPTION_HTTPS_MEM_KEY, 0, s->tls_key_.data()});
+        opts.push_back({MHD_OPTION_HTTPS_MEM_CERT, 0, s->tls_cert_.data()});
+        opts.push_back({MHD_OPTION_HTTPS_PRIORITIES, 0, const_cast<char*>(kTlsPriorities)});
+    }
+    opts.push_back({MHD_OPTION_END, 0, nullptr});
+
+    // The port argument is ignored when MHD_OPTION_SOCK_ADDR is given.
+    s->daemon_ = MHD_start_daemon(flags, static_cast<uint16_t>(port), nullptr, nullptr,
+                                  &on_request, s.get(), MHD_OPTION_ARRAY, opts.data(),
+                                  MHD_OPTION_END);
+    {
+        std::lock_guard lock(log.mu);
+        log.starting = false;
+        if (!s->daemon_) {
+            error = log.start_messages.empty() ? "libmicrohttpd could not start"
+                                               : log.start_messages;
+            return nullptr;
+        }
+    }
     s->route("/", [] {
         return HttpResponse{200, "text/html; charset=utf-8",
                             "<html><head><title>uringscope</title></head><body>"
@@ -125,14 +236,13 @@ std::unique_ptr<HttpServer> HttpServer::make(const std::string& listen_address,
 }
 
 HttpServer::~HttpServer() {
-    // Stop serving before the handlers the server points at go away.
-    if (server_) server_->close();
+    // Stop serving (joins every server thread) before the routes it calls go away.
+    if (daemon_) MHD_stop_daemon(daemon_);
 }
 
 void HttpServer::route(const std::string& path, Handler handler) {
-    routes_.push_back(std::make_unique<Route>(std::move(handler), web_));
-    // civetweb matches prefixes; "$" anchors the pattern to the exact path.
-    server_->addHandler(path + "$", routes_.back().get());
+    std::unique_lock lock(routes_mutex_);
+    routes_[path] = std::move(handler);
 }
 
 }  // namespace uringscope

@@ -1,15 +1,23 @@
 #pragma once
-// The daemon's HTTP server (civetweb, Debian's libcivetweb): /metrics, the JSON snapshot API and
-// a landing page. We own the server rather than use prometheus-cpp's Exposer so that one listener
-// serves every endpoint and every request path is ours to validate.
+// The daemon's HTTP server (GNU libmicrohttpd, Debian's libmicrohttpd12; TLS through the
+// system's GnuTLS): /metrics, the JSON snapshot API and a landing page. We own the server rather
+// than use prometheus-cpp's Exposer so that one listener serves every endpoint and every request
+// path is ours to validate.
+//
+// Not civetweb: Debian bookworm's libcivetweb 1.15 loads OpenSSL at run time by name with a
+// table written for the OpenSSL 1.1 API. OpenSSL 3 no longer exports SSL_get_peer_certificate,
+// so that entry stays NULL (mg_init_library(MG_FEATURES_TLS) reports the failure, mg_start then
+// goes ahead regardless) and every TLS connection crashes the process after its handshake.
 #include <functional>
+#include <map>
 #include <memory>
+#include <shared_mutex>
 #include <string>
-#include <vector>
 
 #include "exporters/web_config.hpp"
 
-class CivetServer;
+struct MHD_Daemon;
+struct MHD_Connection;
 
 namespace uringscope {
 
@@ -23,22 +31,29 @@ class HttpServer {
 public:
     using Handler = std::function<HttpResponse()>;
 
-    // Binds listen_address (HOST:PORT, ":PORT" for all interfaces). Returns nullptr and sets
-    // error if the address cannot be bound.
-    // With web.tls() it serves HTTPS only; with users it requires HTTP basic auth on every path.
+    // Binds listen_address (HOST:PORT, ":PORT" for all IPv4 interfaces, [V6]:PORT). Returns
+    // nullptr and sets error if the address cannot be bound or the TLS files are unusable.
+    // With web.tls() it serves HTTPS only (TLS 1.2 and 1.3); with users it requires HTTP basic
+    // auth on every known path. The TLS files are read here, before privileges are dropped.
     static std::unique_ptr<HttpServer> make(const std::string& listen_address,
                                             const WebConfig& web, std::string& error);
     ~HttpServer();
+    HttpServer(const HttpServer&) = delete;
+    HttpServer& operator=(const HttpServer&) = delete;
 
-    // Serves GET and HEAD of exactly `path`; other methods get 405.
+    // Serves GET and HEAD of exactly `path`; other methods get 405. May be called while serving.
     void route(const std::string& path, Handler handler);
+
+    // For the request callback (a C function pointer, hence public).
+    int answer(MHD_Connection* conn, const char* url, const char* method);
 
 private:
     HttpServer() = default;
-    struct Route;
     WebConfig web_;
-    std::unique_ptr<CivetServer> server_;
-    std::vector<std::unique_ptr<Route>> routes_;
+    std::string tls_key_, tls_cert_;  // PEM text, read once at start
+    std::shared_mutex routes_mutex_;
+    std::map<std::string, Handler> routes_;
+    MHD_Daemon* daemon_ = nullptr;
 };
 
 }  // namespace uringscope

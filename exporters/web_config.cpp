@@ -4,8 +4,11 @@
 #include <sys/stat.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 namespace uringscope {
 
@@ -22,9 +25,24 @@ std::optional<std::string> check_not_world_writable(const std::string& path, con
     return std::nullopt;
 }
 
-// Hand-written: base64 is needed only to read the Basic credentials, and none of the project's
-// libraries exports a decoder (civetweb 1.15 only encodes; OpenSSL would be a new dependency
-// for twenty lines).
+// Reads a PEM file far enough to give a clear start-up error for the usual mistakes (a path to
+// the wrong file, key and certificate swapped, DER instead of PEM). The TLS library checks the
+// rest (key matches certificate, format) when the server starts.
+std::optional<std::string> check_pem(const std::string& path, const char* what,
+                                     const char* label) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return std::string(what) + " " + path + ": " + std::strerror(errno);
+    std::string text((std::istreambuf_iterator<char>(in)), {});
+    if (text.find("-----BEGIN ") == std::string::npos ||
+        text.find(std::string(label) + "-----") == std::string::npos)
+        return std::string(what) + " " + path + " is not a PEM file with a " + label +
+               " block (-----BEGIN ..." + label + "-----)";
+    return std::nullopt;
+}
+
+// Hand-written: base64 is needed only to read the Basic credentials, and this keeps the check
+// independent of the HTTP library (libmicrohttpd's own Basic parser would tie the unit-testable
+// part to a running server; OpenSSL would be a new dependency for twenty lines).
 std::optional<std::string> base64_decode(std::string_view in) {
     auto val = [](char c) -> int {
         if (c >= 'A' && c <= 'Z') return c - 'A';
@@ -71,6 +89,20 @@ std::optional<std::string> load_web_config(const std::string& path, WebConfig& o
         for (const auto& kv : root) {
             const auto key = kv.first.as<std::string>();
             if (key == "tls_server_config") {
+                // Only a server certificate. Anything else exporter-toolkit knows (client_ca_file
+                // and client_auth_type for mutual TLS, min_version, cipher_suites, ...) is refused
+                // rather than ignored: a silently ignored client_auth_type would leave the
+                // operator believing that only clients with certificates get in.
+                if (!kv.second.IsMap())
+                    return "web config " + path + ": tls_server_config must be a map with "
+                           "cert_file and key_file";
+                for (const auto& t : kv.second) {
+                    const auto tkey = t.first.as<std::string>();
+                    if (tkey != "cert_file" && tkey != "key_file")
+                        return "web config " + path + ": tls_server_config: \"" + tkey +
+                               "\" is not supported (only cert_file and key_file; no client "
+                               "certificates, TLS 1.2 and 1.3 with the system's defaults)";
+                }
                 out.cert_file = resolve(kv.second["cert_file"].as<std::string>(""));
                 out.key_file = resolve(kv.second["key_file"].as<std::string>(""));
                 if (kv.second["cert_file"].as<std::string>("").empty() ||
@@ -78,14 +110,9 @@ std::optional<std::string> load_web_config(const std::string& path, WebConfig& o
                     return "web config " + path + ": tls_server_config needs cert_file and key_file";
                 if (auto err = check_not_world_writable(out.key_file, "TLS key")) return err;
                 if (auto err = check_not_world_writable(out.cert_file, "TLS certificate")) return err;
-                // Debian bookworm's civetweb 1.15 loads OpenSSL at run time through a table
-                // written for an older OpenSSL API; with OpenSSL 3 one entry stays NULL and the
-                // first TLS handshake crashes the daemon (seen here: SIGSEGV in a civetweb
-                // worker). Refusing beats serving a daemon that dies on its first scrape.
-                return "web config " + path + ": tls_server_config is not supported by this "
-                       "build: the system's civetweb cannot use OpenSSL 3. Terminate TLS in front "
-                       "of uringscoped (e.g. stunnel or an nginx/envoy sidecar) and keep it on "
-                       "127.0.0.1; basic_auth_users works without TLS";
+                if (auto err = check_pem(out.key_file, "TLS key", "PRIVATE KEY")) return err;
+                if (auto err = check_pem(out.cert_file, "TLS certificate", "CERTIFICATE"))
+                    return err;
             } else if (key == "basic_auth_users") {
                 for (const auto& u : kv.second) {
                     auto hash = u.second.as<std::string>();

@@ -308,7 +308,7 @@ TEST_F(Live, StartupErrorsAreClear) {
     busy = busy.substr(0, busy.find('/'));
     Child second({build_dir() + "/uringscoped", "--web.listen-address=" + busy}, true);
     EXPECT_EQ(second.wait(seconds(10)), std::optional<int>(1));
-    EXPECT_NE(second.drain(seconds(1)).find("cannot listen on " + busy), std::string::npos);
+    EXPECT_NE(second.drain(seconds(1)).find("cannot serve on " + busy), std::string::npos);
 
     Child bad({build_dir() + "/uringscoped", "--web.listen-address=127.0.0.1:" +
                                                  std::to_string(port), "--frobnicate"},

@@ -103,10 +103,14 @@ const std::vector<ProbeSpec>& probe_table() {
            {PROG(usc_kprobe_nvme_end_io)},
            {{K::kprobes}, {K::ksym, "nvme_uring_cmd_end_io"}}}},
          false, true},
-        // Per SQE, for the gaps between an SQ thread's submissions (advise's idle curve). The
-        // tracepoint was renamed in 6.4; neither variant reads its arguments.
+        // The gaps between an SQ thread's submissions (advise's idle curve): per batch where
+        // io_submit_sqes can be hooked, else per SQE from the tracepoint (renamed in 6.4).
         {"work_gaps",
-         {{"tp_btf", {PROG(usc_submit_req)}, {{K::btf_typedef, "btf_trace_io_uring_submit_req"}}},
+         {{"fentry", {PROG(usc_fexit_submit_gaps)}, {{K::btf_func, "io_submit_sqes"}}},
+          {"kprobe",
+           {PROG(usc_kretprobe_submit_gaps)},
+           {{K::kprobes}, {K::ksym, "io_submit_sqes"}}},
+          {"tp_btf", {PROG(usc_submit_req)}, {{K::btf_typedef, "btf_trace_io_uring_submit_req"}}},
           {"tp_btf", {PROG(usc_submit_sqe)}, {{K::btf_typedef, "btf_trace_io_uring_submit_sqe"}}}},
          false, true},
         {"nvme_uring_cmd_iopoll",
@@ -125,15 +129,25 @@ const std::vector<ProbeSpec>& probe_table() {
 namespace {
 
 int libbpf_to_spdlog(enum libbpf_print_level level, const char* fmt, va_list args) {
-    char buf[1024];
-    int n = vsnprintf(buf, sizeof buf, fmt, args);
-    std::string_view msg(buf, n > 0 ? std::min<std::size_t>(n, sizeof buf - 1) : 0);
+    // Sized to the message: a verifier log runs to many kilobytes and its last lines say why.
+    va_list copy;
+    va_copy(copy, args);
+    const int n = vsnprintf(nullptr, 0, fmt, copy);
+    va_end(copy);
+    if (n <= 0) return 0;
+    std::string buf(static_cast<std::size_t>(n) + 1, '\0');
+    vsnprintf(buf.data(), buf.size(), fmt, args);
+    std::string_view msg(buf.data(), static_cast<std::size_t>(n));
     while (!msg.empty() && msg.back() == '\n') msg.remove_suffix(1);
     // libbpf warns about every failed load, including the ones the tier fallback expects and
     // reports itself; keep them at debug so the log says what matters once.
     spdlog::debug("libbpf{}: {}", level == LIBBPF_WARN ? " warning" : "", msg);
     return 0;
 }
+
+}  // namespace
+
+namespace {
 
 std::optional<std::string> missing_requirement(const KernelFeatures& kf,
                                                const ProbeVariant& variant) {

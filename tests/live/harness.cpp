@@ -108,7 +108,8 @@ size_t append_body(char* data, size_t size, size_t n, void* out) {
 
 }  // namespace
 
-HttpResponse http_get(const std::string& url) {
+HttpResponse http_get(const std::string& url, const std::string& ca_file,
+                      const std::string& userpwd) {
     HttpResponse r;
     CURL* c = curl_easy_init();
     curl_easy_setopt(c, CURLOPT_URL, url.c_str());
@@ -116,6 +117,11 @@ HttpResponse http_get(const std::string& url) {
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &r.body);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 5000L);
     curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+    if (!ca_file.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, ca_file.c_str());
+    if (!userpwd.empty()) {
+        curl_easy_setopt(c, CURLOPT_HTTPAUTH, CURLAUTH_BASIC);
+        curl_easy_setopt(c, CURLOPT_USERPWD, userpwd.c_str());
+    }
     CURLcode rc = curl_easy_perform(c);
     if (rc != CURLE_OK)
         r.error = curl_easy_strerror(rc);

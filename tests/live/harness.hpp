@@ -43,7 +43,10 @@ struct HttpResponse {
     std::string body;
     std::string error;
 };
-HttpResponse http_get(const std::string& url);
+// GET with curl. For https:// URLs, `ca_file` is the only CA trusted (empty: the system's);
+// `userpwd` ("user:password") adds HTTP basic auth. status 0 means no HTTP answer (see error).
+HttpResponse http_get(const std::string& url, const std::string& ca_file = "",
+                      const std::string& userpwd = "");
 
 // A TCP port nobody listens on right now.
 int free_port();

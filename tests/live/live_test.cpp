@@ -199,8 +199,12 @@ TEST_F(Live, BusyThreadThatNeverPausesDoesNotSleep) {
     auto setup = read_load_rings(load, "setup", "started", seconds(10));
     ASSERT_EQ(setup.size(), 1u);
     std::map<std::string, std::string> l{{"sq_thread", std::to_string(setup[0].sq_thread)}};
-    std::this_thread::sleep_for(milliseconds(300));
-    double s0 = find_value(d->scrape(), "uringscope_sqthread_sleeps_total", l).value_or(-1);
+    // The first sample that sees the thread; under TCG that can take well over the interval.
+    double s0 = -1;
+    eventually(seconds(10), [&] {
+        s0 = find_value(d->scrape(), "uringscope_sqthread_sleeps_total", l).value_or(-1);
+        return s0 >= 0;
+    });
     auto done = read_load_rings(load, "ring", "done", seconds(20));
     ASSERT_EQ(done.size(), 1u);
     double s1 = find_value(d->scrape(), "uringscope_sqthread_sleeps_total", l).value_or(-1);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/cli_parse.hpp"
 #include "common/duration.hpp"
 
 namespace uringscope::advise {
@@ -68,17 +69,7 @@ OptionsResult parse_options(int argc, const char* const* argv) {
     app.add_flag("--json", o.json, "Print the advice as one JSON object (docs/API.md).");
 
     OptionsResult r;
-    try {
-        app.parse(argc, argv);
-    } catch (const CLI::CallForHelp&) {
-        r.output = app.help();
-        return r;
-    } catch (const CLI::ParseError& e) {
-        r.exit_code = 2;
-        r.output = std::string("uringscope advise: ") + e.what() +
-                   "\nTry 'uringscope advise --help'.";
-        return r;
-    }
+    if (!cli::parse_or_answer(app, argc, argv, "uringscope advise", r)) return r;
     auto fail = [&](std::string msg) {
         r.exit_code = 2;
         r.output = "uringscope advise: " + msg;

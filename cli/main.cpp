@@ -30,22 +30,22 @@ int main(int argc, char** argv) {
         std::cout << "uringscope " URINGSCOPE_VERSION "\n";
         return 0;
     }
-    if (cmd == "top") {
-        auto r = uringscope::top::parse_top_options(argc - 1, argv + 1);
+    // Parses the subcommand's own arguments (argv[1] is its name) and runs it, or prints its
+    // help or error.
+    auto subcommand = [&](auto parse, auto run) {
+        auto r = parse(argc - 1, argv + 1);
         if (!r.options) {
             (r.exit_code ? std::cerr : std::cout) << r.output << "\n";
             return r.exit_code;
         }
-        return uringscope::top::run(*r.options);
-    }
-    if (cmd == "advise") {
-        auto r = uringscope::advise::parse_options(argc - 1, argv + 1);
-        if (!r.options) {
-            (r.exit_code ? std::cerr : std::cout) << r.output << "\n";
-            return r.exit_code;
-        }
-        return uringscope::advise::run(*r.options);
-    }
+        return run(*r.options);
+    };
+    if (cmd == "top")
+        return subcommand(uringscope::top::parse_top_options,
+                          [](const auto& o) { return uringscope::top::run(o); });
+    if (cmd == "advise")
+        return subcommand(uringscope::advise::parse_options,
+                          [](const auto& o) { return uringscope::advise::run(o); });
     std::cerr << "uringscope: unknown command \"" << cmd << "\"\n" << kUsage << "\n";
     return 2;
 }

@@ -2,6 +2,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "common/cli_parse.hpp"
+
 namespace uringscope::top {
 
 namespace {
@@ -58,16 +60,7 @@ OptionsResult parse_top_options(int argc, const char* const* argv) {
         ->check(CLI::Range(40, 1000));
 
     OptionsResult r;
-    try {
-        app.parse(argc, argv);
-    } catch (const CLI::CallForHelp&) {
-        r.output = app.help();
-        return r;
-    } catch (const CLI::ParseError& e) {
-        r.exit_code = 2;
-        r.output = std::string("uringscope top: ") + e.what() + "\nTry 'uringscope top --help'.";
-        return r;
-    }
+    if (!cli::parse_or_answer(app, argc, argv, "uringscope top", r)) return r;
     auto col = column_by_name(sort);
     if (!col || *col == Column::history) {
         r.exit_code = 2;

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <charconv>
 
+#include "common/cli_parse.hpp"
 #include "common/duration.hpp"
 
 namespace uringscope {
@@ -126,16 +127,7 @@ FlagsResult parse_daemon_flags(int argc, const char* const* argv) {
     app.add_flag("--version", version, "Print the version and exit.");
 
     FlagsResult result;
-    try {
-        app.parse(argc, argv);
-    } catch (const CLI::CallForHelp&) {
-        result.output = app.help();
-        return result;
-    } catch (const CLI::ParseError& e) {
-        result.exit_code = 2;
-        result.output = std::string("uringscoped: ") + e.what() + "\nTry 'uringscoped --help'.";
-        return result;
-    }
+    if (!cli::parse_or_answer(app, argc, argv, "uringscoped", result)) return result;
     if (version) {
         result.output = "uringscoped " URINGSCOPE_VERSION;
         return result;

@@ -77,17 +77,15 @@ bool Sampler::sample_once() {
     snap->probes = bpf_.probes_with_misses();
     if (advice_) {
         snap->advice = advice_->update(snap);
-        std::map<std::string, std::string> now;
+        std::set<std::pair<std::string, std::string>> now;  // (finding, subject)
         for (const auto& f : snap->advice.findings) {
-            const auto key = f.id + "|" + f.subject;
-            now[key] = f.summary;
-            if (!logged_findings_.count(key))
+            now.emplace(f.id, f.subject);
+            if (!logged_findings_.count({f.id, f.subject}))
                 spdlog::warn("advice {} ({}): {}. Change: {}", f.id, f.subject, f.summary,
                              f.change);
         }
-        for (const auto& [key, summary] : logged_findings_)
-            if (!now.count(key)) spdlog::info("advice cleared: {}", key.substr(0, key.find('|')) +
-                                                                         " (" + key.substr(key.find('|') + 1) + ")");
+        for (const auto& [id, subject] : logged_findings_)
+            if (!now.count({id, subject})) spdlog::info("advice cleared: {} ({})", id, subject);
         logged_findings_ = std::move(now);
     }
     snap->map_entries = {{"sched_state", raw.sched.size()},

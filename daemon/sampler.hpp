@@ -4,9 +4,9 @@
 #include <chrono>
 #include <memory>
 #include <stop_token>
-#include <map>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "daemon/advisor.hpp"
 #include "daemon/aggregator.hpp"
@@ -38,7 +38,7 @@ private:
     Aggregator agg_;
     std::set<std::string> flagged_;  // devices logged as IOPOLL without poll queues
     std::unique_ptr<AdviceWindow> advice_;
-    std::map<std::string, std::string> logged_findings_;  // id|subject -> summary
+    std::set<std::pair<std::string, std::string>> logged_findings_;  // (finding, subject) logged
 };
 
 }  // namespace uringscope

@@ -47,18 +47,31 @@ struct {
 
 #define TASK_RUNNING 0
 
-static __always_inline struct usc_sched_state *sched_state_get(__u32 tid)
+/*
+ * The value for key, inserted from init if absent. A full map is counted in *dropped and gives
+ * NULL. BPF_NOEXIST makes a racing insert harmless: the loser looks up the winner's entry.
+ * Inlined, so the verifier sees a constant map at every call site (kernels before 5.13 or so
+ * reject a map pointer that is not one).
+ */
+static __always_inline void *lookup_or_init(void *map, const void *key, const void *init,
+					    __u64 *dropped)
 {
-	struct usc_sched_state *s = bpf_map_lookup_elem(&sched_state, &tid);
+	void *v = bpf_map_lookup_elem(map, key);
 
-	if (s)
-		return s;
-	static const struct usc_sched_state zero = {};
-	if (bpf_map_update_elem(&sched_state, &tid, &zero, BPF_NOEXIST) == -E2BIG) {
-		__sync_fetch_and_add(&stats.sched_dropped, 1);
+	if (v)
+		return v;
+	if (bpf_map_update_elem(map, key, init, BPF_NOEXIST) == -E2BIG) {
+		__sync_fetch_and_add(dropped, 1);
 		return NULL;
 	}
-	return bpf_map_lookup_elem(&sched_state, &tid);
+	return bpf_map_lookup_elem(map, key);
+}
+
+static __always_inline struct usc_sched_state *sched_state_get(__u32 tid)
+{
+	static const struct usc_sched_state zero = {};
+
+	return lookup_or_init(&sched_state, &tid, &zero, &stats.sched_dropped);
 }
 
 static __always_inline __u32 log2_bucket(__u64 v)
@@ -83,6 +96,14 @@ struct {
 	__type(value, struct usc_work_gaps);
 } work_gaps SEC(".maps");
 
+/* Deep tier, declared here because sched_switch reads it: see usc_fexit_sq_tw. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, USC_MAX_SQ_THREADS);
+	__type(key, __u32);
+	__type(value, struct usc_sq_passes);
+} sq_passes SEC(".maps");
+
 SEC("tp_btf/sched_switch")
 int BPF_PROG(usc_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
@@ -94,6 +115,26 @@ int BPF_PROG(usc_sched_switch, bool preempt, struct task_struct *prev, struct ta
 
 	__u64 now = bpf_ktime_get_ns();
 	struct usc_sched_state *s;
+	struct usc_sq_passes *p;
+
+	/* Deep tier only: time switched out inside a pass's work bracket is not work. */
+	if (prev_sq) {
+		__u32 tid = BPF_CORE_READ(prev, pid);
+		p = bpf_map_lookup_elem(&sq_passes, &tid);
+		if (p && p->start_ns)
+			p->off_cpu_ns = now;
+	}
+	if (next_sq) {
+		__u32 tid = BPF_CORE_READ(next, pid);
+		p = bpf_map_lookup_elem(&sq_passes, &tid);
+		if (p && p->off_cpu_ns) {
+			if (p->start_ns && now > p->off_cpu_ns) {
+				p->start_ns += now - p->off_cpu_ns;
+				p->turn_start_ns += now - p->off_cpu_ns;
+			}
+			p->off_cpu_ns = 0;
+		}
+	}
 
 	if (prev_sq && !preempt && get_task_state(prev) != TASK_RUNNING) {
 		__u32 tid = BPF_CORE_READ(prev, pid);
@@ -266,6 +307,8 @@ int usc_iter_rings(struct bpf_iter__task_file *it)
 
 /* Set by the loader from io_do_iopoll's BTF prototype (see core_fixes: no version checks). */
 const volatile bool iopoll_counts_in_arg = false;
+/* Set by the loader when the loop-pass probe (io_sq_tw) is loaded: see usc_fexit_sq_tw. */
+const volatile bool track_passes = false;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -347,6 +390,96 @@ int BPF_KPROBE(usc_kprobe_sq_thread, void *sqd)
 	return 0;
 }
 
+/* --- Loop passes: io_sq_tw ends every pass of the SQ thread's loop (6.9+) -------------------- */
+
+static __always_inline void credit_turn(__u64 ctx, __u64 ns)
+{
+	static const struct usc_ring_work zero = {};
+	struct usc_ring_work *w = lookup_or_init(&ring_work, &ctx, &zero, &stats.deep_dropped);
+
+	if (w)
+		__sync_fetch_and_add(&w->turn_ns, ns);
+}
+
+/*
+ * The SQ thread starts serving ring ctx: the pass's work bracket opens unless it already has,
+ * and the previous ring's turn ends.
+ */
+static __always_inline void pass_work_begins(__u32 tid, __u64 now, __u64 ctx)
+{
+	static const struct usc_sq_passes zero = {};
+
+	if (!track_passes)
+		return;
+	struct usc_sq_passes *p = lookup_or_init(&sq_passes, &tid, &zero, &stats.deep_dropped);
+	if (!p)
+		return;
+	if (!p->start_ns) {
+		p->start_ns = now;
+	} else if (p->turn_ctx != ctx) {
+		if (now > p->turn_start_ns)
+			credit_turn(p->turn_ctx, now - p->turn_start_ns);
+	} else {
+		return; /* the same ring's polling, then its submission */
+	}
+	p->turn_ctx = ctx;
+	p->turn_start_ns = now;
+}
+
+/*
+ * Only the thread itself writes its entry, and sched_switch writes it only while the thread is
+ * not running, so plain increments suffice.
+ */
+static __always_inline void pass_ends(long task_work)
+{
+	static const struct usc_sq_passes zero = {};
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct usc_sq_passes *p = lookup_or_init(&sq_passes, &tid, &zero, &stats.deep_dropped);
+
+	if (!p)
+		return;
+	p->passes += 1;
+	if (p->start_ns) {
+		__u64 now = bpf_ktime_get_ns();
+		if (now > p->start_ns)
+			p->work_ns += now - p->start_ns;
+		if (now > p->turn_start_ns)
+			credit_turn(p->turn_ctx, now - p->turn_start_ns);
+		p->start_ns = 0;
+		p->busy_passes += 1;
+	} else if (task_work > 0) {
+		p->busy_passes += 1;
+	}
+}
+
+/*
+ * static int io_sq_tw(struct llist_node **retry_list, int max_entries) returns the task work
+ * items it ran (6.9+; 7.x kernels dropped the second parameter). Called once per loop pass,
+ * after every ring had its turn, and once more when the thread exits; only SQ threads call it.
+ * One fexit per prototype: the verifier lets a program read the return value only at its real
+ * position, and the loader picks by the BTF parameter count.
+ */
+SEC("fexit/io_sq_tw")
+int BPF_PROG(usc_fexit_sq_tw, void *retry_list, int max_entries, int ret)
+{
+	pass_ends(ret);
+	return 0;
+}
+
+SEC("fexit/io_sq_tw")
+int BPF_PROG(usc_fexit_sq_tw_1arg, void *arg, int ret)
+{
+	pass_ends(ret);
+	return 0;
+}
+
+SEC("kretprobe/io_sq_tw")
+int BPF_KRETPROBE(usc_kretprobe_sq_tw, int ret)
+{
+	pass_ends(ret);
+	return 0;
+}
+
 /* --- io_submit_sqes: per-ring SQ thread work ------------------------------------------------ */
 
 static __always_inline void submit_enter(void *ctx)
@@ -355,6 +488,7 @@ static __always_inline void submit_enter(void *ctx)
 		return;
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct call_state st = { .ts = bpf_ktime_get_ns(), .ctx = (__u64)ctx };
+	pass_work_begins(tid, st.ts, st.ctx);
 	bpf_map_update_elem(&submit_calls, &tid, &st, BPF_ANY);
 }
 
@@ -369,17 +503,10 @@ static __always_inline void submit_exit(long ret)
 	__u64 ctx = st->ctx;
 	bpf_map_delete_elem(&submit_calls, &tid);
 
-	struct usc_ring_work *w = bpf_map_lookup_elem(&ring_work, &ctx);
-	if (!w) {
-		struct usc_ring_work zero = {};
-		if (bpf_map_update_elem(&ring_work, &ctx, &zero, BPF_NOEXIST) == -E2BIG) {
-			__sync_fetch_and_add(&stats.deep_dropped, 1);
-			return;
-		}
-		w = bpf_map_lookup_elem(&ring_work, &ctx);
-		if (!w)
-			return;
-	}
+	static const struct usc_ring_work zero = {};
+	struct usc_ring_work *w = lookup_or_init(&ring_work, &ctx, &zero, &stats.deep_dropped);
+	if (!w)
+		return;
 	__sync_fetch_and_add(&w->submit_ns, ns);
 	__sync_fetch_and_add(&w->batches, 1);
 	if (ret > 0)
@@ -430,6 +557,8 @@ static __always_inline void iopoll_enter(void *ctx, void *nr_events)
 		st.nr_events_ptr = (__u64)nr_events;
 		bpf_probe_read_kernel(&st.nr_before, sizeof(st.nr_before), nr_events);
 	}
+	if (track_passes && current_is_sq_thread())
+		pass_work_begins(tid, st.ts, st.ctx);
 	bpf_map_update_elem(&iopoll_calls, &tid, &st, BPF_ANY);
 }
 
@@ -456,17 +585,10 @@ static __always_inline void iopoll_exit(long ret)
 	};
 	bpf_map_delete_elem(&iopoll_calls, &tid);
 
-	struct usc_iopoll_stats *s = bpf_map_lookup_elem(&iopoll_stats, &key);
-	if (!s) {
-		struct usc_iopoll_stats zero = {};
-		if (bpf_map_update_elem(&iopoll_stats, &key, &zero, BPF_NOEXIST) == -E2BIG) {
-			__sync_fetch_and_add(&stats.deep_dropped, 1);
-			return;
-		}
-		s = bpf_map_lookup_elem(&iopoll_stats, &key);
-		if (!s)
-			return;
-	}
+	static const struct usc_iopoll_stats zero = {};
+	struct usc_iopoll_stats *s = lookup_or_init(&iopoll_stats, &key, &zero, &stats.deep_dropped);
+	if (!s)
+		return;
 	__sync_fetch_and_add(&s->calls, 1);
 	__sync_fetch_and_add(&s->ns, ns);
 	if (reaped)
@@ -515,16 +637,9 @@ int BPF_KRETPROBE(usc_kretprobe_iopoll, int ret)
 
 static __always_inline struct usc_nvme_stats *nvme_stats_get(struct usc_dev_key *key)
 {
-	struct usc_nvme_stats *s = bpf_map_lookup_elem(&nvme_stats, key);
-
-	if (s)
-		return s;
 	static const struct usc_nvme_stats zero = {};
-	if (bpf_map_update_elem(&nvme_stats, key, &zero, BPF_NOEXIST) == -E2BIG) {
-		__sync_fetch_and_add(&stats.deep_dropped, 1);
-		return NULL;
-	}
-	return bpf_map_lookup_elem(&nvme_stats, key);
+
+	return lookup_or_init(&nvme_stats, key, &zero, &stats.deep_dropped);
 }
 
 /*
@@ -642,18 +757,11 @@ static __always_inline void note_work(void)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	__u64 now = bpf_ktime_get_ns();
-	struct usc_work_gaps *g = bpf_map_lookup_elem(&work_gaps, &tid);
+	static const struct usc_work_gaps zero = {};
+	struct usc_work_gaps *g = lookup_or_init(&work_gaps, &tid, &zero, &stats.deep_dropped);
 
-	if (!g) {
-		static const struct usc_work_gaps zero = {};
-		if (bpf_map_update_elem(&work_gaps, &tid, &zero, BPF_NOEXIST) == -E2BIG) {
-			__sync_fetch_and_add(&stats.deep_dropped, 1);
-			return;
-		}
-		g = bpf_map_lookup_elem(&work_gaps, &tid);
-		if (!g)
-			return;
-	}
+	if (!g)
+		return;
 	__u64 last = g->last_work_ns;
 	g->last_work_ns = now;
 	if (!last || now <= last)

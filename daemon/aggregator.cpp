@@ -174,7 +174,10 @@ Snapshot Aggregator::update(const RawSample& raw) {
         }
         if (auto it = work.find(ctx); it != work.end()) {
             rs.has_sqthread_work = true;
-            rs.sqthread_work_seconds = it->second->submit_ns / 1e9 + sq_poll_seconds;
+            rs.sqthread_submit_seconds = it->second->submit_ns / 1e9;
+            rs.sqthread_work_seconds = raw.ring_turns
+                                           ? it->second->turn_ns / 1e9
+                                           : rs.sqthread_submit_seconds + sq_poll_seconds;
             rs.sqthread_batches = it->second->batches;
         } else if (sq_poll_seconds > 0) {
             rs.has_sqthread_work = true;
@@ -194,6 +197,8 @@ Snapshot Aggregator::update(const RawSample& raw) {
     for (const auto& [tid, s] : raw.sched) sched.emplace(tid, &s);
     std::map<std::uint32_t, const usc_work_gaps*> gaps;
     for (const auto& [tid, g] : raw.gaps) gaps.emplace(tid, &g);
+    std::map<std::uint32_t, const usc_sq_passes*> passes;
+    for (const auto& [tid, p] : raw.passes) passes.emplace(tid, &p);
 
     for (auto& [tid, members] : by_thread) {
         const usc_ring_record& rec = *thread_rec.at(tid);
@@ -326,6 +331,25 @@ Snapshot Aggregator::update(const RawSample& raw) {
             // Same clock: bpf_ktime_get_ns() is CLOCK_MONOTONIC.
             if (g.last_work_ns && raw.mono_ns >= g.last_work_ns)
                 ts.gaps.open_gap_seconds = (raw.mono_ns - g.last_work_ns) / 1e9;
+        }
+
+        if (auto it = passes.find(static_cast<std::uint32_t>(tid)); it != passes.end()) {
+            const usc_sq_passes& p = *it->second;
+            ts.has_passes = true;
+            ts.loop_passes = p.passes;
+            ts.busy_passes = std::min<std::uint64_t>(p.busy_passes, p.passes);
+            ts.pass_work_seconds = static_cast<double>(p.work_ns) / 1e9;
+            const std::uint64_t dpasses =
+                ts.loop_passes - std::min<std::uint64_t>(ts.loop_passes, st.prev_passes);
+            const std::uint64_t dbusy =
+                ts.busy_passes - std::min(ts.busy_passes, st.prev_busy_passes);
+            if (st.seen_before && interval > 0)
+                ts.pass_rate = static_cast<double>(dpasses) / interval;
+            if (st.seen_before && dpasses > 0)
+                ts.empty_pass_ratio = static_cast<double>(dpasses - std::min(dpasses, dbusy)) /
+                                      static_cast<double>(dpasses);
+            st.prev_passes = ts.loop_passes;
+            st.prev_busy_passes = ts.busy_passes;
         }
 
         for (const auto& [key, val] : raw.wakers)

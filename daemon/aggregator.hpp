@@ -28,6 +28,10 @@ struct RawSample {
     std::vector<std::pair<usc_iopoll_key, usc_iopoll_stats>> iopoll;
     std::vector<std::pair<usc_dev_key, usc_nvme_stats>> nvme;
     std::vector<std::pair<std::uint32_t, usc_work_gaps>> gaps;  // by SQ thread tid
+    std::vector<std::pair<std::uint32_t, usc_sq_passes>> passes;  // by SQ thread tid
+    // The loop-pass probe is attached, so a ring's SQ thread work is its turn time (which adds up
+    // to the thread's pass work) rather than its time in io_submit_sqes and io_do_iopoll.
+    bool ring_turns = false;
 };
 
 std::string ring_mode(std::uint32_t setup_flags);
@@ -73,6 +77,7 @@ private:
         std::string comm;
         std::uint64_t prev_cpu_ns = 0, prev_work_ns = 0, prev_sleep_ns = 0;
         std::uint64_t prev_sleeps = 0, prev_wakeups = 0;
+        std::uint64_t prev_passes = 0, prev_busy_passes = 0;
         std::uint64_t work_ns = 0, spin_ns = 0, sleep_ns = 0;
         std::vector<std::uint64_t> prev_lat_hist;
         bool seen_before = false;

@@ -113,6 +113,15 @@ const std::vector<ProbeSpec>& probe_table() {
           {"tp_btf", {PROG(usc_submit_req)}, {{K::btf_typedef, "btf_trace_io_uring_submit_req"}}},
           {"tp_btf", {PROG(usc_submit_sqe)}, {{K::btf_typedef, "btf_trace_io_uring_submit_sqe"}}}},
          false, true},
+        // Loop passes and the on-CPU work of the busy ones: io_sq_tw ends every pass (6.9+;
+        // before, the loop runs task work inline and has no per-pass function).
+        {"loop_passes",
+         {{"fentry", {PROG(usc_fexit_sq_tw)}, {{K::btf_params, "io_sq_tw", 2}}},
+          {"fentry", {PROG(usc_fexit_sq_tw_1arg)}, {{K::btf_params, "io_sq_tw", 1}}},
+          {"kprobe",
+           {PROG(usc_kretprobe_sq_tw)},
+           {{K::kprobes}, {K::ksym, "io_sq_tw"}}}},
+         false, true},
         {"nvme_uring_cmd_iopoll",
          {{"fentry",
            {PROG(usc_fentry_nvme_poll)},
@@ -128,6 +137,34 @@ const std::vector<ProbeSpec>& probe_table() {
 
 namespace {
 
+// The verifier's verdict on the last rejected program: the last line of the log libbpf prints
+// between its BEGIN/END PROG LOAD LOG markers. Loading happens on one thread; the fallback
+// loop reads it right after each failed trial to say why a tier was passed over.
+std::string last_verdict;
+
+void remember_verifier_verdict(std::string_view msg) {
+    const auto end = msg.find("-- END PROG LOAD LOG --");
+    if (end == std::string_view::npos) return;
+    auto log = msg.substr(0, end);
+    // The verifier closes with statistics ("processed N insns ...", "verification time ...");
+    // the verdict is the last line before them.
+    for (;;) {
+        while (!log.empty() && (log.back() == '\n' || log.back() == ' ')) log.remove_suffix(1);
+        const auto nl = log.rfind('\n');
+        auto line = nl == std::string_view::npos ? log : log.substr(nl + 1);
+        if (line.empty() || line.find("-- BEGIN PROG LOAD LOG --") != std::string_view::npos)
+            return;
+        if (line.starts_with("processed ") || line.starts_with("verification time") ||
+            line.starts_with("stack depth")) {
+            if (nl == std::string_view::npos) return;
+            log = log.substr(0, nl);
+            continue;
+        }
+        last_verdict.assign(line);
+        return;
+    }
+}
+
 int libbpf_to_spdlog(enum libbpf_print_level level, const char* fmt, va_list args) {
     // Sized to the message: a verifier log runs to many kilobytes and its last lines say why.
     va_list copy;
@@ -139,6 +176,7 @@ int libbpf_to_spdlog(enum libbpf_print_level level, const char* fmt, va_list arg
     vsnprintf(buf.data(), buf.size(), fmt, args);
     std::string_view msg(buf.data(), static_cast<std::size_t>(n));
     while (!msg.empty() && msg.back() == '\n') msg.remove_suffix(1);
+    remember_verifier_verdict(msg);
     // libbpf warns about every failed load, including the ones the tier fallback expects and
     // reports itself; keep them at debug so the log says what matters once.
     spdlog::debug("libbpf{}: {}", level == LIBBPF_WARN ? " warning" : "", msg);
@@ -209,6 +247,10 @@ int try_load(const Selection& sel, const LoadConstants& k, SkelPtr& out) {
     for (const auto& [probe, variant] : sel)
         for (auto get : table[probe].variants[static_cast<std::size_t>(variant)].programs)
             on.insert(get(skel.get()));
+    // Without the pass probe nothing would close a pass's work bracket.
+    skel->rodata->track_passes = on.count(skel->progs.usc_fexit_sq_tw) != 0 ||
+                                 on.count(skel->progs.usc_fexit_sq_tw_1arg) != 0 ||
+                                 on.count(skel->progs.usc_kretprobe_sq_tw) != 0;
     bpf_program* prog = nullptr;
     bpf_object__for_each_program(prog, skel->obj) bpf_program__set_autoload(prog, on.count(prog));
     int err = uringscope_bpf__load(skel.get());
@@ -244,6 +286,8 @@ std::vector<ProbeState> plan_probes(const KernelFeatures& kf, const LoaderOption
             if (!miss) {
                 chosen[i] = static_cast<int>(v);
                 st.kind = var.kind;
+                // A lower tier's detail says what the higher ones lacked.
+                st.reason = why;
                 break;
             }
             // Signature variants of the same kind say nothing useful when another one fits.
@@ -290,7 +334,7 @@ std::unique_ptr<BpfCollector> BpfCollector::make(const KernelFeatures& kf,
         Selection good = essential;
         for (auto [i, v] : sel) {
             if (table[i].essential) continue;
-            std::string why;
+            std::string why = c->probes_[i].reason;
             for (; v < static_cast<int>(table[i].variants.size()); ++v) {
                 const auto& var = table[i].variants[static_cast<std::size_t>(v)];
                 if (opts.no_fentry && std::string(var.kind) == "fentry") continue;
@@ -302,6 +346,7 @@ std::unique_ptr<BpfCollector> BpfCollector::make(const KernelFeatures& kf,
                 auto trial = essential;
                 trial[i] = v;
                 SkelPtr probe;
+                last_verdict.clear();
                 int e = try_load(trial, consts, probe);
                 if (e == 0) {
                     good[i] = v;
@@ -310,8 +355,9 @@ std::unique_ptr<BpfCollector> BpfCollector::make(const KernelFeatures& kf,
                 }
                 why += (why.empty() ? "" : "; ") + std::string(var.kind) +
                        ": load failed: " + std::strerror(-e);
+                if (!last_verdict.empty()) why += " (verifier: " + last_verdict + ")";
             }
-            if (!good.count(i)) c->probes_[i].reason = why;
+            c->probes_[i].reason = why;
         }
         err = try_load(good, consts, c->skel_);
         if (err) {
@@ -346,7 +392,10 @@ std::unique_ptr<BpfCollector> BpfCollector::make(const KernelFeatures& kf,
             c->attached_programs_[i].push_back(get(c->skel_.get()));
     }
     for (const auto& st : c->probes_) {
-        if (st.attached)
+        if (st.attached && !st.reason.empty())
+            spdlog::info("probe {} ({}): attached; higher tiers passed over: {}", st.probe,
+                         st.kind, st.reason);
+        else if (st.attached)
             spdlog::info("probe {} ({}): attached", st.probe, st.kind);
         else
             spdlog::warn("probe {} ({}): off, {}", st.probe, st.kind, st.reason);
@@ -438,6 +487,7 @@ usc_stats BpfCollector::stats() const {
 void BpfCollector::forget_thread(std::uint32_t tid) {
     bpf_map_delete_elem(bpf_map__fd(skel_->maps.sched_state), &tid);
     bpf_map_delete_elem(bpf_map__fd(skel_->maps.work_gaps), &tid);
+    bpf_map_delete_elem(bpf_map__fd(skel_->maps.sq_passes), &tid);
     std::vector<std::pair<usc_waker_key, usc_waker_val>> w;
     read_wakers(w);
     int fd = bpf_map__fd(skel_->maps.wakers);
@@ -480,6 +530,10 @@ void BpfCollector::read_nvme(std::vector<std::pair<usc_dev_key, usc_nvme_stats>>
 
 void BpfCollector::read_gaps(std::vector<std::pair<std::uint32_t, usc_work_gaps>>& out) const {
     read_hash(bpf_map__fd(skel_->maps.work_gaps), out);
+}
+
+void BpfCollector::read_passes(std::vector<std::pair<std::uint32_t, usc_sq_passes>>& out) const {
+    read_hash(bpf_map__fd(skel_->maps.sq_passes), out);
 }
 
 void BpfCollector::forget_ring(std::uint64_t ctx) {

@@ -119,6 +119,7 @@ public:
     void read_iopoll(std::vector<std::pair<usc_iopoll_key, usc_iopoll_stats>>& out) const;
     void read_nvme(std::vector<std::pair<usc_dev_key, usc_nvme_stats>>& out) const;
     void read_gaps(std::vector<std::pair<std::uint32_t, usc_work_gaps>>& out) const;
+    void read_passes(std::vector<std::pair<std::uint32_t, usc_sq_passes>>& out) const;
     // Drops per-ring deep state of rings that are gone.
     void forget_ring(std::uint64_t ctx);
 

@@ -57,7 +57,8 @@ int main(int argc, char** argv) {
     std::string err;
     if (cfg.probe_report) {
         LoaderOptions report_opts{true, cfg.no_fentry};
-        spdlog::set_level(spdlog::level::err);
+        // The table is the output; the log only adds noise unless debugging was asked for.
+        if (cfg.log_level != "debug") spdlog::set_level(spdlog::level::err);
         auto bpf = BpfCollector::make(kf, report_opts, err);
         if (!bpf) {
             spdlog::error("{}", err);

@@ -4,6 +4,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <mutex>
 
@@ -54,6 +55,10 @@ bool Sampler::sample_once() {
     bpf_.read_iopoll(raw.iopoll);
     bpf_.read_nvme(raw.nvme);
     bpf_.read_gaps(raw.gaps);
+    bpf_.read_passes(raw.passes);
+    raw.ring_turns = std::any_of(bpf_.probes().begin(), bpf_.probes().end(), [](const auto& p) {
+        return p.probe == "loop_passes" && p.attached;
+    });
     raw.stats = bpf_.stats();
 
     auto snap = std::make_shared<Snapshot>(agg_.update(raw));
@@ -93,7 +98,8 @@ bool Sampler::sample_once() {
                          {"ring_work", raw.ring_work.size()},
                          {"iopoll_stats", raw.iopoll.size()},
                          {"nvme_stats", raw.nvme.size()},
-                         {"work_gaps", raw.gaps.size()}};
+                         {"work_gaps", raw.gaps.size()},
+                         {"sq_passes", raw.passes.size()}};
     snap->hostname = hostname_;
     snap->kernel = kernel_;
     snap->sample_duration_seconds =

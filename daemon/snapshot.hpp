@@ -77,6 +77,13 @@ struct ThreadSnapshot {
     std::vector<WakerSnapshot> wakers;
     bool has_gaps = false;           // the deep tier's work-gap probe saw this thread submit
     WorkGaps gaps;
+    // Loop passes (deep tier, kernels where io_sq_tw can be hooked), cumulative since attach.
+    bool has_passes = false;         // the loop-pass probe saw this thread
+    std::uint64_t loop_passes = 0;
+    std::uint64_t busy_passes = 0;   // passes that served a ring or ran task work
+    double pass_work_seconds = 0;    // on-CPU time of the passes that served a ring
+    double pass_rate = 0;            // passes per second over the last interval
+    double empty_pass_ratio = 0;     // passes that did nothing / passes, last interval
 };
 
 // io_do_iopoll on one ring by one kind of caller (deep tier).
@@ -111,7 +118,10 @@ struct RingSnapshot {
     std::uint64_t samples = 0, samples_with_backlog = 0, backlog_sum = 0;
     // Deep tier, present when its probes are attached:
     bool has_sqthread_work = false;
-    double sqthread_work_seconds = 0;    // SQ thread time submitting and polling for this ring
+    // SQ thread time spent on this ring: its turns in the loop passes where the pass probe is
+    // attached (they add up to the thread's pass work), else its time submitting and polling.
+    double sqthread_work_seconds = 0;
+    double sqthread_submit_seconds = 0;  // of which inside io_submit_sqes
     std::uint64_t sqthread_batches = 0;  // io_submit_sqes calls by the SQ thread
     std::vector<IopollSnapshot> iopoll;
 };
@@ -132,7 +142,7 @@ struct ProbeState {
     std::string probe;   // program name without the usc_ prefix
     std::string kind;    // tp_btf, iter, ...
     bool attached = false;
-    std::string reason;  // why not, when not attached
+    std::string reason;  // why not; when a lower tier attached, why the higher ones did not
     std::uint64_t missed = 0;  // runs the kernel skipped (recursion_misses), e.g. kprobes in IRQs
 };
 

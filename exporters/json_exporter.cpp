@@ -28,7 +28,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
     work_source, sleeps, wakeups, voluntary_switches, involuntary_switches, state, sq_cpu, pinned,
     idle_setting_seconds, idle_ns_granular, wake_latency, wake_latency_log2, wake_p50_seconds,
     wake_p99_seconds, rings, fairness, rings_work_seconds, cpu_util, work_util, spin_util, sleep_util, sqe_rate,
-    sleep_rate, wakeup_rate, wakers, has_gaps, gaps)
+    sleep_rate, wakeup_rate, wakers, has_gaps, gaps, has_passes, loop_passes, busy_passes,
+    pass_work_seconds, pass_rate, empty_pass_ratio)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(IopollSnapshot, caller, calls, empty, completions,
                                                 seconds, calls_rate, empty_ratio,
                                                 completions_per_call)
@@ -37,7 +38,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RingSnapshot, id, pid, fd, comm,
                                                 sq_backlog, sqthread_share, sqe_rate, cqe_rate,
                                                 samples, samples_with_backlog, backlog_sum,
                                                 has_sqthread_work, sqthread_work_seconds,
-                                                sqthread_batches, iopoll)
+                                                sqthread_submit_seconds, sqthread_batches, iopoll)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DeviceSnapshot, name, polled, irq,
                                                 polled_intent_irq, polls, latency,
                                                 latency_p50_seconds, latency_p99_seconds,

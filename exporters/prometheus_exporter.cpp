@@ -133,6 +133,16 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
                   "IORING_SETUP_SQ_AFF), or on newer kernels the CPU it last started on.", G);
     Family latency("uringscope_sqthread_wakeup_latency_seconds",
                    "Time from the SQ thread's wakeup until it ran on a CPU.", MetricType::Histogram);
+    Family passes("uringscope_sqthread_loop_passes_total",
+                  "Passes of the SQ thread's loop over its rings since uringscope attached. Deep "
+                  "tier, kernels with io_sq_tw (6.9+).", C);
+    Family busy_passes("uringscope_sqthread_busy_loop_passes_total",
+                       "Loop passes that served a ring or ran task work; the rest polled idle "
+                       "rings. Deep tier.", C);
+    Family pass_work("uringscope_sqthread_pass_work_seconds_total",
+                     "On-CPU time of the loop passes that served a ring, from the first ring's "
+                     "work to the end of the pass: the kernel's work-time bracket, measured with "
+                     "the monotonic clock. Deep tier.", C);
 
     for (const auto& t : s.threads) {
         auto l = thread_labels(t);
@@ -164,6 +174,11 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
         }
 
         latency.histogram(l, t.wake_latency);
+        if (t.has_passes) {
+            passes.counter(l, static_cast<double>(t.loop_passes));
+            busy_passes.counter(l, static_cast<double>(t.busy_passes));
+            pass_work.counter(l, t.pass_work_seconds);
+        }
     }
 
     Family sqes("uringscope_ring_sqes_total", "SQEs consumed by the ring since it was created.", C);
@@ -174,8 +189,12 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
                  "The ring's share of its SQ thread's SQEs in the last sample interval.", G);
     Family entries("uringscope_ring_sq_entries", "Size of the ring's submission queue.", G);
     Family ring_work("uringscope_ring_sqthread_work_seconds_total",
-                     "SQ thread time spent on this ring: submitting (io_submit_sqes) and polling "
-                     "(io_do_iopoll). Deep tier.", C);
+                     "SQ thread on-CPU time spent on this ring. Where uringscope_probe_attached"
+                     "{probe=\"loop_passes\"} is 1: the ring's turns in the thread's loop passes, "
+                     "which add up to uringscope_sqthread_pass_work_seconds_total; elsewhere its "
+                     "time submitting (io_submit_sqes) and polling (io_do_iopoll). Deep tier.", C);
+    Family ring_submit("uringscope_ring_sqthread_submit_seconds_total",
+                       "SQ thread time inside io_submit_sqes for this ring. Deep tier.", C);
     Family ring_batches("uringscope_ring_sqthread_batches_total",
                         "io_submit_sqes calls made by the SQ thread for this ring. Deep tier.", C);
     Family io_calls("uringscope_iopoll_calls_total", "io_do_iopoll calls on the ring. Deep tier.", C);
@@ -195,6 +214,7 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
         ++by_mode[r.mode];
         if (r.has_sqthread_work) {
             ring_work.counter(l, r.sqthread_work_seconds);
+            ring_submit.counter(l, r.sqthread_submit_seconds);
             ring_batches.counter(l, static_cast<double>(r.sqthread_batches));
         }
         for (const auto& io : r.iopoll) {
@@ -306,7 +326,9 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
                     &by_waker, &rings, &fairness, &idle, &running, &sq_cpu})
         f->move_into(out);
     latency.move_into(out);
-    for (auto* f : {&sqes, &cqes, &backlog, &share, &entries, &ring_work, &ring_batches, &io_calls,
+    for (auto* f : {&passes, &busy_passes, &pass_work}) f->move_into(out);
+    for (auto* f : {&sqes, &cqes, &backlog, &share, &entries, &ring_work, &ring_submit, &ring_batches,
+                    &io_calls,
                     &io_empty, &io_comp, &io_secs, &rings_by_mode, &created, &short_lived,
                     &nvme_comp, &nvme_polls, &nvme_intent, &no_pollq, &host_calls, &host_empty,
                     &host_comp})

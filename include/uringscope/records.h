@@ -117,6 +117,8 @@ struct usc_ring_work {
 	__u64 submit_ns;            /* time in io_submit_sqes called by the SQ thread */
 	__u64 batches;              /* io_submit_sqes calls by the SQ thread */
 	__u64 sqes;                 /* SQEs those calls submitted */
+	__u64 turn_ns;              /* on-CPU time of the ring's turns in busy loop passes, see
+	                             * usc_sq_passes; 0 where the pass probe is off */
 };
 
 /*
@@ -131,6 +133,26 @@ struct usc_work_gaps {
 	__u64 _pad;
 	__u64 count[USC_GAP_BUCKETS]; /* gaps per bucket, see USC_GAP_BUCKETS */
 	__u64 sum_ns[USC_GAP_BUCKETS]; /* sum of those gaps, ns */
+};
+
+/*
+ * One SQ thread's loop passes (deep tier; kernels where io_sq_tw, called once at the end of every
+ * pass, can be hooked: 6.9+). A pass is busy when it served a ring (submitted or polled) or ran
+ * task work. work_ns brackets a pass the way the kernel's sqd->work_time does (from the first
+ * ring with work to the end of the pass's task work) but on the monotonic clock and without the
+ * kernel's tick granularity; time the thread spent switched out inside a bracket is left out, as
+ * the kernel's CPU time leaves it out. The bracket is cut into turns: a ring's turn runs from the
+ * start of its work (io_submit_sqes or io_do_iopoll) to the start of the next ring's, the last
+ * one to the end of the pass, so the rings' turn_ns add up to work_ns.
+ */
+struct usc_sq_passes {
+	__u64 passes;               /* loop passes */
+	__u64 busy_passes;          /* passes that served a ring or ran task work */
+	__u64 work_ns;              /* on-CPU time of the passes that served a ring */
+	__u64 start_ns;             /* internal: start of the current pass's ring work, 0 if none */
+	__u64 off_cpu_ns;           /* internal: when the thread was switched out inside a bracket */
+	__u64 turn_ctx;             /* internal: ring whose turn it is (io_ring_ctx address) */
+	__u64 turn_start_ns;        /* internal: start of that turn */
 };
 
 enum usc_caller {
@@ -190,8 +212,9 @@ USC_ASSERT_SIZE(usc_waker_key, 8);
 USC_ASSERT_SIZE(usc_waker_val, 24);
 USC_ASSERT_SIZE(usc_created_ring, 48);
 USC_ASSERT_SIZE(usc_stats, 56);
-USC_ASSERT_SIZE(usc_ring_work, 24);
+USC_ASSERT_SIZE(usc_ring_work, 32);
 USC_ASSERT_SIZE(usc_work_gaps, 32 + 16 * USC_GAP_BUCKETS);
+USC_ASSERT_SIZE(usc_sq_passes, 56);
 USC_ASSERT_SIZE(usc_iopoll_key, 16);
 USC_ASSERT_SIZE(usc_iopoll_stats, 32);
 USC_ASSERT_SIZE(usc_dev_key, 32);

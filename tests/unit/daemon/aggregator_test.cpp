@@ -294,7 +294,7 @@ TEST(Aggregator, DeepTierRingWorkAndIopoll) {
     auto r1 = ring(1, 10, 3, kSqpoll | 1, 0, 50);
     auto r2 = ring(2, 10, 4, kSqpoll | 1, 0, 50);
     RawSample raw = sample(kSec, {r1, r2});
-    raw.ring_work = {{1, {300'000'000, 10, 320}}, {2, {100'000'000, 5, 160}}};
+    raw.ring_work = {{1, {300'000'000, 10, 320, 450'000'000}}, {2, {100'000'000, 5, 160, 0}}};
     raw.iopoll = {{{1, USC_CALLER_SQ_THREAD, 0}, {100, 40, 300, 50'000'000}}};
     a.update(raw);
     raw.mono_ns = 2 * kSec;
@@ -309,8 +309,15 @@ TEST(Aggregator, DeepTierRingWorkAndIopoll) {
     EXPECT_DOUBLE_EQ(ring1.iopoll[0].empty_ratio, 0.5);
     EXPECT_DOUBLE_EQ(ring1.iopoll[0].completions_per_call, 2);
     EXPECT_NEAR(s.threads[0].rings_work_seconds, 0.49, 1e-12);
+    EXPECT_NEAR(ring1.sqthread_submit_seconds, 0.3, 1e-12);
+    // With the loop-pass probe a ring's work is its turn time instead.
+    raw.ring_turns = true;
+    s = a.update(raw);
+    EXPECT_NEAR(find_ring(s, "10:3").sqthread_work_seconds, 0.45, 1e-12);
+    EXPECT_NEAR(find_ring(s, "10:3").sqthread_submit_seconds, 0.3, 1e-12);
+    raw.ring_turns = false;
     // A ring that goes away is reported so its BPF state can be dropped.
-    raw.mono_ns = 3 * kSec;
+    raw.mono_ns = 3 * kSec + 1;
     raw.rings = {r1};
     raw.iopoll.push_back({{2, USC_CALLER_APP, 0}, {10, 1, 40, 0}});
     s = a.update(raw);
@@ -353,4 +360,36 @@ TEST(Aggregator, DeviceWithoutPollQueuesIsFlaggedWhileItHappens) {
     raw.mono_ns = 2 * kSec + Aggregator::kPollQueueFlagHoldNs;
     s = a.update(raw);
     EXPECT_FALSE(s.devices[1].iopoll_without_poll_queues);  // nothing new for a minute
+}
+
+TEST(Aggregator, LoopPassesGiveRatesOverTheLastIntervalOnly) {
+    Aggregator a;
+    auto r = ring(1, 10, 3, kSqpoll, 0, 50);
+    auto raw = sample(kSec, {r});
+    usc_sq_passes p{};
+    p.passes = 1000;
+    p.busy_passes = 100;
+    p.work_ns = kSec / 4;
+    raw.passes = {{50, p}};
+    auto s = a.update(raw);
+    ASSERT_EQ(s.threads.size(), 1u);
+    EXPECT_TRUE(s.threads[0].has_passes);
+    EXPECT_EQ(s.threads[0].loop_passes, 1000u);
+    EXPECT_EQ(s.threads[0].busy_passes, 100u);
+    EXPECT_DOUBLE_EQ(s.threads[0].pass_work_seconds, 0.25);
+    // No previous sample: no rate rather than everything since attach divided by one interval.
+    EXPECT_DOUBLE_EQ(s.threads[0].pass_rate, 0);
+    EXPECT_DOUBLE_EQ(s.threads[0].empty_pass_ratio, 0);
+
+    raw = sample(3 * kSec, {r});
+    p.passes = 5000;   // +4000 in 2 s
+    p.busy_passes = 1100;  // +1000 of them busy
+    raw.passes = {{50, p}};
+    s = a.update(raw);
+    EXPECT_DOUBLE_EQ(s.threads[0].pass_rate, 2000);
+    EXPECT_DOUBLE_EQ(s.threads[0].empty_pass_ratio, 0.75);
+
+    // Without the probe's entry the thread has no pass figures at all.
+    s = a.update(sample(4 * kSec, {r}));
+    EXPECT_FALSE(s.threads[0].has_passes);
 }

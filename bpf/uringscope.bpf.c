@@ -604,6 +604,22 @@ int BPF_PROG(usc_fentry_iopoll, void *ring, void *arg1)
 	return 0;
 }
 
+/*
+ * The 5.10-5.15 prototype's entry. Verifiers of that age refuse an fentry program's read of an
+ * argument that points to anything but a struct (btf_ctx_access: "invalid bpf_context access"),
+ * and nr_events is an unsigned int *; the pointer is copied out of the trampoline's argument
+ * array instead.
+ */
+SEC("fentry/io_do_iopoll")
+int usc_fentry_iopoll_v510(__u64 *ctx)
+{
+	__u64 nr_events = 0;
+
+	bpf_probe_read_kernel(&nr_events, sizeof(nr_events), &ctx[1]);
+	iopoll_enter((void *)ctx[0], (void *)nr_events);
+	return 0;
+}
+
 /* Two exits: the verifier only lets a program read the return value at its real position. */
 SEC("fexit/io_do_iopoll")
 int BPF_PROG(usc_fexit_iopoll, void *ring, bool force_nonspin, int ret)

@@ -86,7 +86,7 @@ const std::vector<ProbeSpec>& probe_table() {
            {PROG(usc_fentry_iopoll), PROG(usc_fexit_iopoll)},
            {{K::btf_params, "io_do_iopoll", 2}}},
           {"fentry",
-           {PROG(usc_fentry_iopoll), PROG(usc_fexit_iopoll_v510)},
+           {PROG(usc_fentry_iopoll_v510), PROG(usc_fexit_iopoll_v510)},
            {{K::btf_params, "io_do_iopoll", 3}}},
           {"kprobe",
            {PROG(usc_kprobe_iopoll), PROG(usc_kretprobe_iopoll)},

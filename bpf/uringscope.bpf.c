@@ -50,8 +50,7 @@ struct {
 /*
  * The value for key, inserted from init if absent. A full map is counted in *dropped and gives
  * NULL. BPF_NOEXIST makes a racing insert harmless: the loser looks up the winner's entry.
- * Inlined, so the verifier sees a constant map at every call site (kernels before 5.13 or so
- * reject a map pointer that is not one).
+ * Inlined like every helper here, so each call site hands the verifier its own map.
  */
 static __always_inline void *lookup_or_init(void *map, const void *key, const void *init,
 					    __u64 *dropped)

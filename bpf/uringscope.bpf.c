@@ -308,6 +308,8 @@ int usc_iter_rings(struct bpf_iter__task_file *it)
 const volatile bool iopoll_counts_in_arg = false;
 /* Set by the loader when the loop-pass probe (io_sq_tw) is loaded: see usc_fexit_sq_tw. */
 const volatile bool track_passes = false;
+/* Set by the loader when the io_uring_cmd_done probe is loaded: see usc_fentry_cmd_done. */
+const volatile bool track_cmd_done = false;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -658,6 +660,17 @@ static __always_inline struct usc_nvme_stats *nvme_stats_get(struct usc_dev_key 
 }
 
 /*
+ * NVMe commands between end_io and io_uring_cmd_done, by io_uring_cmd address. LRU: an entry
+ * whose done never comes (a ring torn down under it) ages out instead of filling the map.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct usc_cmd_pending);
+} cmd_pending SEC(".maps");
+
+/*
  * nvme_uring_cmd_end_io(struct request *req, blk_status_t err[, ...]): 6.1 returns void, later
  * kernels return enum rq_end_io_ret, 7.0 adds an io_comp_batch argument. Only req is read, so one
  * program serves every prototype.
@@ -676,9 +689,17 @@ static __always_inline void nvme_end_io(struct request *req)
 		__sync_fetch_and_add(&s->irq, 1);
 	if (!on_poll_queue && get_req_polled_intent(req))
 		__sync_fetch_and_add(&s->polled_intent_irq, 1);
+	__u64 now = bpf_ktime_get_ns();
+	if (track_cmd_done) {
+		/* nvme's end_io_data is the io_uring_cmd io_uring_cmd_done will be called with. */
+		__u64 cmd = (__u64)BPF_CORE_READ(req, end_io_data);
+		struct usc_cmd_pending p = { .end_io_ns = now, .dev = key };
+		if (cmd)
+			bpf_map_update_elem(&cmd_pending, &cmd, &p, BPF_ANY);
+	}
 	__u64 start = BPF_CORE_READ(req, start_time_ns);
 	if (start) {
-		__u64 lat = bpf_ktime_get_ns() - start;
+		__u64 lat = now - start;
 		__u32 b = log2_bucket(lat);
 		if (b < USC_LAT_BUCKETS)
 			__sync_fetch_and_add(&s->lat_hist[b], 1);
@@ -719,6 +740,62 @@ SEC("kprobe/nvme_uring_cmd_end_io")
 int BPF_KPROBE(usc_kprobe_nvme_end_io, struct request *req)
 {
 	nvme_end_io(req);
+	return 0;
+}
+
+/*
+ * io_uring_cmd_done(cmd, ret, res2[, issue_flags]) (6.0-6.17), __io_uring_cmd_done(cmd, ...)
+ * (6.18+, io_uring_cmd_done becoming an inline wrapper): the completion reaches the ring. Every
+ * uring_cmd passes here (ublk, sockets too); only commands whose NVMe end_io was seen count.
+ * On 6.16+ (and 6.1.143+) end_io always defers this to task work; before, polled completions
+ * came here at once and interrupt-completed ones through task work.
+ */
+static __always_inline void cmd_done(struct io_uring_cmd *cmd)
+{
+	__u64 key = (__u64)cmd;
+	struct usc_cmd_pending *p = bpf_map_lookup_elem(&cmd_pending, &key);
+
+	if (!p)
+		return;
+	__u64 now = bpf_ktime_get_ns();
+	__u64 delay = now > p->end_io_ns ? now - p->end_io_ns : 0;
+	struct usc_dev_key dev = p->dev;
+	bpf_map_delete_elem(&cmd_pending, &key);
+	struct usc_nvme_stats *s = nvme_stats_get(&dev);
+	if (!s)
+		return;
+	__u32 b = log2_bucket(delay);
+	__sync_fetch_and_add(&s->cqes, 1);
+	__sync_fetch_and_add(&s->cqe_delay_sum_ns, delay);
+	if (b < USC_LAT_BUCKETS)
+		__sync_fetch_and_add(&s->cqe_delay_hist[b], 1);
+}
+
+SEC("fentry/io_uring_cmd_done")
+int BPF_PROG(usc_fentry_cmd_done, struct io_uring_cmd *cmd)
+{
+	cmd_done(cmd);
+	return 0;
+}
+
+SEC("fentry/__io_uring_cmd_done")
+int BPF_PROG(usc_fentry_cmd_done_618, struct io_uring_cmd *cmd)
+{
+	cmd_done(cmd);
+	return 0;
+}
+
+SEC("kprobe/io_uring_cmd_done")
+int BPF_KPROBE(usc_kprobe_cmd_done, struct io_uring_cmd *cmd)
+{
+	cmd_done(cmd);
+	return 0;
+}
+
+SEC("kprobe/__io_uring_cmd_done")
+int BPF_KPROBE(usc_kprobe_cmd_done_618, struct io_uring_cmd *cmd)
+{
+	cmd_done(cmd);
 	return 0;
 }
 

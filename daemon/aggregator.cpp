@@ -417,6 +417,17 @@ Snapshot Aggregator::update(const RawSample& raw) {
         d.latency.cumulative = std::move(cum.cumulative);
         d.latency.count = cum.count;
         d.latency.sum_s = n.lat_sum_ns / 1e9;
+        if (raw.cmd_done) {
+            d.has_cqes = true;
+            d.cqes = n.cqes;
+            std::vector<std::uint64_t> delay(std::begin(n.cqe_delay_hist),
+                                             std::end(n.cqe_delay_hist));
+            auto dc = log2_to_cumulative(delay, kFirstLatencyBucket);
+            for (double b : dc.upper_bounds) d.cqe_delay.upper_bounds_s.push_back(b / 1e9);
+            d.cqe_delay.cumulative = std::move(dc.cumulative);
+            d.cqe_delay.count = dc.count;
+            d.cqe_delay.sum_s = n.cqe_delay_sum_ns / 1e9;
+        }
         auto& st = devices_[d.name];
         std::vector<std::uint64_t> delta = hist;
         if (st.seen_before) {

@@ -32,6 +32,7 @@ struct RawSample {
     // The loop-pass probe is attached, so a ring's SQ thread work is its turn time (which adds up
     // to the thread's pass work) rather than its time in io_submit_sqes and io_do_iopoll.
     bool ring_turns = false;
+    bool cmd_done = false;  // the io_uring_cmd_done probe is attached: devices have CQE counts
 };
 
 std::string ring_mode(std::uint32_t setup_flags);

@@ -122,6 +122,19 @@ const std::vector<ProbeSpec>& probe_table() {
            {PROG(usc_kretprobe_sq_tw)},
            {{K::kprobes}, {K::ksym, "io_sq_tw"}}}},
          false, true},
+        // Completions reaching the ring: io_uring_cmd_done, exported as __io_uring_cmd_done from
+        // 6.18 (io_uring_cmd_done becomes an inline wrapper). Counts only commands whose NVMe
+        // end_io was seen, so it needs nvme_uring_cmd_end_io attached to say anything.
+        {"io_uring_cmd_done",
+         {{"fentry", {PROG(usc_fentry_cmd_done)}, {{K::btf_func, "io_uring_cmd_done"}}},
+          {"fentry", {PROG(usc_fentry_cmd_done_618)}, {{K::btf_func, "__io_uring_cmd_done"}}},
+          {"kprobe",
+           {PROG(usc_kprobe_cmd_done)},
+           {{K::kprobes}, {K::ksym, "io_uring_cmd_done"}}},
+          {"kprobe",
+           {PROG(usc_kprobe_cmd_done_618)},
+           {{K::kprobes}, {K::ksym, "__io_uring_cmd_done"}}}},
+         false, true},
         {"nvme_uring_cmd_iopoll",
          {{"fentry",
            {PROG(usc_fentry_nvme_poll)},
@@ -251,6 +264,11 @@ int try_load(const Selection& sel, const LoadConstants& k, SkelPtr& out) {
     skel->rodata->track_passes = on.count(skel->progs.usc_fexit_sq_tw) != 0 ||
                                  on.count(skel->progs.usc_fexit_sq_tw_1arg) != 0 ||
                                  on.count(skel->progs.usc_kretprobe_sq_tw) != 0;
+    // end_io notes commands for io_uring_cmd_done only when something will take them off.
+    skel->rodata->track_cmd_done = on.count(skel->progs.usc_fentry_cmd_done) != 0 ||
+                                   on.count(skel->progs.usc_fentry_cmd_done_618) != 0 ||
+                                   on.count(skel->progs.usc_kprobe_cmd_done) != 0 ||
+                                   on.count(skel->progs.usc_kprobe_cmd_done_618) != 0;
     bpf_program* prog = nullptr;
     bpf_object__for_each_program(prog, skel->obj) bpf_program__set_autoload(prog, on.count(prog));
     int err = uringscope_bpf__load(skel.get());

@@ -56,9 +56,12 @@ bool Sampler::sample_once() {
     bpf_.read_nvme(raw.nvme);
     bpf_.read_gaps(raw.gaps);
     bpf_.read_passes(raw.passes);
-    raw.ring_turns = std::any_of(bpf_.probes().begin(), bpf_.probes().end(), [](const auto& p) {
-        return p.probe == "loop_passes" && p.attached;
-    });
+    auto attached = [this](std::string_view probe) {
+        return std::any_of(bpf_.probes().begin(), bpf_.probes().end(),
+                           [&](const auto& p) { return p.probe == probe && p.attached; });
+    };
+    raw.ring_turns = attached("loop_passes");
+    raw.cmd_done = attached("io_uring_cmd_done");
     raw.stats = bpf_.stats();
 
     auto snap = std::make_shared<Snapshot>(agg_.update(raw));

@@ -136,6 +136,11 @@ struct DeviceSnapshot {
     double latency_p50_seconds = -1, latency_p99_seconds = -1;  // last interval
     double completions_rate = 0, polled_ratio = 0, polls_per_completion = 0;  // last interval
     bool iopoll_without_poll_queues = false;  // polled requests completed by IRQ recently
+    // Where the io_uring_cmd_done probe is attached: completions handed to io_uring, and the
+    // time from end_io to that hand-over (the task-work hop before the CQE).
+    bool has_cqes = false;
+    std::uint64_t cqes = 0;
+    LatencyHistogram cqe_delay;
 };
 
 struct ProbeState {

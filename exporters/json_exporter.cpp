@@ -43,7 +43,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DeviceSnapshot, name, polled, ir
                                                 polled_intent_irq, polls, latency,
                                                 latency_p50_seconds, latency_p99_seconds,
                                                 completions_rate, polled_ratio,
-                                                polls_per_completion, iopoll_without_poll_queues)
+                                                polls_per_completion, iopoll_without_poll_queues,
+                                                has_cqes, cqes, cqe_delay)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ProbeState, probe, kind, attached, reason, missed)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Snapshot, hostname, kernel, seq, timestamp,
                                                 interval_seconds, sample_duration_seconds, hz, threads,

@@ -252,7 +252,17 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
     Family nvme_lat("uringscope_nvme_uring_cmd_latency_seconds",
                     "NVMe passthrough request latency, from request start to end_io. Deep tier.",
                     MetricType::Histogram);
+    Family nvme_cqes("uringscope_nvme_uring_cmd_cqes_total",
+                     "NVMe passthrough completions handed to io_uring (io_uring_cmd_done). Deep "
+                     "tier.", C);
+    Family nvme_cqe_delay("uringscope_nvme_uring_cmd_cqe_delay_seconds",
+                          "Time from a passthrough request's end_io to io_uring_cmd_done: the "
+                          "task-work hop before its CQE. Deep tier.", MetricType::Histogram);
     for (const auto& d : s.devices) {
+        if (d.has_cqes) {
+            nvme_cqes.counter({{"device", d.name}}, static_cast<double>(d.cqes));
+            nvme_cqe_delay.histogram({{"device", d.name}}, d.cqe_delay);
+        }
         nvme_comp.counter({{"device", d.name}, {"polled", "true"}}, static_cast<double>(d.polled));
         nvme_comp.counter({{"device", d.name}, {"polled", "false"}}, static_cast<double>(d.irq));
         nvme_polls.counter({{"device", d.name}}, static_cast<double>(d.polls));
@@ -331,9 +341,10 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
                     &io_calls,
                     &io_empty, &io_comp, &io_secs, &rings_by_mode, &created, &short_lived,
                     &nvme_comp, &nvme_polls, &nvme_intent, &no_pollq, &host_calls, &host_empty,
-                    &host_comp})
+                    &host_comp, &nvme_cqes})
         f->move_into(out);
     nvme_lat.move_into(out);
+    nvme_cqe_delay.move_into(out);
     for (auto* f : {&finding, &saving, &window, &probe, &missed, &overflow, &entries_now, &samples, &duration, &last, &build})
         f->move_into(out);
     return out;

@@ -188,6 +188,16 @@ struct usc_nvme_stats {
 	__u64 lat_count;            /* completions with a known start time */
 	__u64 lat_sum_ns;           /* sum of their latencies */
 	__u64 lat_hist[USC_LAT_BUCKETS]; /* log2 histogram of request start to end_io, ns */
+	__u64 cqes;                 /* completions handed to io_uring (io_uring_cmd_done) */
+	__u64 cqe_delay_sum_ns;     /* sum of end_io -> io_uring_cmd_done */
+	__u64 cqe_delay_hist[USC_LAT_BUCKETS]; /* log2 histogram of end_io -> io_uring_cmd_done, ns:
+	                             * the task-work hop a completion takes before its CQE */
+};
+
+/* An NVMe passthrough command between its end_io and io_uring_cmd_done (deep tier). */
+struct usc_cmd_pending {
+	__u64 end_io_ns;            /* bpf_ktime_get_ns() at end_io */
+	struct usc_dev_key dev;     /* the namespace it completed on */
 };
 
 /* Global counters in .bss; only rare paths touch them. */
@@ -218,6 +228,7 @@ USC_ASSERT_SIZE(usc_sq_passes, 56);
 USC_ASSERT_SIZE(usc_iopoll_key, 16);
 USC_ASSERT_SIZE(usc_iopoll_stats, 32);
 USC_ASSERT_SIZE(usc_dev_key, 32);
-USC_ASSERT_SIZE(usc_nvme_stats, 48 + 8 * USC_LAT_BUCKETS);
+USC_ASSERT_SIZE(usc_nvme_stats, 64 + 16 * USC_LAT_BUCKETS);
+USC_ASSERT_SIZE(usc_cmd_pending, 40);
 
 #endif /* URINGSCOPE_RECORDS_H */

@@ -89,7 +89,7 @@ TEST_F(Deep, ProbeReportNamesEveryProbeAndEveryReason) {
                           "io_uring_create",
                           "io_sq_thread", "io_submit_sqes", "io_do_iopoll",
                           "nvme_uring_cmd_end_io", "nvme_uring_cmd_iopoll", "work_gaps",
-                          "loop_passes"}) {
+                          "loop_passes", "io_uring_cmd_done"}) {
         ASSERT_TRUE(report.count(p)) << p;
         const auto& r = report[p];
         EXPECT_TRUE(r.state == "attached" || r.state == "off") << p;
@@ -190,6 +190,7 @@ TEST_P(DeepIo, NvmePassthroughPolledVersusIrq) {
             ngs.emplace_back(n, "nvme" + n.substr(2));
     }
     if (ngs.empty()) GTEST_SKIP() << "no NVMe passthrough device (/dev/ngXnY)";
+    const bool cmd_done = attached("io_uring_cmd_done");
     int checked_polled = 0, checked_irq = 0;
     for (const auto& [ng, blk] : ngs) {
         const bool poll_queues = read_file("/sys/block/" + blk + "/queue/io_poll") == "1";
@@ -197,6 +198,20 @@ TEST_P(DeepIo, NvmePassthroughPolledVersusIrq) {
                                             {{"device", blk}, {"polled", "true"}});
         auto irq_before = metric_or_zero(*daemon_, "uringscope_nvme_uring_cmd_completions_total",
                                          {{"device", blk}, {"polled", "false"}});
+        auto cqes_now = [&] {
+            return metric_or_zero(*daemon_, "uringscope_nvme_uring_cmd_cqes_total",
+                                  {{"device", blk}});
+        };
+        auto delays_now = [&] {
+            return metric_or_zero(*daemon_, "uringscope_nvme_uring_cmd_cqe_delay_seconds_count",
+                                  {{"device", blk}});
+        };
+        auto delay_sum_now = [&] {
+            return metric_or_zero(*daemon_, "uringscope_nvme_uring_cmd_cqe_delay_seconds_sum",
+                                  {{"device", blk}});
+        };
+        const double cqes_before = cqes_now(), delays_before = delays_now();
+        const double delay_sum_before = delay_sum_now();
         std::string out;
         auto ios = run_fio({"--name=pt", "--filename=/dev/" + ng, "--ioengine=io_uring_cmd",
                             "--cmd_type=nvme", "--hipri=1", "--rw=randread", "--bs=4k",
@@ -217,7 +232,8 @@ TEST_P(DeepIo, NvmePassthroughPolledVersusIrq) {
                                  {{"device", blk}, {"polled", "false"}}) -
                   irq_before;
             missed = missed_now() - missed_before;
-            return polled + irq + missed >= static_cast<double>(*ios);
+            return polled + irq + missed >= static_cast<double>(*ios) &&
+                   (!cmd_done || cqes_now() - cqes_before >= static_cast<double>(*ios));
         });
         auto flag = find_value(daemon_->scrape(), "uringscope_device_iopoll_without_poll_queues",
                                {{"device", blk}});
@@ -226,6 +242,15 @@ TEST_P(DeepIo, NvmePassthroughPolledVersusIrq) {
                     ng.c_str(), poll_queues, *ios, polled, irq, missed, flag.value_or(-1));
         // Every completion is either counted or reported as missed: nothing vanishes silently.
         EXPECT_EQ(polled + irq + missed, static_cast<double>(*ios)) << ng;
+        if (cmd_done && !GetParam()) {
+            // Each command fio completed reached io_uring once, with its end_io -> done delay.
+            const double cqes = cqes_now() - cqes_before;
+            std::printf("%s: %.0f completions handed to io_uring, mean end_io -> "
+                        "io_uring_cmd_done %.1f us\n",
+                        ng.c_str(), cqes, (delay_sum_now() - delay_sum_before) / cqes * 1e6);
+            EXPECT_EQ(cqes, static_cast<double>(*ios)) << ng;
+            EXPECT_EQ(delays_now() - delays_before, cqes) << ng;
+        }
         if (!GetParam()) {
             EXPECT_EQ(missed, 0) << "fentry must not miss";
         }

@@ -393,3 +393,35 @@ TEST(Aggregator, LoopPassesGiveRatesOverTheLastIntervalOnly) {
     s = a.update(sample(4 * kSec, {r}));
     EXPECT_FALSE(s.threads[0].has_passes);
 }
+
+TEST(Aggregator, CompletionsHandedToIoUringOnlyWhereTheProbeIsAttached) {
+    Aggregator a;
+    usc_dev_key k{};
+    std::strncpy(k.disk, "nvme0n1", sizeof k.disk - 1);
+    usc_nvme_stats v{};
+    v.polled = 10;
+    v.cqes = 10;
+    v.cqe_delay_hist[10] = 4;  // [1024, 2048) ns
+    v.cqe_delay_hist[12] = 6;  // [4096, 8192) ns
+    v.cqe_delay_sum_ns = 4 * 1500 + 6 * 5000;
+    RawSample raw = sample(kSec, {});
+    raw.nvme = {{k, v}};
+    auto s = a.update(raw);
+    ASSERT_EQ(s.devices.size(), 1u);
+    EXPECT_FALSE(s.devices[0].has_cqes) << "no probe: no count, rather than a count of 0";
+    raw.cmd_done = true;
+    raw.mono_ns = 2 * kSec;
+    s = a.update(raw);
+    const auto& d = s.devices[0];
+    EXPECT_TRUE(d.has_cqes);
+    EXPECT_EQ(d.cqes, 10u);
+    EXPECT_EQ(d.cqe_delay.count, 10u);
+    EXPECT_NEAR(d.cqe_delay.sum_s, 36e-6, 1e-12);
+    // Cumulative buckets: 4 at or below 2048 ns, all 10 at or below 8192 ns.
+    ASSERT_EQ(d.cqe_delay.upper_bounds_s.size(), d.cqe_delay.cumulative.size());
+    for (std::size_t i = 0; i < d.cqe_delay.upper_bounds_s.size(); ++i) {
+        const double ub = d.cqe_delay.upper_bounds_s[i];
+        std::uint64_t want = ub < 2048e-9 ? 0 : ub < 8192e-9 ? 4 : 10;
+        EXPECT_EQ(d.cqe_delay.cumulative[i], want) << ub;
+    }
+}

@@ -16,6 +16,18 @@ constexpr std::uint32_t kSetupSqAff = 1u << 2;   // IORING_SETUP_SQ_AFF
 // that short, so exposition starts there and keeps the series count per thread at 25.
 constexpr std::size_t kFirstLatencyBucket = 9;
 
+// A BPF log2 histogram of nanoseconds (bucket i holds [2^i, 2^(i+1)) ns) as a Prometheus-style
+// histogram in seconds.
+LatencyHistogram latency_histogram(std::span<const std::uint64_t> log2_ns, std::uint64_t sum_ns) {
+    LatencyHistogram h;
+    auto cum = log2_to_cumulative(log2_ns, kFirstLatencyBucket);
+    for (double b : cum.upper_bounds) h.upper_bounds_s.push_back(b / 1e9);
+    h.cumulative = std::move(cum.cumulative);
+    h.count = cum.count;
+    h.sum_s = static_cast<double>(sum_ns) / 1e9;
+    return h;
+}
+
 std::string comm_of(const char (&c)[USC_COMM_LEN]) {
     std::size_t n = 0;
     while (n < USC_COMM_LEN && c[n]) ++n;
@@ -290,11 +302,7 @@ Snapshot Aggregator::update(const RawSample& raw) {
 
         if (ss) {
             ts.wake_latency_log2.assign(std::begin(ss->lat_hist), std::end(ss->lat_hist));
-            auto cum = log2_to_cumulative(ts.wake_latency_log2, kFirstLatencyBucket);
-            for (double b : cum.upper_bounds) ts.wake_latency.upper_bounds_s.push_back(b / 1e9);
-            ts.wake_latency.cumulative = std::move(cum.cumulative);
-            ts.wake_latency.count = cum.count;
-            ts.wake_latency.sum_s = ss->lat_sum_ns / 1e9;
+            ts.wake_latency = latency_histogram(ts.wake_latency_log2, ss->lat_sum_ns);
             // Quantiles of this interval alone, from the difference of the cumulative buckets.
             std::vector<std::uint64_t> delta(ts.wake_latency_log2);
             if (st.prev_lat_hist.size() == delta.size())
@@ -412,21 +420,13 @@ Snapshot Aggregator::update(const RawSample& raw) {
         d.polled_intent_irq = n.polled_intent_irq;
         d.polls = n.polls;
         std::vector<std::uint64_t> hist(std::begin(n.lat_hist), std::end(n.lat_hist));
-        auto cum = log2_to_cumulative(hist, kFirstLatencyBucket);
-        for (double b : cum.upper_bounds) d.latency.upper_bounds_s.push_back(b / 1e9);
-        d.latency.cumulative = std::move(cum.cumulative);
-        d.latency.count = cum.count;
-        d.latency.sum_s = n.lat_sum_ns / 1e9;
+        d.latency = latency_histogram(hist, n.lat_sum_ns);
         if (raw.cmd_done) {
             d.has_cqes = true;
             d.cqes = n.cqes;
-            std::vector<std::uint64_t> delay(std::begin(n.cqe_delay_hist),
-                                             std::end(n.cqe_delay_hist));
-            auto dc = log2_to_cumulative(delay, kFirstLatencyBucket);
-            for (double b : dc.upper_bounds) d.cqe_delay.upper_bounds_s.push_back(b / 1e9);
-            d.cqe_delay.cumulative = std::move(dc.cumulative);
-            d.cqe_delay.count = dc.count;
-            d.cqe_delay.sum_s = n.cqe_delay_sum_ns / 1e9;
+            const std::vector<std::uint64_t> delay(std::begin(n.cqe_delay_hist),
+                                                   std::end(n.cqe_delay_hist));
+            d.cqe_delay = latency_histogram(delay, n.cqe_delay_sum_ns);
         }
         auto& st = devices_[d.name];
         std::vector<std::uint64_t> delta = hist;

@@ -311,8 +311,9 @@ TEST_P(DeepIo, PerRingWorkAddsUpToTheThreadsWork) {
     EXPECT_NEAR(sum, *pass_work, *pass_work * 0.05);
     // Time is not exactly proportional to SQEs: every batch has a fixed cost, and how many SQEs
     // a batch takes depends on how far each submitter got since the last pass, which the
-    // scheduler decides (0.693 against 0.750 seen in a trixie guest with kprobes).
-    EXPECT_NEAR(first / sum, sqe_share, 0.1);
+    // scheduler decides. Fourteen guest runs gave 0.655 to 0.796 against 0.750; the bound says
+    // the split follows the load, the 5 % above is the measure.
+    EXPECT_NEAR(first / sum, sqe_share, 0.15);
 }
 
 // Every busy pass of a thread serving one NOP ring makes exactly one io_submit_sqes call (NOPs

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -419,6 +420,11 @@ std::unique_ptr<BpfCollector> BpfCollector::make(const KernelFeatures& kf,
             spdlog::warn("probe {} ({}): off, {}", st.probe, st.kind, st.reason);
     }
     return c;
+}
+
+bool BpfCollector::attached(std::string_view probe) const {
+    return std::any_of(probes_.begin(), probes_.end(),
+                       [&](const ProbeState& p) { return p.probe == probe && p.attached; });
 }
 
 BpfCollector::~BpfCollector() {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -102,6 +103,8 @@ public:
     ~BpfCollector();
 
     const std::vector<ProbeState>& probes() const { return probes_; }
+    // Whether the probe of that name (probe_table()) is attached; fixed once make() returns.
+    bool attached(std::string_view probe) const;
     // probes() with each attached probe's current count of skipped runs.
     std::vector<ProbeState> probes_with_misses() const;
 

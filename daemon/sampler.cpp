@@ -4,7 +4,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <condition_variable>
 #include <mutex>
 
@@ -25,6 +24,8 @@ Sampler::Sampler(BpfCollector& bpf, bool work_time_per_thread,
                  unsigned config_hz)
     : bpf_(bpf),
       work_time_per_thread_(work_time_per_thread),
+      ring_turns_(bpf.attached("loop_passes")),
+      cmd_done_(bpf.attached("io_uring_cmd_done")),
       store_(std::move(store)),
       kernel_(std::move(kernel_release)) {
     char host[256] = {};
@@ -56,12 +57,8 @@ bool Sampler::sample_once() {
     bpf_.read_nvme(raw.nvme);
     bpf_.read_gaps(raw.gaps);
     bpf_.read_passes(raw.passes);
-    auto attached = [this](std::string_view probe) {
-        return std::any_of(bpf_.probes().begin(), bpf_.probes().end(),
-                           [&](const auto& p) { return p.probe == probe && p.attached; });
-    };
-    raw.ring_turns = attached("loop_passes");
-    raw.cmd_done = attached("io_uring_cmd_done");
+    raw.ring_turns = ring_turns_;
+    raw.cmd_done = cmd_done_;
     raw.stats = bpf_.stats();
 
     auto snap = std::make_shared<Snapshot>(agg_.update(raw));

@@ -369,6 +369,29 @@ ParseResult<LoadConfig> build_config(const RawOptions &raw) {
         cfg.hold = std::get<HoldSpec>(hold);
     }
 
+    if (raw.cycles) {
+        const auto &text = *raw.cycles;
+        std::uint64_t n = 0;
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+        if (ec != std::errc{} || end != text.data() + text.size() || n == 0 || n > 10'000'000) {
+            return ParseError{"--cycles: " + quoted(text) + " is not a number from 1 to 10000000"};
+        }
+        cfg.cycles = n;
+    }
+    if (raw.gap) {
+        auto gap = parse_duration(*raw.gap);
+        if (auto *err = std::get_if<ParseError>(&gap)) {
+            return ParseError{"--gap: " + err->message};
+        }
+        cfg.gap = std::get<std::chrono::nanoseconds>(gap);
+    }
+    if (raw.gap && cfg.cycles < 2) {
+        return ParseError{"--gap is the pause between --cycles; give --cycles N (N >= 2) too"};
+    }
+    if (cfg.hold.forever && cfg.cycles > 1) {
+        return ParseError{"--hold inf never ends a cycle; give a duration with --cycles"};
+    }
+
     const bool any_count = std::any_of(cfg.rings.begin(), cfg.rings.end(),
                                        [](const RingSpec &r) { return r.count > 0; });
     if (!any_count && !cfg.duration) {

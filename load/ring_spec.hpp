@@ -90,6 +90,8 @@ struct RawOptions {
     std::optional<std::string> pause_every;
     std::optional<std::string> pause_for;
     std::optional<std::string> hold;
+    std::optional<std::string> cycles;
+    std::optional<std::string> gap;
     bool json = false;
 };
 
@@ -100,6 +102,10 @@ struct LoadConfig {
     std::optional<std::chrono::nanoseconds> duration;
     std::optional<PauseSpec> pause;
     HoldSpec hold;
+    // The whole run (create, submit, report, hold, close) this many times, with gap between:
+    // rings that come and go, as event loops and short jobs make them.
+    std::uint64_t cycles = 1;
+    std::chrono::nanoseconds gap{0};
     bool json = false;
 };
 

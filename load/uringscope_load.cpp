@@ -114,6 +114,13 @@ OPTIONS
         After the final report, keep all rings (and their SQ threads) open for D, or until
         SIGINT/SIGTERM with inf. Default 0.
 
+    --cycles N, --gap D
+        Do the whole run N times: create the rings, submit, report, hold, close them, wait D
+        (default 0), and again. Each cycle's report follows a line "cycle K" (JSON:
+        {"cycle":K}). A closed ring's memory is soon reused by the next ring, so this is how
+        rings that come and go look to an observer. A signal ends the run after the current
+        cycle's report.
+
     --json
         Print the report as one JSON object per line instead of key=value lines.
 
@@ -913,7 +920,7 @@ ul::RawOptions parse_command_line(int argc, char **argv) {
     }
 
     ul::RawOptions raw;
-    std::string op, file, duration, pause_every, pause_for, hold;
+    std::string op, file, duration, pause_every, pause_for, hold, cycles, gap;
     CLI::App app{"io_uring load generator", kProg};
     // kHelp is printed by hand above because CLI11's generated help cannot carry the SPEC
     // grammar, examples and exit status in a readable layout.
@@ -926,6 +933,8 @@ ul::RawOptions parse_command_line(int argc, char **argv) {
     auto *every_opt = app.add_option("--pause-every", pause_every);
     auto *for_opt = app.add_option("--pause-for", pause_for);
     auto *hold_opt = app.add_option("--hold", hold);
+    auto *cycles_opt = app.add_option("--cycles", cycles);
+    auto *gap_opt = app.add_option("--gap", gap);
     app.add_flag("--json", raw.json);
     try {
         app.parse(argc, argv);
@@ -942,6 +951,8 @@ ul::RawOptions parse_command_line(int argc, char **argv) {
     raw.pause_every = take(every_opt, pause_every);
     raw.pause_for = take(for_opt, pause_for);
     raw.hold = take(hold_opt, hold);
+    raw.cycles = take(cycles_opt, cycles);
+    raw.gap = take(gap_opt, gap);
     return raw;
 }
 
@@ -961,6 +972,9 @@ void check_cpus(const ul::LoadConfig &cfg) {
         }
     }
 }
+
+// A signal during one cycle of --cycles ends the whole run after that cycle's report.
+bool g_signalled = false;
 
 int run(const ul::LoadConfig &cfg, const sigset_t &signals) {
     check_cpus(cfg);
@@ -1035,6 +1049,7 @@ int run(const ul::LoadConfig &cfg, const sigset_t &signals) {
                 std::_Exit(kExitFailure);
             }
             signalled = true;
+            g_signalled = true;
             ctl.request_stop();
         }
         progress.tick(rings);
@@ -1125,5 +1140,18 @@ int main(int argc, char **argv) {
     if (const auto *err = std::get_if<ul::ParseError>(&cfg)) {
         die_usage(err->message);
     }
-    return run(std::get<ul::LoadConfig>(cfg), signals);
+    const auto &config = std::get<ul::LoadConfig>(cfg);
+    int status = kExitOk;
+    for (std::uint64_t k = 0; k < config.cycles; ++k) {
+        if (config.cycles > 1) {
+            emit(config.json ? "{\"cycle\":" + std::to_string(k) + "}" : "cycle " + std::to_string(k));
+        }
+        if (run(config, signals) != kExitOk) {
+            status = kExitFailure;
+        }
+        if (g_signalled || (k + 1 < config.cycles && wait_signal(signals, config.gap))) {
+            break;
+        }
+    }
+    return status;
 }

@@ -15,7 +15,7 @@
 #include "uringscope/records.h"
 #include "core_fixes.bpf.h"
 
-#define E2BIG 7
+#define EEXIST 17
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -45,12 +45,54 @@ struct {
 	__type(value, struct usc_created_ring);
 } created_rings SEC(".maps");
 
+/*
+ * When io_uring_create announced each ring, by io_ring_ctx address. The iterator copies it into
+ * the ring's record (born_ns): a closed ring's address is soon reused by the next ring, and the
+ * birth time tells the two apart. Userspace deletes the entries of rings that are gone.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, USC_MAX_RINGS);
+	__type(key, __u64);
+	__type(value, __u64);
+} ring_births SEC(".maps");
+
+/* Deep tier, per ring; declared here because io_uring_create resets them (forget_ring_work). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, USC_MAX_RINGS);
+	__type(key, __u64);
+	__type(value, struct usc_ring_work);
+} ring_work SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, USC_MAX_RINGS);
+	__type(key, struct usc_iopoll_key);
+	__type(value, struct usc_iopoll_stats);
+} iopoll_stats SEC(".maps");
+
+/*
+ * A new ring at ctx: deep-tier counts still kept under that address belong to a closed ring
+ * whose memory it reuses, so they go before the new ring counts anything.
+ */
+static __always_inline void forget_ring_work(__u64 ctx)
+{
+	struct usc_iopoll_key key = { .ctx = ctx, .caller = USC_CALLER_APP };
+
+	bpf_map_delete_elem(&ring_work, &ctx);
+	bpf_map_delete_elem(&iopoll_stats, &key);
+	key.caller = USC_CALLER_SQ_THREAD;
+	bpf_map_delete_elem(&iopoll_stats, &key);
+}
+
 #define TASK_RUNNING 0
 
 /*
- * The value for key, inserted from init if absent. A full map is counted in *dropped and gives
- * NULL. BPF_NOEXIST makes a racing insert harmless: the loser looks up the winner's entry.
- * Inlined like every helper here, so each call site hands the verifier its own map.
+ * The value for key, inserted from init if absent. A failed insert is counted in *dropped and
+ * gives NULL, whatever the reason (-E2BIG for a full map, -ENOMEM), except -EEXIST: BPF_NOEXIST
+ * makes a racing insert harmless, the loser looks up the winner's entry. Inlined like every
+ * helper here, so each call site hands the verifier its own map.
  */
 static __always_inline void *lookup_or_init(void *map, const void *key, const void *init,
 					    __u64 *dropped)
@@ -59,18 +101,55 @@ static __always_inline void *lookup_or_init(void *map, const void *key, const vo
 
 	if (v)
 		return v;
-	if (bpf_map_update_elem(map, key, init, BPF_NOEXIST) == -E2BIG) {
+	long err = bpf_map_update_elem(map, key, init, BPF_NOEXIST);
+	if (err && err != -EEXIST) {
 		__sync_fetch_and_add(dropped, 1);
 		return NULL;
 	}
 	return bpf_map_lookup_elem(map, key);
 }
 
-static __always_inline struct usc_sched_state *sched_state_get(__u32 tid)
+/*
+ * The entry of SQ thread tid in a map whose values begin with their owner's start_time
+ * (records.h). An entry left by an exited thread whose tid was reused is reset before the new
+ * thread counts anything into it, so no count ever passes from one thread to the next.
+ */
+static __always_inline void *thread_entry(void *map, __u32 tid, __u64 start, const void *zero,
+					  __u64 *dropped)
+{
+	__u64 *owner = lookup_or_init(map, &tid, zero, dropped);
+
+	if (!owner || *owner == start)
+		return owner;
+	if (*owner) {
+		bpf_map_update_elem(map, &tid, zero, BPF_EXIST);
+		owner = bpf_map_lookup_elem(map, &tid);
+		if (!owner)
+			return NULL;
+	}
+	*owner = start;
+	return owner;
+}
+
+/* The entry of thread tid if it belongs to that thread, without creating one. */
+static __always_inline void *thread_entry_if_owned(void *map, __u32 tid, __u64 start)
+{
+	__u64 *owner = bpf_map_lookup_elem(map, &tid);
+
+	return owner && *owner == start ? owner : NULL;
+}
+
+static __always_inline __u64 current_start_ns(void)
+{
+	/* Not bpf_get_current_task_btf(): that helper arrived in 5.11. */
+	return BPF_CORE_READ((struct task_struct *)bpf_get_current_task(), start_time);
+}
+
+static __always_inline struct usc_sched_state *sched_state_get(struct task_struct *t)
 {
 	static const struct usc_sched_state zero = {};
 
-	return lookup_or_init(&sched_state, &tid, &zero, &stats.sched_dropped);
+	return thread_entry(&sched_state, t->pid, t->start_time, &zero, &stats.sched_dropped);
 }
 
 static __always_inline __u32 log2_bucket(__u64 v)
@@ -118,14 +197,12 @@ int BPF_PROG(usc_sched_switch, bool preempt, struct task_struct *prev, struct ta
 
 	/* Deep tier only: time switched out inside a pass's work bracket is not work. */
 	if (prev_sq) {
-		__u32 tid = BPF_CORE_READ(prev, pid);
-		p = bpf_map_lookup_elem(&sq_passes, &tid);
+		p = thread_entry_if_owned(&sq_passes, prev->pid, prev->start_time);
 		if (p && p->start_ns)
 			p->off_cpu_ns = now;
 	}
 	if (next_sq) {
-		__u32 tid = BPF_CORE_READ(next, pid);
-		p = bpf_map_lookup_elem(&sq_passes, &tid);
+		p = thread_entry_if_owned(&sq_passes, next->pid, next->start_time);
 		if (p && p->off_cpu_ns) {
 			if (p->start_ns && now > p->off_cpu_ns) {
 				p->start_ns += now - p->off_cpu_ns;
@@ -136,22 +213,21 @@ int BPF_PROG(usc_sched_switch, bool preempt, struct task_struct *prev, struct ta
 	}
 
 	if (prev_sq && !preempt && get_task_state(prev) != TASK_RUNNING) {
-		__u32 tid = BPF_CORE_READ(prev, pid);
-		s = sched_state_get(tid);
+		s = sched_state_get(prev);
 		if (s) {
 			__sync_fetch_and_add(&s->sleeps, 1);
 			s->sleep_start_ns = now;
 		}
 		/* Present only with the deep tier: how long it spun after its last SQE. */
-		struct usc_work_gaps *g = bpf_map_lookup_elem(&work_gaps, &tid);
+		struct usc_work_gaps *g =
+			thread_entry_if_owned(&work_gaps, prev->pid, prev->start_time);
 		if (g && g->last_work_ns && now > g->last_work_ns) {
 			__sync_fetch_and_add(&g->sleep_spins, 1);
 			__sync_fetch_and_add(&g->sleep_spin_ns, now - g->last_work_ns);
 		}
 	}
 	if (next_sq) {
-		__u32 tid = BPF_CORE_READ(next, pid);
-		s = bpf_map_lookup_elem(&sched_state, &tid);
+		s = thread_entry_if_owned(&sched_state, next->pid, next->start_time);
 		if (s && s->wake_ts_ns) {
 			__u64 lat = now - s->wake_ts_ns;
 			__u32 b = log2_bucket(lat);
@@ -173,7 +249,7 @@ int BPF_PROG(usc_sched_wakeup, struct task_struct *p)
 		return 0;
 
 	__u64 now = bpf_ktime_get_ns();
-	struct usc_sched_state *s = sched_state_get(BPF_CORE_READ(p, pid));
+	struct usc_sched_state *s = sched_state_get(p);
 
 	if (!s)
 		return 0;
@@ -200,17 +276,20 @@ int BPF_PROG(usc_sched_waking, struct task_struct *p)
 		return 0;
 
 	struct usc_waker_key key = {
-		.sq_tid = BPF_CORE_READ(p, pid),
+		.sq_tid = p->pid,
 		.waker_pid = bpf_get_current_pid_tgid() >> 32,
 	};
+	__u64 start = p->start_time;
 	struct usc_waker_val *w = bpf_map_lookup_elem(&wakers, &key);
-	if (w) {
+	if (w && w->sq_start_ns == start) {
 		__sync_fetch_and_add(&w->count, 1);
 		return 0;
 	}
-	struct usc_waker_val init = { .count = 1 };
+	/* New pair, or one left by an exited thread whose tid was reused: start it afresh. */
+	struct usc_waker_val init = { .sq_start_ns = start, .count = 1 };
 	bpf_get_current_comm(init.comm, sizeof(init.comm));
-	if (bpf_map_update_elem(&wakers, &key, &init, BPF_NOEXIST) == -E2BIG)
+	long err = bpf_map_update_elem(&wakers, &key, &init, w ? BPF_EXIST : BPF_NOEXIST);
+	if (err && err != -EEXIST)
 		__sync_fetch_and_add(&stats.wakers_dropped, 1);
 	return 0;
 }
@@ -228,10 +307,17 @@ int BPF_PROG(usc_io_uring_create, int fd, void *ring, __u32 sq_entries, __u32 cq
 		.sq_entries = sq_entries,
 	};
 
-	__sync_fetch_and_add(&stats.rings_created, 1);
+	/*
+	 * Keyed by creation number, not by ctx: under churn the next ring often gets the same
+	 * address before userspace drains the map, and a ctx key would overwrite the first record.
+	 */
+	__u64 seq = __sync_fetch_and_add(&stats.rings_created, 1);
 	bpf_get_current_comm(r.comm, sizeof(r.comm));
-	if (bpf_map_update_elem(&created_rings, &r.ctx, &r, BPF_ANY) == -E2BIG)
+	if (bpf_map_update_elem(&created_rings, &seq, &r, BPF_NOEXIST))
 		__sync_fetch_and_add(&stats.created_dropped, 1);
+	if (bpf_map_update_elem(&ring_births, &r.ctx, &r.ts_ns, BPF_ANY))
+		__sync_fetch_and_add(&stats.births_dropped, 1);
+	forget_ring_work(r.ctx);
 	return 0;
 }
 
@@ -262,6 +348,9 @@ int usc_iter_rings(struct bpf_iter__task_file *it)
 	r.sq_cpu = -1;
 	r.jiffies = bpf_jiffies64();
 	BPF_CORE_READ_STR_INTO(&r.comm, task, group_leader, comm);
+	__u64 *born = bpf_map_lookup_elem(&ring_births, &r.ctx);
+	if (born)
+		r.born_ns = *born;
 
 	struct io_rings *rings = BPF_CORE_READ(ctx, rings);
 	if (rings && !bpf_core_read(&r.sq_tail, sizeof(r.sq_tail), &rings->sq.tail))
@@ -288,6 +377,9 @@ int usc_iter_rings(struct bpf_iter__task_file *it)
 			r.sq_nvcsw = BPF_CORE_READ(t, nvcsw);
 			r.sq_nivcsw = BPF_CORE_READ(t, nivcsw);
 			r.sq_state = get_task_state(t);
+			r.sq_start_ns = BPF_CORE_READ(t, start_time);
+			r.sq_tgid = BPF_CORE_READ(t, tgid);
+			BPF_CORE_READ_STR_INTO(&r.sq_comm, t, group_leader, comm);
 		}
 	}
 	__sync_fetch_and_add(&stats.iter_rings, 1);
@@ -313,27 +405,6 @@ const volatile bool track_cmd_done = false;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, USC_MAX_SQ_THREADS);
-	__type(key, __u32);
-	__type(value, __u64);
-} sqd_by_tid SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, USC_MAX_RINGS);
-	__type(key, __u64);
-	__type(value, struct usc_ring_work);
-} ring_work SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, USC_MAX_RINGS);
-	__type(key, struct usc_iopoll_key);
-	__type(value, struct usc_iopoll_stats);
-} iopoll_stats SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, USC_MAX_DEVICES);
 	__type(key, struct usc_dev_key);
 	__type(value, struct usc_nvme_stats);
@@ -350,31 +421,37 @@ struct call_state {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 8192);
+	__uint(max_entries, USC_MAX_INFLIGHT);
 	__type(key, __u32);
 	__type(value, struct call_state);
 } submit_calls SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 8192);
+	__uint(max_entries, USC_MAX_INFLIGHT);
 	__type(key, __u32);
 	__type(value, struct call_state);
 } iopoll_calls SEC(".maps");
+
+/* Entry state for the exit probe; a call that cannot be paired is counted, not guessed. */
+static __always_inline void call_enter(void *map, __u32 tid, struct call_state *st)
+{
+	if (bpf_map_update_elem(map, &tid, st, BPF_ANY))
+		__sync_fetch_and_add(&stats.inflight_dropped, 1);
+}
 
 static __always_inline bool current_is_sq_thread(void)
 {
 	return is_sq_thread((struct task_struct *)bpf_get_current_task());
 }
 
+/*
+ * Counts SQ thread starts. The thread's sqd is not kept: the iterator reads it from each ring
+ * (ctx->sq_data) every sample, which also sees threads that started before uringscope.
+ */
 static __always_inline void note_sq_thread(void *sqd)
 {
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	__u64 v = (__u64)sqd;
-
 	__sync_fetch_and_add(&stats.sq_threads_started, 1);
-	if (bpf_map_update_elem(&sqd_by_tid, &tid, &v, BPF_ANY) == -E2BIG)
-		__sync_fetch_and_add(&stats.deep_dropped, 1);
 }
 
 SEC("fentry/io_sq_thread")
@@ -412,7 +489,8 @@ static __always_inline void pass_work_begins(__u32 tid, __u64 now, __u64 ctx)
 
 	if (!track_passes)
 		return;
-	struct usc_sq_passes *p = lookup_or_init(&sq_passes, &tid, &zero, &stats.deep_dropped);
+	struct usc_sq_passes *p =
+		thread_entry(&sq_passes, tid, current_start_ns(), &zero, &stats.deep_dropped);
 	if (!p)
 		return;
 	if (!p->start_ns) {
@@ -435,7 +513,8 @@ static __always_inline void pass_ends(long task_work)
 {
 	static const struct usc_sq_passes zero = {};
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct usc_sq_passes *p = lookup_or_init(&sq_passes, &tid, &zero, &stats.deep_dropped);
+	struct usc_sq_passes *p =
+		thread_entry(&sq_passes, tid, current_start_ns(), &zero, &stats.deep_dropped);
 
 	if (!p)
 		return;
@@ -490,7 +569,7 @@ static __always_inline void submit_enter(void *ctx)
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct call_state st = { .ts = bpf_ktime_get_ns(), .ctx = (__u64)ctx };
 	pass_work_begins(tid, st.ts, st.ctx);
-	bpf_map_update_elem(&submit_calls, &tid, &st, BPF_ANY);
+	call_enter(&submit_calls, tid, &st);
 }
 
 static __always_inline void submit_exit(long ret)
@@ -560,7 +639,7 @@ static __always_inline void iopoll_enter(void *ctx, void *nr_events)
 	}
 	if (track_passes && current_is_sq_thread())
 		pass_work_begins(tid, st.ts, st.ctx);
-	bpf_map_update_elem(&iopoll_calls, &tid, &st, BPF_ANY);
+	call_enter(&iopoll_calls, tid, &st);
 }
 
 static __always_inline void iopoll_exit(long ret)
@@ -850,7 +929,8 @@ static __always_inline void note_work(void)
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	__u64 now = bpf_ktime_get_ns();
 	static const struct usc_work_gaps zero = {};
-	struct usc_work_gaps *g = lookup_or_init(&work_gaps, &tid, &zero, &stats.deep_dropped);
+	struct usc_work_gaps *g =
+		thread_entry(&work_gaps, tid, current_start_ns(), &zero, &stats.deep_dropped);
 
 	if (!g)
 		return;

@@ -53,6 +53,13 @@ unsigned snap_hz(double measured) {
     return best;
 }
 
+void add_iopoll(usc_iopoll_stats& to, const usc_iopoll_stats& v) {
+    to.calls += v.calls;
+    to.empty += v.empty;
+    to.completions += v.completions;
+    to.ns += v.ns;
+}
+
 }  // namespace
 
 double gap_bucket_lower_ns(std::size_t i) {
@@ -91,7 +98,7 @@ Snapshot Aggregator::update(const RawSample& raw) {
         prev_mono_ns_ && raw.mono_ns > prev_mono_ns_ ? (raw.mono_ns - prev_mono_ns_) / 1e9 : 0;
     prev_mono_ns_ = raw.mono_ns;
     snap.interval_seconds = interval;
-    expired_.clear();
+    cleanup_ = {};
 
     if (hz_ == 0 && !raw.rings.empty()) {
         // At least half a second apart, so one jiffy of rounding is < 1% at HZ=250.
@@ -107,16 +114,39 @@ Snapshot Aggregator::update(const RawSample& raw) {
     // A ring can sit in several fd tables (fork, SCM_RIGHTS); the first holder walked names it.
     std::map<std::uint64_t, const usc_ring_record*> live;
     for (const auto& r : raw.rings) live.emplace(r.ctx, &r);
+    if (!raw.walk_complete) ++walks_incomplete_;
 
+    // A ring announced by io_uring_create was walked if a walk saw its ctx with its birth time.
     for (const auto& c : raw.created) {
         auto mode = ring_mode(c.setup_flags);
         ++created_by_mode_[mode];
-        if (!live.count(c.ctx) && !rings_.count(c.ctx)) ++short_lived_by_mode_[mode];
+        const auto l = live.find(c.ctx);
+        const auto known = rings_.find(c.ctx);
+        const bool walked = (l != live.end() && l->second->born_ns == c.ts_ns) ||
+                            (known != rings_.end() && known->second.born_ns == c.ts_ns);
+        if (!walked && raw.walk_complete) ++short_lived_by_mode_[mode];
     }
-    expired_rings_.clear();
-    for (const auto& [ctx, st] : rings_)
-        if (!live.count(ctx)) expired_rings_.push_back(ctx);
-    std::erase_if(rings_, [&](const auto& kv) { return !live.count(kv.first); });
+    // Rings that closed, and rings whose address a new ring took: their state goes, and the new
+    // ring starts from its own counts (a counter reset, as Prometheus expects), never from the
+    // old ring's.
+    std::vector<std::uint64_t> gone;
+    for (auto it = rings_.begin(); it != rings_.end();) {
+        const auto l = live.find(it->first);
+        const bool closed = l == live.end();
+        if ((closed && !raw.walk_complete) || (!closed && !replaced_by(it->second, *l->second))) {
+            ++it;
+            continue;
+        }
+        if (closed) {
+            gone.push_back(it->first);
+        } else {
+            // The BPF side dropped the old ring's deep entries when the new one was created;
+            // what it last showed of them stays in the host totals.
+            retire_iopoll(it->second);
+            ++rings_replaced_;
+        }
+        it = rings_.erase(it);
+    }
     std::map<std::uint64_t, const usc_ring_work*> work;
     for (const auto& [ctx, w] : raw.ring_work) work.emplace(ctx, &w);
     std::map<std::uint64_t, std::vector<std::pair<std::uint32_t, const usc_iopoll_stats*>>> polls;
@@ -130,9 +160,19 @@ Snapshot Aggregator::update(const RawSample& raw) {
 
     for (const auto& [ctx, rec] : live) {
         auto& st = rings_[ctx];
-        if (!st.seen_before) st.id = std::to_string(rec->pid) + ":" + std::to_string(rec->fd);
+        if (!st.seen_before) {
+            st.id = std::to_string(rec->pid) + ":" + std::to_string(rec->fd);
+            st.born_ns = rec->born_ns;
+            // Birth on the monotonic clock told in Unix time through this sample's pair of
+            // clocks, once, so the gauge never jitters.
+            st.start_time_unix =
+                st.born_ns && st.born_ns <= raw.mono_ns
+                    ? raw.unix_time - static_cast<double>(raw.mono_ns - st.born_ns) / 1e9
+                    : raw.unix_time;
+        }
         RingSnapshot rs;
         rs.id = st.id;
+        rs.start_time_seconds = st.start_time_unix;
         rs.ctx = ctx;
         rs.pid = rec->pid;
         rs.fd = rec->fd;
@@ -211,16 +251,34 @@ Snapshot Aggregator::update(const RawSample& raw) {
     for (const auto& [tid, g] : raw.gaps) gaps.emplace(tid, &g);
     std::map<std::uint32_t, const usc_sq_passes*> passes;
     for (const auto& [tid, p] : raw.passes) passes.emplace(tid, &p);
+    std::map<std::uint32_t, std::vector<const std::pair<usc_waker_key, usc_waker_val>*>> wakers;
+    for (const auto& w : raw.wakers) wakers[w.first.sq_tid].push_back(&w);
 
     for (auto& [tid, members] : by_thread) {
         const usc_ring_record& rec = *thread_rec.at(tid);
         auto& st = threads_[static_cast<std::uint32_t>(tid)];
+        // Another thread under a reused tid: nothing of the old one's carries over.
+        if (st.seen_before &&
+            (st.start_ns != rec.sq_start_ns || rec.sq_runtime_ns < st.prev_cpu_ns)) {
+            st = ThreadState{};
+            ++threads_replaced_;
+        }
+        st.start_ns = rec.sq_start_ns;
         st.missing = 0;
         const auto& first_ring = snap.rings[members.front().first];
         if (!st.seen_before) {
-            st.pid = first_ring.pid;
-            st.comm = first_ring.comm;
+            // The thread's own process, which may hold none of the rings it serves.
+            const std::string own_comm = comm_of(rec.sq_comm);
+            st.pid = rec.sq_tgid ? rec.sq_tgid : first_ring.pid;
+            st.comm = own_comm.empty() ? first_ring.comm : own_comm;
         }
+        // BPF entries under this tid count only if they are this thread's (records.h).
+        const auto owned = [&](const auto& index) -> decltype(index.begin()->second) {
+            auto it = index.find(static_cast<std::uint32_t>(tid));
+            return it != index.end() && it->second->owner_start_ns == rec.sq_start_ns
+                       ? it->second
+                       : nullptr;
+        };
 
         ThreadSnapshot ts;
         ts.tid = tid;
@@ -234,9 +292,7 @@ Snapshot Aggregator::update(const RawSample& raw) {
         ts.idle_ns_granular = rec.sq_idle_unit == USC_IDLE_NS;
         ts.rings = members.size();
 
-        const usc_sched_state* ss = nullptr;
-        if (auto it = sched.find(static_cast<std::uint32_t>(tid)); it != sched.end())
-            ss = it->second;
+        const usc_sched_state* ss = owned(sched);
         // Without the sched tracepoints, voluntary switches are the best count of sleeps.
         const std::uint64_t sleeps = ss ? ss->sleeps : rec.sq_nvcsw;
         const std::uint64_t wakeups = ss ? ss->wakeups : 0;
@@ -329,8 +385,8 @@ Snapshot Aggregator::update(const RawSample& raw) {
                                         ring.sqthread_work_seconds;
         }
 
-        if (auto it = gaps.find(static_cast<std::uint32_t>(tid)); it != gaps.end()) {
-            const usc_work_gaps& g = *it->second;
+        if (const usc_work_gaps* own_gaps = owned(gaps)) {
+            const usc_work_gaps& g = *own_gaps;
             ts.has_gaps = true;
             ts.gaps.count.assign(std::begin(g.count), std::end(g.count));
             ts.gaps.sum_ns.assign(std::begin(g.sum_ns), std::end(g.sum_ns));
@@ -341,8 +397,8 @@ Snapshot Aggregator::update(const RawSample& raw) {
                 ts.gaps.open_gap_seconds = (raw.mono_ns - g.last_work_ns) / 1e9;
         }
 
-        if (auto it = passes.find(static_cast<std::uint32_t>(tid)); it != passes.end()) {
-            const usc_sq_passes& p = *it->second;
+        if (const usc_sq_passes* own_passes = owned(passes)) {
+            const usc_sq_passes& p = *own_passes;
             ts.has_passes = true;
             ts.loop_passes = p.passes;
             ts.busy_passes = std::min<std::uint64_t>(p.busy_passes, p.passes);
@@ -360,9 +416,9 @@ Snapshot Aggregator::update(const RawSample& raw) {
             st.prev_busy_passes = ts.busy_passes;
         }
 
-        for (const auto& [key, val] : raw.wakers)
-            if (key.sq_tid == static_cast<std::uint32_t>(tid))
-                ts.wakers.push_back({key.waker_pid, comm_of(val.comm), val.count});
+        for (const auto* w : wakers[static_cast<std::uint32_t>(tid)])
+            if (w->second.sq_start_ns == rec.sq_start_ns)
+                ts.wakers.push_back({w->first.waker_pid, comm_of(w->second.comm), w->second.count});
         std::sort(ts.wakers.begin(), ts.wakers.end(),
                   [](const auto& a, const auto& b) { return a.wakeups > b.wakeups; });
 
@@ -378,29 +434,24 @@ Snapshot Aggregator::update(const RawSample& raw) {
     // samples: long enough to ride out a ring that is being set up, short enough to keep the
     // maps bounded under churn.
     for (const auto& [tid, s] : raw.sched) threads_.try_emplace(tid);
+    for (const auto& [tid, g] : raw.gaps) threads_.try_emplace(tid);
+    for (const auto& [tid, p] : raw.passes) threads_.try_emplace(tid);
     for (auto it = threads_.begin(); it != threads_.end();) {
-        if (by_thread.count(static_cast<std::int32_t>(it->first)) ||
+        if (by_thread.count(static_cast<std::int32_t>(it->first)) || !raw.walk_complete ||
             ++it->second.missing < kExpireAfter) {
             ++it;
             continue;
         }
-        expired_.push_back(it->first);
+        cleanup_.threads.push_back(it->first);
         it = threads_.erase(it);
     }
 
-    // Closed rings' final io_do_iopoll counts are still in this sample's map read (the sampler
-    // deletes them only after this update), so retiring them loses nothing.
+    // Host totals: rings retired so far plus every entry in the map now. Entries about to be
+    // deleted move into retired_iopoll_ in plan_ring_cleanup, so nothing counts twice or goes.
     std::map<std::uint32_t, usc_iopoll_stats> host = retired_iopoll_;
-    std::set<std::uint64_t> gone(expired_rings_.begin(), expired_rings_.end());
-    for (const auto& [k, v] : raw.iopoll) {
-        for (auto* t : {&host[k.caller], gone.count(k.ctx) ? &retired_iopoll_[k.caller] : nullptr}) {
-            if (!t) continue;
-            t->calls += v.calls;
-            t->empty += v.empty;
-            t->completions += v.completions;
-            t->ns += v.ns;
-        }
-    }
+    for (const auto& [k, v] : raw.iopoll) add_iopoll(host[k.caller], v);
+    plan_ring_cleanup(raw, live, gone);
+    plan_waker_cleanup(raw);
     for (const auto& [caller, v] : host) {
         IopollSnapshot io;
         io.caller = caller == USC_CALLER_SQ_THREAD ? "sq_thread" : "app";
@@ -455,11 +506,70 @@ Snapshot Aggregator::update(const RawSample& raw) {
     for (const auto& [m, n] : created_by_mode_) snap.rings_created_by_mode.emplace_back(m, n);
     for (const auto& [m, n] : short_lived_by_mode_) snap.rings_short_lived_by_mode.emplace_back(m, n);
     snap.map_overflows = {{"created_rings", raw.stats.created_dropped},
+                          {"ring_births", raw.stats.births_dropped},
                           {"sched_state", raw.stats.sched_dropped},
                           {"wakers", raw.stats.wakers_dropped},
-                          {"deep", raw.stats.deep_dropped}};
+                          {"deep", raw.stats.deep_dropped},
+                          {"inflight_calls", raw.stats.inflight_dropped}};
+    snap.rings_replaced = rings_replaced_;
+    snap.threads_replaced = threads_replaced_;
+    snap.walks_incomplete = walks_incomplete_;
     snap.hz = hz_;
     return snap;
+}
+
+bool Aggregator::replaced_by(const RingState& st, const usc_ring_record& rec) const {
+    if (!st.seen_before) return false;
+    return st.born_ns != rec.born_ns || !st.sqes.continues(rec.sq_head) ||
+           !st.cqes.continues(rec.cq_tail);
+}
+
+void Aggregator::retire_iopoll(const RingState& st) {
+    for (const auto& [caller, v] : st.prev_iopoll) add_iopoll(retired_iopoll_[caller], v);
+}
+
+void Aggregator::plan_ring_cleanup(const RawSample& raw,
+                                   const std::map<std::uint64_t, const usc_ring_record*>& live,
+                                   const std::vector<std::uint64_t>& gone) {
+    if (!raw.walk_complete) return;  // an entry's owner may be among the rings not reached
+    std::set<std::uint64_t> orphans;
+    const auto consider = [&](std::uint64_t ctx) {
+        if (!live.count(ctx)) orphans.insert(ctx);
+    };
+    for (const auto& [ctx, born] : raw.births) consider(ctx);
+    for (const auto& [ctx, w] : raw.ring_work) consider(ctx);
+    for (const auto& [k, v] : raw.iopoll) consider(k.ctx);
+    // Closed rings go now; keys no walk has seen go when the next walk misses them too, since
+    // a ring created just after this walk has entries but no record yet.
+    std::set<std::uint64_t> doomed(gone.begin(), gone.end());
+    std::set<std::uint64_t> pending;
+    for (auto ctx : orphans) (orphan_rings_.count(ctx) ? doomed : pending).insert(ctx);
+    orphan_rings_ = std::move(pending);
+    // Their final io_do_iopoll counts are in this sample's read: they join the retired totals.
+    for (const auto& [k, v] : raw.iopoll)
+        if (doomed.count(k.ctx)) add_iopoll(retired_iopoll_[k.caller], v);
+    cleanup_.rings.assign(doomed.begin(), doomed.end());
+}
+
+void Aggregator::plan_waker_cleanup(const RawSample& raw) {
+    if (!raw.walk_complete) return;
+    const std::set<std::uint32_t> expired(cleanup_.threads.begin(), cleanup_.threads.end());
+    std::set<std::pair<std::uint32_t, std::uint32_t>> orphans;
+    for (const auto& [k, v] : raw.wakers) {
+        const auto t = threads_.find(k.sq_tid);
+        const bool stale = t != threads_.end() && t->second.start_ns &&
+                           v.sq_start_ns != t->second.start_ns;
+        if (expired.count(k.sq_tid) || stale) {
+            cleanup_.wakers.push_back(k);
+        } else if (t == threads_.end()) {
+            const std::pair key{k.sq_tid, k.waker_pid};
+            if (orphan_wakers_.count(key))
+                cleanup_.wakers.push_back(k);
+            else
+                orphans.insert(key);
+        }
+    }
+    orphan_wakers_ = std::move(orphans);
 }
 
 }  // namespace uringscope

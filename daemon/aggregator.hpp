@@ -21,6 +21,10 @@ struct RawSample {
     std::vector<std::pair<std::uint32_t, usc_sched_state>> sched;
     std::vector<std::pair<usc_waker_key, usc_waker_val>> wakers;
     std::vector<usc_created_ring> created;  // drained from the map before the walk
+    // The walk reached the end of the task list. An incomplete walk (an error or signal midway)
+    // expires nothing: the rings it did not reach are not known to be gone.
+    bool walk_complete = true;
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> births;  // ring_births: ctx -> born_ns
     usc_stats stats{};
     bool work_time_per_thread = false;       // kernel_features: sqd->work_time is per thread
     // Deep tier (empty when off).
@@ -37,6 +41,15 @@ struct RawSample {
 
 std::string ring_mode(std::uint32_t setup_flags);
 
+// BPF map entries whose owner is gone, for the sampler to delete after an update. Each list is
+// built in one pass over what the sample read, so a sample costs what is alive plus what changed.
+struct MapCleanup {
+    std::vector<std::uint32_t> threads;      // sched_state, work_gaps, sq_passes keys
+    std::vector<usc_waker_key> wakers;       // waker pairs of threads that are gone or replaced
+    std::vector<std::uint64_t> rings;        // ctx keys of ring_births, ring_work, iopoll_stats
+    bool empty() const { return threads.empty() && wakers.empty() && rings.empty(); }
+};
+
 class Aggregator {
 public:
     // Threads missing from this many consecutive samples are forgotten, and their BPF state is
@@ -50,10 +63,13 @@ public:
     void set_hz(unsigned hz) { hz_ = hz; }
     unsigned hz() const { return hz_; }
 
+    // What the last update found gone, for the sampler to delete from the BPF maps.
+    const MapCleanup& cleanup() const { return cleanup_; }
     // SQ thread tids whose state the sampler should delete from the BPF maps.
-    const std::vector<std::uint32_t>& expired_threads() const { return expired_; }
-    // Rings (ctx) that disappeared in the last update, for the sampler to drop deep state.
-    const std::vector<std::uint64_t>& expired_rings() const { return expired_rings_; }
+    const std::vector<std::uint32_t>& expired_threads() const { return cleanup_.threads; }
+    // Ring addresses whose BPF entries the sampler should delete: rings that closed, and
+    // entries of rings no walk ever saw (closed within a sample) once two walks missed them.
+    const std::vector<std::uint64_t>& expired_rings() const { return cleanup_.rings; }
 
     // A device stays flagged as "IOPOLL without poll queues" this long after the last polled
     // request that an interrupt completed.
@@ -62,6 +78,8 @@ public:
 private:
     struct RingState {
         std::string id;
+        std::uint64_t born_ns = 0;       // from the record; with ctx, the ring's identity
+        double start_time_unix = 0;      // its birth, or first sight if it predates uringscope
         WrappingCounter32 sqes, cqes;
         std::uint64_t prev_sqes = 0, prev_cqes = 0;
         std::uint64_t samples = 0, samples_with_backlog = 0, backlog_sum = 0;
@@ -74,6 +92,7 @@ private:
         std::uint64_t last_intent_irq_ns = 0;
     };
     struct ThreadState {
+        std::uint64_t start_ns = 0;  // the thread's start_time: with the tid, its identity
         std::uint32_t pid = 0;
         std::string comm;
         std::uint64_t prev_cpu_ns = 0, prev_work_ns = 0, prev_sleep_ns = 0;
@@ -91,8 +110,19 @@ private:
     std::map<std::string, DeviceState> devices_;
     // io_do_iopoll totals of rings that were closed, by caller, so host totals never go back.
     std::map<std::uint32_t, usc_iopoll_stats> retired_iopoll_;
-    std::vector<std::uint32_t> expired_;
-    std::vector<std::uint64_t> expired_rings_;
+    MapCleanup cleanup_;
+    // Keys found in BPF maps without a live owner at the last update; deleted if the next update
+    // finds them orphaned again (one sample's grace for an owner created after the walk).
+    std::set<std::uint64_t> orphan_rings_;
+    std::set<std::pair<std::uint32_t, std::uint32_t>> orphan_wakers_;
+    std::uint64_t rings_replaced_ = 0, walks_incomplete_ = 0, threads_replaced_ = 0;
+
+    bool replaced_by(const RingState& st, const usc_ring_record& rec) const;
+    void retire_iopoll(const RingState& st);
+    void plan_ring_cleanup(const RawSample& raw,
+                           const std::map<std::uint64_t, const usc_ring_record*>& live,
+                           const std::vector<std::uint64_t>& gone);
+    void plan_waker_cleanup(const RawSample& raw);
     std::uint64_t seq_ = 0;
     unsigned hz_ = 0;
     std::uint64_t hz_jiffies_ = 0, hz_mono_ns_ = 0;

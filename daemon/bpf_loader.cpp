@@ -431,7 +431,9 @@ BpfCollector::~BpfCollector() {
     links_.clear();  // detach before the skeleton unloads the programs
 }
 
-bool BpfCollector::walk_rings(std::vector<usc_ring_record>& out, std::string& error) {
+bool BpfCollector::walk_rings(std::vector<usc_ring_record>& out, bool& complete,
+                              std::string& error) {
+    complete = true;
     UniqueFd fd(bpf_iter_create(bpf_link__fd(iter_link_)));
     if (!fd) {
         error = std::string("cannot start the ring iterator: ") + std::strerror(errno);
@@ -442,16 +444,17 @@ bool BpfCollector::walk_rings(std::vector<usc_ring_record>& out, std::string& er
     // record would mean a layout mismatch, which is reported rather than misparsed.
     std::vector<char> buf(64 * 1024);
     std::size_t have = 0;
+    // EAGAIN means the kernel visited a million objects without output and kept its place: read
+    // on. The bound only stops a walk that could never end (a billion files without a ring).
+    int again = 0;
     for (;;) {
         if (buf.size() - have < sizeof(usc_ring_record)) buf.resize(buf.size() * 2);
         ssize_t n = ::read(fd.get(), buf.data() + have, buf.size() - have);
+        if (n < 0 && (errno == EINTR || (errno == EAGAIN && ++again < 1000))) continue;
         if (n < 0) {
-            if (errno == EINTR) continue;
-            // EAGAIN: the kernel asks us to restart the walk (task list changed); the rings
-            // read so far are still valid, the rest will be in the next sample.
-            if (errno == EAGAIN) break;
             error = std::string("reading the ring iterator: ") + std::strerror(errno);
-            return false;
+            complete = false;
+            break;
         }
         if (n == 0) break;
         have += static_cast<std::size_t>(n);
@@ -461,6 +464,7 @@ bool BpfCollector::walk_rings(std::vector<usc_ring_record>& out, std::string& er
                 "struct usc_ring_record";
         return false;
     }
+    if (!complete && have == 0) return false;
     std::size_t count = have / sizeof(usc_ring_record);
     auto first = out.size();
     out.resize(first + count);
@@ -471,7 +475,7 @@ bool BpfCollector::walk_rings(std::vector<usc_ring_record>& out, std::string& er
 namespace {
 
 template <typename K, typename V>
-void read_hash(int map_fd, std::vector<std::pair<K, V>>& out) {
+void read_hash_by_key(int map_fd, std::vector<std::pair<K, V>>& out) {
     K key{}, next{};
     K* prev = nullptr;
     while (bpf_map_get_next_key(map_fd, prev, &next) == 0) {
@@ -480,6 +484,50 @@ void read_hash(int map_fd, std::vector<std::pair<K, V>>& out) {
         key = next;
         prev = &key;
     }
+}
+
+// Reads a whole hash map with BPF_MAP_LOOKUP_BATCH (or LOOKUP_AND_DELETE_BATCH when drain is
+// set): one bpf() call per batch instead of two per entry, which is what keeps a sample cheap
+// when thousands of rings churn. Kernels or maps without batch operations get the per-key walk
+// (and the caller's own deletes).
+template <typename K, typename V>
+bool read_hash_batch(int map_fd, std::vector<std::pair<K, V>>& out, bool drain) {
+    const auto start = out.size();
+    std::uint32_t chunk = 256;
+    std::vector<K> keys(chunk);
+    std::vector<V> vals(chunk);
+    std::uint64_t in_batch = 0, out_batch = 0;  // the kernel's cursor (a bucket index)
+    bool first = true;
+    for (;;) {
+        std::uint32_t count = chunk;
+        int rc = drain ? bpf_map_lookup_and_delete_batch(map_fd, first ? nullptr : &in_batch,
+                                                         &out_batch, keys.data(), vals.data(),
+                                                         &count, nullptr)
+                       : bpf_map_lookup_batch(map_fd, first ? nullptr : &in_batch, &out_batch,
+                                              keys.data(), vals.data(), &count, nullptr);
+        const int err = rc < 0 ? -rc : 0;
+        for (std::uint32_t i = 0; i < count && i < chunk; ++i) out.emplace_back(keys[i], vals[i]);
+        if (err == ENOENT) return true;  // the end of the map
+        if (err == ENOSPC && count == 0) {
+            // One hash bucket holds more entries than the batch: a larger batch takes it whole.
+            chunk *= 2;
+            keys.resize(chunk);
+            vals.resize(chunk);
+            continue;
+        }
+        if (err) {
+            if (out.size() != start && drain) return true;  // drained what it read; the rest next time
+            out.resize(start);
+            return false;
+        }
+        in_batch = out_batch;
+        first = false;
+    }
+}
+
+template <typename K, typename V>
+void read_hash(int map_fd, std::vector<std::pair<K, V>>& out) {
+    if (!read_hash_batch(map_fd, out, false)) read_hash_by_key(map_fd, out);
 }
 
 }  // namespace
@@ -492,14 +540,20 @@ void BpfCollector::read_wakers(std::vector<std::pair<usc_waker_key, usc_waker_va
     read_hash(bpf_map__fd(skel_->maps.wakers), out);
 }
 
+void BpfCollector::read_births(std::vector<std::pair<std::uint64_t, std::uint64_t>>& out) const {
+    read_hash(bpf_map__fd(skel_->maps.ring_births), out);
+}
+
 void BpfCollector::drain_created(std::vector<usc_created_ring>& out) {
     std::vector<std::pair<std::uint64_t, usc_created_ring>> all;
     int fd = bpf_map__fd(skel_->maps.created_rings);
-    read_hash(fd, all);
-    for (const auto& [ctx, rec] : all) {
-        bpf_map_delete_elem(fd, &ctx);
-        out.push_back(rec);
+    // Lookup-and-delete in one step: a record written between a read and its delete would
+    // otherwise be lost.
+    if (!read_hash_batch(fd, all, true)) {
+        read_hash_by_key(fd, all);
+        for (const auto& [ctx, rec] : all) bpf_map_delete_elem(fd, &ctx);
     }
+    for (const auto& [ctx, rec] : all) out.push_back(rec);
 }
 
 usc_stats BpfCollector::stats() const {
@@ -508,15 +562,23 @@ usc_stats BpfCollector::stats() const {
     return s;
 }
 
-void BpfCollector::forget_thread(std::uint32_t tid) {
-    bpf_map_delete_elem(bpf_map__fd(skel_->maps.sched_state), &tid);
-    bpf_map_delete_elem(bpf_map__fd(skel_->maps.work_gaps), &tid);
-    bpf_map_delete_elem(bpf_map__fd(skel_->maps.sq_passes), &tid);
-    std::vector<std::pair<usc_waker_key, usc_waker_val>> w;
-    read_wakers(w);
-    int fd = bpf_map__fd(skel_->maps.wakers);
-    for (const auto& [k, v] : w)
-        if (k.sq_tid == tid) bpf_map_delete_elem(fd, &k);
+void BpfCollector::cleanup(const MapCleanup& c) {
+    // Per-key deletes: a batch delete stops at the first key that is already gone, and these
+    // lists are what changed since the last sample, not what is alive.
+    for (std::uint32_t tid : c.threads) {
+        bpf_map_delete_elem(bpf_map__fd(skel_->maps.sched_state), &tid);
+        bpf_map_delete_elem(bpf_map__fd(skel_->maps.work_gaps), &tid);
+        bpf_map_delete_elem(bpf_map__fd(skel_->maps.sq_passes), &tid);
+    }
+    for (const auto& k : c.wakers) bpf_map_delete_elem(bpf_map__fd(skel_->maps.wakers), &k);
+    for (std::uint64_t ctx : c.rings) {
+        bpf_map_delete_elem(bpf_map__fd(skel_->maps.ring_births), &ctx);
+        bpf_map_delete_elem(bpf_map__fd(skel_->maps.ring_work), &ctx);
+        for (std::uint32_t caller : {USC_CALLER_APP, USC_CALLER_SQ_THREAD}) {
+            usc_iopoll_key key{ctx, caller, 0};
+            bpf_map_delete_elem(bpf_map__fd(skel_->maps.iopoll_stats), &key);
+        }
+    }
 }
 
 }  // namespace uringscope
@@ -558,14 +620,6 @@ void BpfCollector::read_gaps(std::vector<std::pair<std::uint32_t, usc_work_gaps>
 
 void BpfCollector::read_passes(std::vector<std::pair<std::uint32_t, usc_sq_passes>>& out) const {
     read_hash(bpf_map__fd(skel_->maps.sq_passes), out);
-}
-
-void BpfCollector::forget_ring(std::uint64_t ctx) {
-    bpf_map_delete_elem(bpf_map__fd(skel_->maps.ring_work), &ctx);
-    for (std::uint32_t caller : {USC_CALLER_APP, USC_CALLER_SQ_THREAD}) {
-        usc_iopoll_key key{ctx, caller, 0};
-        bpf_map_delete_elem(bpf_map__fd(skel_->maps.iopoll_stats), &key);
-    }
 }
 
 }  // namespace uringscope

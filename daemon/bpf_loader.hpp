@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "daemon/aggregator.hpp"
 #include "daemon/kernel_features.hpp"
 #include "daemon/snapshot.hpp"
 #include "uringscope/records.h"
@@ -108,23 +109,24 @@ public:
     // probes() with each attached probe's current count of skipped runs.
     std::vector<ProbeState> probes_with_misses() const;
 
-    // One walk of every task's files; appends one record per io_uring file.
-    bool walk_rings(std::vector<usc_ring_record>& out, std::string& error);
+    // One walk of every task's files; appends one record per io_uring file. complete is false
+    // when the walk stopped before the end of the task list (the records read are kept); the
+    // call fails only when it read nothing.
+    bool walk_rings(std::vector<usc_ring_record>& out, bool& complete, std::string& error);
+    void read_births(std::vector<std::pair<std::uint64_t, std::uint64_t>>& out) const;
     void read_sched(std::vector<std::pair<std::uint32_t, usc_sched_state>>& out) const;
     void read_wakers(std::vector<std::pair<usc_waker_key, usc_waker_val>>& out) const;
     // Moves every pending io_uring_create record out of the map.
     void drain_created(std::vector<usc_created_ring>& out);
     usc_stats stats() const;
-    // Drops a thread's sched state and its wakers once it is gone.
-    void forget_thread(std::uint32_t tid);
+    // Deletes the entries whose owners the aggregator found gone (Aggregator::cleanup()).
+    void cleanup(const MapCleanup& c);
     // Deep tier maps (empty when the tier is off).
     void read_ring_work(std::vector<std::pair<std::uint64_t, usc_ring_work>>& out) const;
     void read_iopoll(std::vector<std::pair<usc_iopoll_key, usc_iopoll_stats>>& out) const;
     void read_nvme(std::vector<std::pair<usc_dev_key, usc_nvme_stats>>& out) const;
     void read_gaps(std::vector<std::pair<std::uint32_t, usc_work_gaps>>& out) const;
     void read_passes(std::vector<std::pair<std::uint32_t, usc_sq_passes>>& out) const;
-    // Drops per-ring deep state of rings that are gone.
-    void forget_ring(std::uint64_t ctx);
 
 private:
     BpfCollector() = default;

@@ -5,6 +5,11 @@
 
 namespace uringscope {
 
+bool WrappingCounter32::continues(std::uint32_t raw) const {
+    if (!last_ || raw >= *last_) return true;
+    return *last_ >= 0xC000'0000u && raw < 0x4000'0000u;
+}
+
 std::uint64_t WrappingCounter32::observe(std::uint32_t raw) {
     if (!last_)
         total_ = raw;

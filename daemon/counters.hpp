@@ -13,6 +13,11 @@ namespace uringscope {
 // long as fewer than 2^32 events happen between two observations.
 class WrappingCounter32 {
 public:
+    // Whether raw can be this counter's next value. A counter that went backwards belongs to
+    // another ring (a closed ring's address reused), unless a wrap is proven: the old value was
+    // in the top quarter of the range and the new one is in the bottom quarter, a forward step
+    // below 2^31. Anything else would be a step no ring can make between two samples.
+    bool continues(std::uint32_t raw) const;
     std::uint64_t observe(std::uint32_t raw);
     std::uint64_t total() const { return total_; }
 

@@ -46,10 +46,16 @@ bool Sampler::sample_once() {
     raw.unix_time = std::chrono::duration<double>(
                         std::chrono::system_clock::now().time_since_epoch())
                         .count();
-    if (!bpf_.walk_rings(raw.rings, err)) {
+    bool complete = true;
+    if (!bpf_.walk_rings(raw.rings, complete, err)) {
         spdlog::error("sample failed: {}", err);
         return false;
     }
+    if (!complete)
+        spdlog::warn("ring walk ended early ({}); rings it did not reach are kept as they were",
+                     err);
+    raw.walk_complete = complete;
+    bpf_.read_births(raw.births);
     bpf_.read_sched(raw.sched);
     bpf_.read_wakers(raw.wakers);
     bpf_.read_ring_work(raw.ring_work);
@@ -62,8 +68,7 @@ bool Sampler::sample_once() {
     raw.stats = bpf_.stats();
 
     auto snap = std::make_shared<Snapshot>(agg_.update(raw));
-    for (auto tid : agg_.expired_threads()) bpf_.forget_thread(tid);
-    for (auto ctx : agg_.expired_rings()) bpf_.forget_ring(ctx);
+    bpf_.cleanup(agg_.cleanup());
     for (const auto& d : snap->devices) {
         bool was = flagged_.count(d.name) != 0;
         if (d.iopoll_without_poll_queues && !was) {
@@ -93,7 +98,8 @@ bool Sampler::sample_once() {
             if (!now.count({id, subject})) spdlog::info("advice cleared: {} ({})", id, subject);
         logged_findings_ = std::move(now);
     }
-    snap->map_entries = {{"sched_state", raw.sched.size()},
+    snap->map_entries = {{"ring_births", raw.births.size()},
+                         {"sched_state", raw.sched.size()},
                          {"wakers", raw.wakers.size()},
                          {"ring_work", raw.ring_work.size()},
                          {"iopoll_stats", raw.iopoll.size()},

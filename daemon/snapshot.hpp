@@ -100,6 +100,8 @@ struct IopollSnapshot {
 
 struct RingSnapshot {
     std::string id;                 // "pid:fd" of the first holder seen; stable for the ring's life
+    double start_time_seconds = 0;  // Unix time of the ring's creation, or of the first walk that
+                                    // saw it if it predates uringscope
     std::uint64_t ctx = 0;          // kernel address, identity only, never exported
     std::uint32_t pid = 0;
     std::uint32_t fd = 0;
@@ -169,6 +171,9 @@ struct Snapshot {
     std::vector<std::pair<std::string, std::uint64_t>> rings_short_lived_by_mode; // cumulative
     std::vector<std::pair<std::string, std::uint64_t>> map_overflows;             // map -> drops
     std::vector<std::pair<std::string, std::uint64_t>> map_entries;  // map -> entries now
+    std::uint64_t rings_replaced = 0;    // rings that took a closed ring's address, cumulative
+    std::uint64_t threads_replaced = 0;  // SQ threads that took an exited one's tid, cumulative
+    std::uint64_t walks_incomplete = 0;  // ring walks that ended before the task list did
     Advice advice;  // the advisor's findings over the daemon's window (set by the sampler)
 };
 

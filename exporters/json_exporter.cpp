@@ -33,7 +33,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(IopollSnapshot, caller, calls, empty, completions,
                                                 seconds, calls_rate, empty_ratio,
                                                 completions_per_call)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RingSnapshot, id, pid, fd, comm, mode, sq_thread,
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RingSnapshot, id, start_time_seconds, pid, fd, comm, mode, sq_thread,
                                                 setup_flags, sq_entries, sqes_total, cqes_total,
                                                 sq_backlog, sqthread_share, sqe_rate, cqe_rate,
                                                 samples, samples_with_backlog, backlog_sum,
@@ -50,6 +50,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Snapshot, hostname, kernel, seq,
                                                 interval_seconds, sample_duration_seconds, hz, threads,
                                                 rings, devices, iopoll_host, probes, rings_created_by_mode,
                                                 rings_short_lived_by_mode, map_overflows, map_entries,
+                                                rings_replaced, threads_replaced, walks_incomplete,
                                                 advice)
 
 std::string snapshot_to_json(const Snapshot& snap) {

@@ -188,6 +188,10 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
     Family share("uringscope_ring_sqthread_share",
                  "The ring's share of its SQ thread's SQEs in the last sample interval.", G);
     Family entries("uringscope_ring_sq_entries", "Size of the ring's submission queue.", G);
+    Family start("uringscope_ring_start_time_seconds",
+                 "Unix time the ring was created (or first seen, if it predates uringscope). "
+                 "When a ring closes and a new one gets the same pid:fd, its counters restart "
+                 "from zero and this changes: a counter reset, never a jump.", G);
     Family ring_work("uringscope_ring_sqthread_work_seconds_total",
                      "SQ thread on-CPU time spent on this ring. Where uringscope_probe_attached"
                      "{probe=\"loop_passes\"} is 1: the ring's turns in the thread's loop passes, "
@@ -211,6 +215,7 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
         backlog.gauge(l, r.sq_backlog);
         if (r.sq_thread > 0) share.gauge(l, r.sqthread_share);
         entries.gauge(l, r.sq_entries);
+        start.gauge(l, r.start_time_seconds);
         ++by_mode[r.mode];
         if (r.has_sqthread_work) {
             ring_work.counter(l, r.sqthread_work_seconds);
@@ -322,6 +327,15 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
                        "when rings and threads come and go.", G);
     for (const auto& [map, n] : s.map_entries)
         entries_now.gauge({{"map", map}}, static_cast<double>(n));
+    Family replaced("uringscope_identities_replaced_total",
+                    "Rings that took a closed ring's kernel address, and SQ threads that took an "
+                    "exited thread's tid: each started from its own counts.", C);
+    replaced.counter({{"kind", "ring"}}, static_cast<double>(s.rings_replaced));
+    replaced.counter({{"kind", "sq_thread"}}, static_cast<double>(s.threads_replaced));
+    Family incomplete("uringscope_walks_incomplete_total",
+                      "Ring walks that stopped before the end of the task list (an error); rings "
+                      "they did not reach kept their state.", C);
+    incomplete.counter({}, static_cast<double>(s.walks_incomplete));
     Family samples("uringscope_samples_total", "Samples taken since the daemon started.", C);
     samples.counter({}, static_cast<double>(s.seq));
     Family duration("uringscope_sample_duration_seconds",
@@ -337,7 +351,7 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
         f->move_into(out);
     latency.move_into(out);
     for (auto* f : {&passes, &busy_passes, &pass_work}) f->move_into(out);
-    for (auto* f : {&sqes, &cqes, &backlog, &share, &entries, &ring_work, &ring_submit, &ring_batches,
+    for (auto* f : {&sqes, &cqes, &backlog, &share, &entries, &start, &ring_work, &ring_submit, &ring_batches,
                     &io_calls,
                     &io_empty, &io_comp, &io_secs, &rings_by_mode, &created, &short_lived,
                     &nvme_comp, &nvme_polls, &nvme_intent, &no_pollq, &host_calls, &host_empty,
@@ -345,7 +359,7 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
         f->move_into(out);
     nvme_lat.move_into(out);
     nvme_cqe_delay.move_into(out);
-    for (auto* f : {&finding, &saving, &window, &probe, &missed, &overflow, &entries_now, &samples, &duration, &last, &build})
+    for (auto* f : {&finding, &saving, &window, &probe, &missed, &overflow, &entries_now, &replaced, &incomplete, &samples, &duration, &last, &build})
         f->move_into(out);
     return out;
 }

@@ -22,6 +22,8 @@
 #define USC_MAX_CREATED 16384
 #define USC_MAX_RINGS 16384
 #define USC_MAX_DEVICES 256
+/* Entry-to-exit state of deep-tier calls in flight: one per thread inside a probed call. */
+#define USC_MAX_INFLIGHT 8192
 /*
  * Work-gap histogram (deep tier): bucket 0 holds gaps under 64 ns; bucket i >= 1 covers
  * [2^m + s * 2^(m-2), 2^m + (s+1) * 2^(m-2)) ns with m = 6 + (i-1)/4 and s = (i-1)%4, i.e. four
@@ -72,10 +74,26 @@ struct usc_ring_record {
 	__u32 sq_state;             /* SQ thread's __state (TASK_* bits); 0 = running */
 	__u32 _pad0;                /* keeps comm 8-byte aligned on every ABI */
 	char comm[USC_COMM_LEN];    /* comm of the process's group leader */
+	__u64 born_ns;              /* bpf_ktime_get_ns() when io_uring_create announced this ctx
+	                             * (ring_births map); 0 for a ring created before uringscope
+	                             * attached. With ctx, the ring's identity: a freed ctx's address
+	                             * is soon reused by the next ring */
+	__u64 sq_start_ns;          /* SQ thread's start_time: with sq_tid, the thread's identity */
+	__u32 sq_tgid;              /* SQ thread's own tgid (its process, not the ring's holder) */
+	__u32 _pad2;
+	char sq_comm[USC_COMM_LEN]; /* comm of the SQ thread's group leader */
 };
+
+/*
+ * Values keyed by an SQ thread's tid start with the owning thread's start_time. A tid is reused
+ * once its thread exits, so a BPF program that finds another thread's start_time there resets
+ * the entry before counting (thread_entry()), and userspace ignores entries whose start_time is
+ * not the live thread's.
+ */
 
 /* Per SQ thread scheduler state, keyed by tid; written only by the sched tracepoints. */
 struct usc_sched_state {
+	__u64 owner_start_ns;       /* start_time of the thread these counts belong to */
 	__u64 sleeps;               /* voluntary switches out of the CPU (the thread went to sleep) */
 	__u64 wakeups;              /* sched_wakeup events for the thread */
 	__u64 sleep_ns;             /* completed time asleep: switch-out until wakeup */
@@ -93,11 +111,15 @@ struct usc_waker_key {
 };
 
 struct usc_waker_val {
+	__u64 sq_start_ns;          /* start_time of the SQ thread sq_tid names (see above) */
 	__u64 count;                /* wakeups of sq_tid done by waker_pid */
 	char comm[USC_COMM_LEN];    /* comm of the waking thread, last seen */
 };
 
-/* A ring announced by the io_uring_create tracepoint, kept until userspace drains it. */
+/*
+ * A ring announced by the io_uring_create tracepoint, kept until userspace drains it; keyed by
+ * its creation number (usc_stats.rings_created before the increment).
+ */
 struct usc_created_ring {
 	__u64 ctx;                  /* io_ring_ctx address, same identity as usc_ring_record.ctx */
 	__u64 ts_ns;                /* bpf_ktime_get_ns() at creation */
@@ -127,10 +149,10 @@ struct usc_ring_work {
  * the CPU and slept once per gap longer than T: this is what `uringscope advise` predicts from.
  */
 struct usc_work_gaps {
+	__u64 owner_start_ns;       /* start_time of the thread these gaps belong to */
 	__u64 last_work_ns;         /* bpf_ktime_get_ns() of the thread's latest SQE */
 	__u64 sleep_spins;          /* sleeps that followed a known last SQE */
 	__u64 sleep_spin_ns;        /* sum of last SQE -> sleep: the idle spin actually done */
-	__u64 _pad;
 	__u64 count[USC_GAP_BUCKETS]; /* gaps per bucket, see USC_GAP_BUCKETS */
 	__u64 sum_ns[USC_GAP_BUCKETS]; /* sum of those gaps, ns */
 };
@@ -146,6 +168,7 @@ struct usc_work_gaps {
  * one to the end of the pass, so the rings' turn_ns add up to work_ns.
  */
 struct usc_sq_passes {
+	__u64 owner_start_ns;       /* start_time of the thread these passes belong to */
 	__u64 passes;               /* loop passes */
 	__u64 busy_passes;          /* passes that served a ring or ran task work */
 	__u64 work_ns;              /* on-CPU time of the passes that served a ring */
@@ -209,6 +232,8 @@ struct usc_stats {
 	__u64 iter_rings;           /* rings emitted by the last iterator walk(s), cumulative */
 	__u64 sq_threads_started;   /* io_sq_thread entries seen (deep tier) */
 	__u64 deep_dropped;         /* deep-tier records lost to full maps */
+	__u64 births_dropped;       /* rings whose birth was not recorded because the map was full */
+	__u64 inflight_dropped;     /* entry probes whose exit could not be paired: map full */
 };
 
 #ifdef __cplusplus
@@ -216,15 +241,15 @@ struct usc_stats {
 #else
 #define USC_ASSERT_SIZE(type, size) _Static_assert(sizeof(struct type) == (size), #type " layout")
 #endif
-USC_ASSERT_SIZE(usc_ring_record, 136);
-USC_ASSERT_SIZE(usc_sched_state, 56 + 8 * USC_LAT_BUCKETS);
+USC_ASSERT_SIZE(usc_ring_record, 176);
+USC_ASSERT_SIZE(usc_sched_state, 64 + 8 * USC_LAT_BUCKETS);
 USC_ASSERT_SIZE(usc_waker_key, 8);
-USC_ASSERT_SIZE(usc_waker_val, 24);
+USC_ASSERT_SIZE(usc_waker_val, 32);
 USC_ASSERT_SIZE(usc_created_ring, 48);
-USC_ASSERT_SIZE(usc_stats, 56);
+USC_ASSERT_SIZE(usc_stats, 72);
 USC_ASSERT_SIZE(usc_ring_work, 32);
 USC_ASSERT_SIZE(usc_work_gaps, 32 + 16 * USC_GAP_BUCKETS);
-USC_ASSERT_SIZE(usc_sq_passes, 56);
+USC_ASSERT_SIZE(usc_sq_passes, 64);
 USC_ASSERT_SIZE(usc_iopoll_key, 16);
 USC_ASSERT_SIZE(usc_iopoll_stats, 32);
 USC_ASSERT_SIZE(usc_dev_key, 32);

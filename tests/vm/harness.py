@@ -1054,8 +1054,28 @@ def job_script(argv: list[str], cwd: Path, env: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def qemu_host_cpu(tcg_thread: str, env: dict[str, str] | None = None) -> int | None:
+    """The one host CPU a single-threaded TCG guest runs on, or None to leave QEMU unpinned.
+
+    Debian bookworm's QEMU 7.2 drops the guest's memory barriers under single-threaded TCG
+    (`tcg_gen_mb` emits nothing without CF_PARALLEL; QEMU 8.1 changed that), while its device
+    models run in other host threads. The NVMe shadow-doorbell handshake is a store then a load
+    on each side (driver: SQ tail, then event index; device: event index, then SQ tail); without
+    the guest's barrier the host CPU reorders it, both sides skip the doorbell, and commands sit
+    in the submission queue until the driver's 30 s timeout (docs/VM.md, "Lost NVMe doorbells").
+    Threads on one logical CPU see each other's memory operations in program order, so pinning
+    the whole QEMU process there closes the race. Multi-threaded TCG emits the barriers but
+    patches code across vCPUs unsafely (a stale int3 after text_poke_bp), so it is not the fix.
+    URINGSCOPE_VM_PIN=0 turns pinning off (to measure the race)."""
+    env = os.environ if env is None else env
+    if tcg_thread != "single" or env.get("URINGSCOPE_VM_PIN", "1") == "0":
+        return None
+    allowed = sorted(os.sched_getaffinity(0))
+    return allowed[-1] if allowed else None
+
+
 def qemu_command(qemu: str, p: Prepared, job_dir: Path, disks: list[Path], memory: str,
-                 cpus: int, tcg_thread: str = "single") -> list[str]:
+                 cpus: int, tcg_thread: str = "single", host_cpu: int | None = None) -> list[str]:
     append = " ".join([
         "console=ttyS0,115200", "rdinit=/init",
         # A panicking guest reboots at once and -no-reboot turns that into QEMU exiting.
@@ -1064,7 +1084,8 @@ def qemu_command(qemu: str, p: Prepared, job_dir: Path, disks: list[Path], memor
         "mitigations=off",
         "loglevel=6",
     ])
-    cmd = [qemu, "-nodefaults", "-no-user-config", "-machine", "pc",
+    pin = ["taskset", "--cpu-list", str(host_cpu)] if host_cpu is not None else []
+    cmd = [*pin, qemu, "-nodefaults", "-no-user-config", "-machine", "pc",
            "-accel", f"tcg,thread={tcg_thread}", "-cpu", "max", "-smp", str(cpus), "-m", memory,
            "-display", "none", "-monitor", "none", "-no-reboot",
            "-chardev", "stdio,id=console,signal=off", "-serial", "chardev:console",
@@ -1133,7 +1154,11 @@ class Guest:
         tcg_thread = os.environ.get("URINGSCOPE_VM_TCG_THREAD") or self.p.kernel.tcg_thread
         if tcg_thread not in ("single", "multi"):
             raise UsageError(f"URINGSCOPE_VM_TCG_THREAD must be single or multi, not {tcg_thread!r}")
-        cmd = qemu_command(qemu, self.p, job, disks, self.memory, self.cpus, tcg_thread)
+        host_cpu = qemu_host_cpu(tcg_thread)
+        if host_cpu is not None:
+            self.log(f"QEMU pinned to host CPU {host_cpu} (single-threaded TCG; docs/VM.md, "
+                     "\"Lost NVMe doorbells\")")
+        cmd = qemu_command(qemu, self.p, job, disks, self.memory, self.cpus, tcg_thread, host_cpu)
         (self.logs / "qemu.cmdline").write_text(shlex.join(cmd) + "\n")
         console = open(self.logs / "console.log", "w", errors="replace")
         qerr = open(self.logs / "qemu.stderr", "wb")

@@ -320,6 +320,19 @@ class Running(unittest.TestCase):
         self.assertIn("addr=0x10", joined)
         self.assertIn("addr=0x11", joined)
         self.assertIn("-no-reboot", cmd)
+        self.assertNotIn("taskset", cmd)
+
+    def test_single_threaded_tcg_runs_pinned_to_one_host_cpu(self):
+        # Unpinned, bookworm's QEMU lets the host reorder the NVMe doorbell handshake
+        # (docs/VM.md, "Lost NVMe doorbells"): the pin is the fix, so it must be there.
+        cpu = harness.qemu_host_cpu("single", {})
+        self.assertIn(cpu, os.sched_getaffinity(0))
+        self.assertIsNone(harness.qemu_host_cpu("multi", {}))
+        self.assertIsNone(harness.qemu_host_cpu("single", {"URINGSCOPE_VM_PIN": "0"}))
+        k = matrix(MINIMAL)[0]
+        p = harness.Prepared(k, harness.Selection("i", "1", []), "r", Path("/v"), Path("/i"))
+        cmd = harness.qemu_command("qemu", p, Path("/job"), [], "2G", 2, "single", cpu)
+        self.assertEqual(cmd[:4], ["taskset", "--cpu-list", str(cpu), "qemu"])
 
 
 class LogDirectories(unittest.TestCase):

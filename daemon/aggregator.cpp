@@ -271,6 +271,11 @@ Snapshot Aggregator::update(const RawSample& raw) {
             const std::string own_comm = comm_of(rec.sq_comm);
             st.pid = rec.sq_tgid ? rec.sq_tgid : first_ring.pid;
             st.comm = own_comm.empty() ? first_ring.comm : own_comm;
+            // start_time is on the monotonic clock; once, so the gauge never jitters.
+            st.start_time_unix =
+                rec.sq_start_ns && rec.sq_start_ns <= raw.mono_ns
+                    ? raw.unix_time - static_cast<double>(raw.mono_ns - rec.sq_start_ns) / 1e9
+                    : raw.unix_time;
         }
         // BPF entries under this tid count only if they are this thread's (records.h).
         const auto owned = [&](const auto& index) -> decltype(index.begin()->second) {
@@ -284,6 +289,7 @@ Snapshot Aggregator::update(const RawSample& raw) {
         ts.tid = tid;
         ts.pid = st.pid;
         ts.comm = st.comm;
+        ts.start_time_seconds = st.start_time_unix;
         ts.voluntary_switches = rec.sq_nvcsw;
         ts.involuntary_switches = rec.sq_nivcsw;
         ts.state = rec.sq_state;

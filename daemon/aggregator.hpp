@@ -93,6 +93,7 @@ private:
     };
     struct ThreadState {
         std::uint64_t start_ns = 0;  // the thread's start_time: with the tid, its identity
+        double start_time_unix = 0;  // the same in Unix time, converted once
         std::uint32_t pid = 0;
         std::string comm;
         std::uint64_t prev_cpu_ns = 0, prev_work_ns = 0, prev_sleep_ns = 0;

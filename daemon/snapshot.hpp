@@ -48,8 +48,10 @@ struct WakerSnapshot {
 
 struct ThreadSnapshot {
     std::int32_t tid = -1;           // SQ thread tid: the sq_thread label
-    std::uint32_t pid = 0;           // owner process (first ring's holder)
-    std::string comm;                // owner process comm
+    std::uint32_t pid = 0;           // the thread's own process (tgid)
+    std::string comm;                // that process's comm (group leader)
+    double start_time_seconds = 0;   // Unix time the thread started: a reused tid under the same
+                                     // labels is another thread when this changes
     double cpu_seconds = 0;          // cumulative on-CPU time since the thread started
     double work_seconds = 0;         // cumulative, see work_source
     double spin_seconds = 0;         // cumulative idle spinning (cpu - work)

@@ -24,7 +24,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Finding, id, subject, sq_thread,
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Advice, window_seconds, gaps_available, findings,
                                                 notes)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
-    ThreadSnapshot, tid, pid, comm, cpu_seconds, work_seconds, spin_seconds, sleep_seconds,
+    ThreadSnapshot, tid, pid, comm, start_time_seconds, cpu_seconds, work_seconds, spin_seconds, sleep_seconds,
     work_source, sleeps, wakeups, voluntary_switches, involuntary_switches, state, sq_cpu, pinned,
     idle_setting_seconds, idle_ns_granular, wake_latency, wake_latency_log2, wake_p50_seconds,
     wake_p99_seconds, rings, fairness, rings_work_seconds, cpu_util, work_util, spin_util, sleep_util, sqe_rate,

@@ -124,6 +124,10 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
     Family fairness("uringscope_sqthread_fairness",
                     "Jain's fairness index of SQEs served among the thread's rings that had "
                     "demand in the last sample interval (1 = equal, 1/n = one ring took all).", G);
+    Family thread_start("uringscope_sqthread_start_time_seconds",
+                        "Unix time the SQ thread started. A tid is reused once its thread exits: "
+                        "when this changes under the same labels, the counters restart from the "
+                        "new thread's own (a counter reset, never a jump).", G);
     Family idle("uringscope_sqthread_idle_setting_seconds",
                 "sq_thread_idle: how long the thread polls idle rings before sleeping.", G);
     Family running("uringscope_sqthread_running",
@@ -166,6 +170,7 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
         rings.gauge(l, static_cast<double>(t.rings));
         fairness.gauge(l, t.fairness);
         idle.gauge(l, t.idle_setting_seconds);
+        thread_start.gauge(l, t.start_time_seconds);
         running.gauge(l, t.state == 0 ? 1 : 0);
         if (t.sq_cpu >= 0) {
             auto lc = l;
@@ -347,7 +352,7 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
     build.gauge({{"version", URINGSCOPE_VERSION}}, 1);
 
     for (auto* f : {&cpu, &work, &spin, &sleep, &source, &sleeps, &wakeups, &vcsw, &ivcsw,
-                    &by_waker, &rings, &fairness, &idle, &running, &sq_cpu})
+                    &by_waker, &rings, &fairness, &idle, &thread_start, &running, &sq_cpu})
         f->move_into(out);
     latency.move_into(out);
     for (auto* f : {&passes, &busy_passes, &pass_work}) f->move_into(out);

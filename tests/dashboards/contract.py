@@ -45,6 +45,7 @@ BASE = {
     "uringscope_map_overflow_total": ("counter", {"map"}),
     "uringscope_map_entries": ("gauge", {"map"}),
     "uringscope_ring_start_time_seconds": ("gauge", RING),
+    "uringscope_sqthread_start_time_seconds": ("gauge", THREAD),
     "uringscope_identities_replaced_total": ("counter", {"kind"}),
     "uringscope_walks_incomplete_total": ("counter", set()),
     "uringscope_probe_missed_total": ("counter", {"probe", "kind"}),

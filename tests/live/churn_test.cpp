@@ -33,17 +33,22 @@ bool is_ring_counter(const std::string& name) {
 // What every scrape must satisfy, whatever the workload:
 // - no ring counter above `bound(series)` (what the workload could have submitted);
 // - no counter step above 2^31 (a misread wrap shows as ~2^32);
-// - no counter that goes back, except a ring's whose start time changed (a new ring at the
-//   same pid:fd, which Prometheus reads as a counter reset).
+// - no counter that goes back, except a ring's or an SQ thread's whose start time changed (a
+//   new ring at the same pid:fd, a new thread under a reused tid: a counter reset to
+//   Prometheus, never a jump).
 class Invariants {
 public:
     using Bound = std::function<std::optional<double>(const Series&)>;
     explicit Invariants(Bound bound) : bound_(std::move(bound)) {}
 
     void check(const std::vector<Series>& scrape) {
-        std::map<std::string, double> start;
-        for (const auto& s : scrape)
-            if (s.name == "uringscope_ring_start_time_seconds") start[s.labels.at("ring")] = s.value;
+        std::map<std::string, double> start;  // by "ring:ID" or "thread:TID"
+        for (const auto& s : scrape) {
+            if (s.name == "uringscope_ring_start_time_seconds")
+                start["ring:" + s.labels.at("ring")] = s.value;
+            if (s.name == "uringscope_sqthread_start_time_seconds")
+                start["thread:" + s.labels.at("sq_thread")] = s.value;
+        }
         for (const auto& s : scrape) {
             const bool counter = s.name.size() > 6 && s.name.ends_with("_total");
             if (!counter) continue;
@@ -57,9 +62,13 @@ public:
                 if (step > 2147483648.0) fail("stepped by more than 2^31", key, s.value);
                 if (step < 0) {
                     const auto ring = s.labels.find("ring");
-                    const bool restarted = ring != s.labels.end() &&
-                                           start_.count(ring->second) &&
-                                           start_[ring->second] != start[ring->second];
+                    const auto thread = s.labels.find("sq_thread");
+                    const std::string owner = ring != s.labels.end() ? "ring:" + ring->second
+                                              : thread != s.labels.end()
+                                                  ? "thread:" + thread->second
+                                                  : std::string();
+                    const bool restarted = !owner.empty() && start_.count(owner) &&
+                                           start_[owner] != start[owner];
                     if (!restarted) fail("went back from " + std::to_string(it->second), key, s.value);
                 }
             }

@@ -490,6 +490,7 @@ TEST(AggregatorIdentity, AThreadUnderAReusedTidStartsAfresh) {
     ASSERT_EQ(s.threads.size(), 1u);
     EXPECT_EQ(s.threads[0].sleeps, 40u);
     EXPECT_EQ(s.threads[0].comm, "owner");
+    const double first_start = s.threads[0].start_time_seconds;
     // Same tid, another thread: its ring is new too. The sched entry is still the old
     // thread's (the new one has not slept yet): it must not be read as the new thread's.
     auto r2 = ring(2, 11, 3, kSqpoll, 10, 50);
@@ -507,6 +508,8 @@ TEST(AggregatorIdentity, AThreadUnderAReusedTidStartsAfresh) {
     EXPECT_EQ(s.threads[0].comm, "next");
     EXPECT_DOUBLE_EQ(s.threads[0].cpu_seconds, 0.1);
     EXPECT_EQ(s.threads_replaced, 1u);
+    // The new thread's start time tells Prometheus users the counters restarted.
+    EXPECT_NE(s.threads[0].start_time_seconds, first_start);
     ASSERT_EQ(s.threads[0].wakers.size(), 1u);
     EXPECT_EQ(s.threads[0].wakers[0].wakeups, 2u);
     // The old thread's waker pair is deleted at once.

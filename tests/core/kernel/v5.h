@@ -44,7 +44,9 @@ struct task_struct {
 	u8 __opaque_times[184];
 	unsigned long nvcsw;
 	unsigned long nivcsw;
-	u8 __opaque_cred[96];
+	u64 start_time;            /* thread identity with the tid (ring records' sq_start_ns) */
+	u64 start_boottime;
+	u8 __opaque_cred[80];
 	char comm[16];
 };
 

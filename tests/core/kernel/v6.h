@@ -52,7 +52,9 @@ struct task_struct {
 	u8 __opaque_times[200];
 	unsigned long nvcsw;
 	unsigned long nivcsw;
-	u8 __opaque_cred[200];
+	u64 start_time;            /* thread identity with the tid (ring records' sq_start_ns) */
+	u64 start_boottime;
+	u8 __opaque_cred[184];
 	char comm[16];
 };
 

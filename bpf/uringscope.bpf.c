@@ -41,7 +41,7 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, USC_MAX_CREATED);
-	__type(key, __u64);
+	__type(key, struct usc_created_key);
 	__type(value, struct usc_created_ring);
 } created_rings SEC(".maps");
 
@@ -307,13 +307,12 @@ int BPF_PROG(usc_io_uring_create, int fd, void *ring, __u32 sq_entries, __u32 cq
 		.sq_entries = sq_entries,
 	};
 
-	/*
-	 * Keyed by creation number, not by ctx: under churn the next ring often gets the same
-	 * address before userspace drains the map, and a ctx key would overwrite the first record.
-	 */
-	__u64 seq = __sync_fetch_and_add(&stats.rings_created, 1);
+	/* Not the fetch-and-add's result as a key: fetching atomics need 5.12 (BPF_FETCH). */
+	struct usc_created_key key = { .ctx = r.ctx, .ts_ns = r.ts_ns };
+
+	__sync_fetch_and_add(&stats.rings_created, 1);
 	bpf_get_current_comm(r.comm, sizeof(r.comm));
-	if (bpf_map_update_elem(&created_rings, &seq, &r, BPF_NOEXIST))
+	if (bpf_map_update_elem(&created_rings, &key, &r, BPF_NOEXIST))
 		__sync_fetch_and_add(&stats.created_dropped, 1);
 	if (bpf_map_update_elem(&ring_births, &r.ctx, &r.ts_ns, BPF_ANY))
 		__sync_fetch_and_add(&stats.births_dropped, 1);

@@ -545,15 +545,15 @@ void BpfCollector::read_births(std::vector<std::pair<std::uint64_t, std::uint64_
 }
 
 void BpfCollector::drain_created(std::vector<usc_created_ring>& out) {
-    std::vector<std::pair<std::uint64_t, usc_created_ring>> all;
+    std::vector<std::pair<usc_created_key, usc_created_ring>> all;
     int fd = bpf_map__fd(skel_->maps.created_rings);
     // Lookup-and-delete in one step: a record written between a read and its delete would
     // otherwise be lost.
     if (!read_hash_batch(fd, all, true)) {
         read_hash_by_key(fd, all);
-        for (const auto& [ctx, rec] : all) bpf_map_delete_elem(fd, &ctx);
+        for (const auto& [key, rec] : all) bpf_map_delete_elem(fd, &key);
     }
-    for (const auto& [ctx, rec] : all) out.push_back(rec);
+    for (const auto& [key, rec] : all) out.push_back(rec);
 }
 
 usc_stats BpfCollector::stats() const {

@@ -117,9 +117,15 @@ struct usc_waker_val {
 };
 
 /*
- * A ring announced by the io_uring_create tracepoint, kept until userspace drains it; keyed by
- * its creation number (usc_stats.rings_created before the increment).
+ * A ring announced by the io_uring_create tracepoint, kept until userspace drains it. Keyed by
+ * address and creation time: under churn the next ring often gets the same address before
+ * userspace drains the map, and a ctx key alone would overwrite the first record.
  */
+struct usc_created_key {
+	__u64 ctx;                  /* io_ring_ctx address */
+	__u64 ts_ns;                /* bpf_ktime_get_ns() at creation */
+};
+
 struct usc_created_ring {
 	__u64 ctx;                  /* io_ring_ctx address, same identity as usc_ring_record.ctx */
 	__u64 ts_ns;                /* bpf_ktime_get_ns() at creation */
@@ -246,6 +252,7 @@ USC_ASSERT_SIZE(usc_sched_state, 64 + 8 * USC_LAT_BUCKETS);
 USC_ASSERT_SIZE(usc_waker_key, 8);
 USC_ASSERT_SIZE(usc_waker_val, 32);
 USC_ASSERT_SIZE(usc_created_ring, 48);
+USC_ASSERT_SIZE(usc_created_key, 16);
 USC_ASSERT_SIZE(usc_stats, 72);
 USC_ASSERT_SIZE(usc_ring_work, 32);
 USC_ASSERT_SIZE(usc_work_gaps, 32 + 16 * USC_GAP_BUCKETS);

@@ -53,6 +53,14 @@ unsigned snap_hz(double measured) {
     return best;
 }
 
+// A CLOCK_MONOTONIC time (a birth, a thread's start_time) in Unix time, through the sample's
+// pair of clocks; the sample's own time when it is unknown (0) or later than the sample.
+double mono_to_unix(const RawSample& raw, std::uint64_t mono_ns) {
+    return mono_ns && mono_ns <= raw.mono_ns
+               ? raw.unix_time - static_cast<double>(raw.mono_ns - mono_ns) / 1e9
+               : raw.unix_time;
+}
+
 void add_iopoll(usc_iopoll_stats& to, const usc_iopoll_stats& v) {
     to.calls += v.calls;
     to.empty += v.empty;
@@ -116,37 +124,8 @@ Snapshot Aggregator::update(const RawSample& raw) {
     for (const auto& r : raw.rings) live.emplace(r.ctx, &r);
     if (!raw.walk_complete) ++walks_incomplete_;
 
-    // A ring announced by io_uring_create was walked if a walk saw its ctx with its birth time.
-    for (const auto& c : raw.created) {
-        auto mode = ring_mode(c.setup_flags);
-        ++created_by_mode_[mode];
-        const auto l = live.find(c.ctx);
-        const auto known = rings_.find(c.ctx);
-        const bool walked = (l != live.end() && l->second->born_ns == c.ts_ns) ||
-                            (known != rings_.end() && known->second.born_ns == c.ts_ns);
-        if (!walked && raw.walk_complete) ++short_lived_by_mode_[mode];
-    }
-    // Rings that closed, and rings whose address a new ring took: their state goes, and the new
-    // ring starts from its own counts (a counter reset, as Prometheus expects), never from the
-    // old ring's.
-    std::vector<std::uint64_t> gone;
-    for (auto it = rings_.begin(); it != rings_.end();) {
-        const auto l = live.find(it->first);
-        const bool closed = l == live.end();
-        if ((closed && !raw.walk_complete) || (!closed && !replaced_by(it->second, *l->second))) {
-            ++it;
-            continue;
-        }
-        if (closed) {
-            gone.push_back(it->first);
-        } else {
-            // The BPF side dropped the old ring's deep entries when the new one was created;
-            // what it last showed of them stays in the host totals.
-            retire_iopoll(it->second);
-            ++rings_replaced_;
-        }
-        it = rings_.erase(it);
-    }
+    count_created(raw, live);
+    const std::vector<std::uint64_t> gone = end_ring_lives(raw, live);
     std::map<std::uint64_t, const usc_ring_work*> work;
     for (const auto& [ctx, w] : raw.ring_work) work.emplace(ctx, &w);
     std::map<std::uint64_t, std::vector<std::pair<std::uint32_t, const usc_iopoll_stats*>>> polls;
@@ -163,12 +142,7 @@ Snapshot Aggregator::update(const RawSample& raw) {
         if (!st.seen_before) {
             st.id = std::to_string(rec->pid) + ":" + std::to_string(rec->fd);
             st.born_ns = rec->born_ns;
-            // Birth on the monotonic clock told in Unix time through this sample's pair of
-            // clocks, once, so the gauge never jitters.
-            st.start_time_unix =
-                st.born_ns && st.born_ns <= raw.mono_ns
-                    ? raw.unix_time - static_cast<double>(raw.mono_ns - st.born_ns) / 1e9
-                    : raw.unix_time;
+            st.start_time_unix = mono_to_unix(raw, st.born_ns);  // once: the gauge never jitters
         }
         RingSnapshot rs;
         rs.id = st.id;
@@ -271,11 +245,7 @@ Snapshot Aggregator::update(const RawSample& raw) {
             const std::string own_comm = comm_of(rec.sq_comm);
             st.pid = rec.sq_tgid ? rec.sq_tgid : first_ring.pid;
             st.comm = own_comm.empty() ? first_ring.comm : own_comm;
-            // start_time is on the monotonic clock; once, so the gauge never jitters.
-            st.start_time_unix =
-                rec.sq_start_ns && rec.sq_start_ns <= raw.mono_ns
-                    ? raw.unix_time - static_cast<double>(raw.mono_ns - rec.sq_start_ns) / 1e9
-                    : raw.unix_time;
+            st.start_time_unix = mono_to_unix(raw, rec.sq_start_ns);
         }
         // BPF entries under this tid count only if they are this thread's (records.h).
         const auto owned = [&](const auto& index) -> decltype(index.begin()->second) {
@@ -522,6 +492,46 @@ Snapshot Aggregator::update(const RawSample& raw) {
     snap.walks_incomplete = walks_incomplete_;
     snap.hz = hz_;
     return snap;
+}
+
+void Aggregator::count_created(const RawSample& raw,
+                               const std::map<std::uint64_t, const usc_ring_record*>& live) {
+    // A ring announced by io_uring_create was walked if a walk saw its ctx with its birth time.
+    for (const auto& c : raw.created) {
+        auto mode = ring_mode(c.setup_flags);
+        ++created_by_mode_[mode];
+        const auto l = live.find(c.ctx);
+        const auto known = rings_.find(c.ctx);
+        const bool walked = (l != live.end() && l->second->born_ns == c.ts_ns) ||
+                            (known != rings_.end() && known->second.born_ns == c.ts_ns);
+        if (!walked && raw.walk_complete) ++short_lived_by_mode_[mode];
+    }
+}
+
+std::vector<std::uint64_t> Aggregator::end_ring_lives(
+    const RawSample& raw, const std::map<std::uint64_t, const usc_ring_record*>& live) {
+    // Rings that closed, and rings whose address a new ring took: their state goes, and the new
+    // ring starts from its own counts (a counter reset, as Prometheus expects), never from the
+    // old ring's. Returns the closed ones.
+    std::vector<std::uint64_t> gone;
+    for (auto it = rings_.begin(); it != rings_.end();) {
+        const auto l = live.find(it->first);
+        const bool closed = l == live.end();
+        if ((closed && !raw.walk_complete) || (!closed && !replaced_by(it->second, *l->second))) {
+            ++it;
+            continue;
+        }
+        if (closed) {
+            gone.push_back(it->first);
+        } else {
+            // The BPF side dropped the old ring's deep entries when the new one was created;
+            // what it last showed of them stays in the host totals.
+            retire_iopoll(it->second);
+            ++rings_replaced_;
+        }
+        it = rings_.erase(it);
+    }
+    return gone;
 }
 
 bool Aggregator::replaced_by(const RingState& st, const usc_ring_record& rec) const {

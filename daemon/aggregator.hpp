@@ -53,7 +53,7 @@ struct MapCleanup {
 class Aggregator {
 public:
     // Threads missing from this many consecutive samples are forgotten, and their BPF state is
-    // reported in expired_threads() for the sampler to delete.
+    // reported in cleanup() for the sampler to delete.
     static constexpr int kExpireAfter = 3;
 
     Snapshot update(const RawSample& raw);
@@ -63,13 +63,10 @@ public:
     void set_hz(unsigned hz) { hz_ = hz; }
     unsigned hz() const { return hz_; }
 
-    // What the last update found gone, for the sampler to delete from the BPF maps.
+    // What the last update found gone, for the sampler to delete from the BPF maps: threads
+    // that expired, waker pairs of gone or replaced threads, and ring addresses of rings that
+    // closed or that no walk ever saw (closed within a sample) once two walks missed them.
     const MapCleanup& cleanup() const { return cleanup_; }
-    // SQ thread tids whose state the sampler should delete from the BPF maps.
-    const std::vector<std::uint32_t>& expired_threads() const { return cleanup_.threads; }
-    // Ring addresses whose BPF entries the sampler should delete: rings that closed, and
-    // entries of rings no walk ever saw (closed within a sample) once two walks missed them.
-    const std::vector<std::uint64_t>& expired_rings() const { return cleanup_.rings; }
 
     // A device stays flagged as "IOPOLL without poll queues" this long after the last polled
     // request that an interrupt completed.
@@ -118,6 +115,10 @@ private:
     std::set<std::pair<std::uint32_t, std::uint32_t>> orphan_wakers_;
     std::uint64_t rings_replaced_ = 0, walks_incomplete_ = 0, threads_replaced_ = 0;
 
+    void count_created(const RawSample& raw,
+                       const std::map<std::uint64_t, const usc_ring_record*>& live);
+    std::vector<std::uint64_t> end_ring_lives(
+        const RawSample& raw, const std::map<std::uint64_t, const usc_ring_record*>& live);
     bool replaced_by(const RingState& st, const usc_ring_record& rec) const;
     void retire_iopoll(const RingState& st);
     void plan_ring_cleanup(const RawSample& raw,

@@ -235,7 +235,7 @@ TEST(Aggregator, VanishedThreadsExpireAfterAFewSamples) {
     RawSample raw = sample(kSec, {ring(1, 10, 3, kSqpoll, 0, 50)});
     raw.sched.emplace_back(50, usc_sched_state{});
     a.update(raw);
-    EXPECT_TRUE(a.expired_threads().empty());
+    EXPECT_TRUE(a.cleanup().threads.empty());
     std::vector<std::uint32_t> expired;
     for (int i = 0; i < Aggregator::kExpireAfter; ++i) {
         RawSample r = sample((2 + i) * kSec, {});
@@ -243,7 +243,7 @@ TEST(Aggregator, VanishedThreadsExpireAfterAFewSamples) {
         auto s = a.update(r);
         EXPECT_TRUE(s.threads.empty());
         EXPECT_TRUE(s.rings.empty());
-        expired.insert(expired.end(), a.expired_threads().begin(), a.expired_threads().end());
+        expired.insert(expired.end(), a.cleanup().threads.begin(), a.cleanup().threads.end());
     }
     EXPECT_EQ(expired, std::vector<std::uint32_t>{50});
 }
@@ -321,7 +321,7 @@ TEST(Aggregator, DeepTierRingWorkAndIopoll) {
     raw.rings = {r1};
     raw.iopoll.push_back({{2, USC_CALLER_APP, 0}, {10, 1, 40, 0}});
     s = a.update(raw);
-    EXPECT_EQ(a.expired_rings(), std::vector<std::uint64_t>{2});
+    EXPECT_EQ(a.cleanup().rings, std::vector<std::uint64_t>{2});
     // Ring 2's final counts stay in the host totals after the sampler drops them.
     raw.mono_ns = 4 * kSec;
     raw.iopoll.pop_back();
@@ -539,10 +539,10 @@ TEST(AggregatorIdentity, EntriesOfRingsNoWalkSawGoAfterTwoMisses) {
     raw.iopoll = {{{7, USC_CALLER_APP, 0}, {4, 1, 3, 10}}};
     a.update(raw);
     // Ring 7 may have been created after the walk: it gets a second chance.
-    EXPECT_TRUE(a.expired_rings().empty());
+    EXPECT_TRUE(a.cleanup().rings.empty());
     raw.mono_ns = 2 * kSec;
     auto s = a.update(raw);
-    EXPECT_EQ(a.expired_rings(), std::vector<std::uint64_t>{7});
+    EXPECT_EQ(a.cleanup().rings, std::vector<std::uint64_t>{7});
     // Its io_do_iopoll counts stay in the host totals once the entry is deleted.
     raw.mono_ns = 3 * kSec;
     raw.ring_work.clear();
@@ -551,7 +551,7 @@ TEST(AggregatorIdentity, EntriesOfRingsNoWalkSawGoAfterTwoMisses) {
     s = a.update(raw);
     ASSERT_EQ(s.iopoll_host.size(), 1u);
     EXPECT_EQ(s.iopoll_host[0].completions, 3u);
-    EXPECT_TRUE(a.expired_rings().empty());
+    EXPECT_TRUE(a.cleanup().rings.empty());
 }
 
 TEST(AggregatorIdentity, AnIncompleteWalkExpiresNothing) {

@@ -34,6 +34,139 @@ static __always_inline __u32 get_task_state(void *task)
 }
 
 /*
+ * What kind of voluntary switch-out this is (include/linux/sched.h bits, stable since 2.6). The
+ * SQPOLL loop's own idle sleep is prepare_to_wait(&sqd->wait, ..., TASK_INTERRUPTIBLE) and then
+ * schedule(), in every version from 5.10 (the kthread) to 7.x. The thread's other waits are
+ * uninterruptible: mutex_lock(&sqd->lock), parking (wait_event() in io_sqd_handle_event, 5.11+),
+ * TASK_PARKED in 5.10's kthread_parkme(), I/O a submission blocks on. TASK_KILLABLE and TASK_IDLE
+ * include TASK_UNINTERRUPTIBLE, and TASK_FREEZABLE (6.1+) is a flag beside either, so the two low
+ * bits decide.
+ */
+#define USC_TASK_INTERRUPTIBLE 0x1
+#define USC_TASK_UNINTERRUPTIBLE 0x2
+
+static __always_inline bool is_idle_sleep(__u32 state)
+{
+	return (state & (USC_TASK_INTERRUPTIBLE | USC_TASK_UNINTERRUPTIBLE)) == USC_TASK_INTERRUPTIBLE;
+}
+
+/*
+ * The CPU a task is on or last ran on. 5.16 (commit bcf9033e5449, "sched: move CPU field back into
+ * thread_info if THREAD_INFO_IN_TASK") moved task_struct.cpu into thread_info.cpu.
+ */
+struct task_struct___pre516 {
+	unsigned int cpu;
+} __attribute__((preserve_access_index));
+
+struct thread_info___v516 {
+	__u32 cpu;
+} __attribute__((preserve_access_index));
+
+static __always_inline __u32 get_task_cpu(struct task_struct *t)
+{
+	struct thread_info___v516 *ti = (void *)&t->thread_info;
+	struct task_struct___pre516 *o = (void *)t;
+
+	if (bpf_core_field_exists(ti->cpu))
+		return BPF_CORE_READ(ti, cpu);
+	return BPF_CORE_READ(o, cpu);
+}
+
+/*
+ * CPU time a task on a CPU has run and the scheduler has not yet added to se.sum_exec_runtime:
+ * what task_sched_runtime() (kernel/sched/core.c) adds before it answers clock_gettime() on a
+ * thread's CPU clock. The scheduler charges a running task at its ticks and switches; alone on a
+ * nohz_full CPU a task gets one update per second (the remote tick, sched_tick_remote), so without
+ * this, per-interval CPU of a pinned SQ thread reads 0, 1 or 2 s.
+ *
+ * The kernel takes update_rq_clock(rq) and then rq->clock_task - se.exec_start. BPF cannot update
+ * a runqueue's clock, so "now" on the scheduler clock is the freshest rq->clock at hand: this
+ * CPU's, updated when the sampling thread was scheduled in and at every tick. sched_clock is one
+ * clock across CPUs where the TSC is stable, and within a tick of it otherwise. The result is
+ * short by at most this CPU's clock age, a few milliseconds, and never above the truth.
+ *
+ * runqueues is a per-CPU variable that kernels with BTF for per-CPU variables (pahole 1.18+, all
+ * supported Debian kernels) describe; weak, so a kernel without it loads the program with this
+ * part dead and reports no USC_CAP_RUNNING.
+ */
+extern const struct rq runqueues __ksym __weak;
+
+static __always_inline bool get_task_running_ns(struct task_struct *t, __u64 *out)
+{
+	*out = 0;
+	if (!&runqueues)
+		return false;
+	const struct rq *rq = bpf_per_cpu_ptr(&runqueues, get_task_cpu(t));
+	const struct rq *here = bpf_this_cpu_ptr(&runqueues);
+	if (!rq)
+		return false;
+	if (BPF_CORE_READ(rq, curr) != t)
+		return true; /* not on a CPU: everything it ran is in sum_exec_runtime */
+	__u64 exec_start = BPF_CORE_READ(t, se.exec_start);
+	__u64 clock = BPF_CORE_READ(rq, clock);
+	__u64 clock_task = BPF_CORE_READ(rq, clock_task);
+	__u64 now = BPF_CORE_READ(here, clock);
+
+	if (clock_task > exec_start)
+		*out += clock_task - exec_start;
+	if (now > clock)
+		*out += now - clock;
+	return true;
+}
+
+/*
+ * Where a wakeup runs: a task, a hardirq handler (an hrtimer such as an io_uring timeout, a device
+ * interrupt completing I/O) or a softirq. In an interrupt, "current" is whichever task was
+ * interrupted, so it must not be named as the waker. preempt_count says which
+ * (include/linux/preempt.h, the same bits from 5.10 to 6.18): HARDIRQ_MASK 0x000f0000, NMI_MASK
+ * 0x00f00000, and SOFTIRQ_OFFSET 0x100 while softirqs are being served (0x200 steps only count
+ * local_bh_disable()). x86-64 keeps it per CPU:
+ * - __preempt_count, an int: up to 6.1, and again from 6.15 ("x86/preempt: Move preempt count to
+ *   percpu hot section");
+ * - pcpu_hot.preempt_count: 6.2 (commit 64701838bf05, "x86/percpu: Move preempt_count next to
+ *   current_task") to 6.14.
+ * Both are data symbols, which the verifier resolves through kallsyms: kernels without
+ * CONFIG_KALLSYMS_ALL cannot use either, and the loader then takes the variant without context.
+ * PREEMPT_RT kernels count softirqs in the task and run hrtimers in softirq context; there a
+ * hardirq shows as a softirq or a task.
+ */
+#define USC_HARDIRQ_NMI_MASK 0x00ff0000U
+#define USC_SOFTIRQ_OFFSET 0x00000100U
+
+extern const int __preempt_count __ksym __weak;
+
+struct pcpu_hot___v62 {
+	int preempt_count;
+} __attribute__((preserve_access_index));
+
+extern const struct pcpu_hot___v62 pcpu_hot __ksym __weak;
+
+static __always_inline __u32 get_preempt_count(void)
+{
+	if (!&__preempt_count)
+		return 0;
+	const int *pc = bpf_this_cpu_ptr(&__preempt_count);
+	return pc ? *pc : 0;
+}
+
+static __always_inline __u32 get_pcpu_hot_preempt_count(void)
+{
+	if (!&pcpu_hot || !bpf_core_type_exists(struct pcpu_hot___v62))
+		return 0;
+	const struct pcpu_hot___v62 *hot = bpf_this_cpu_ptr(&pcpu_hot);
+	return hot ? BPF_CORE_READ(hot, preempt_count) : 0;
+}
+
+static __always_inline __u32 waker_context(__u32 preempt_count)
+{
+	if (preempt_count & USC_HARDIRQ_NMI_MASK)
+		return USC_WAKER_HARDIRQ;
+	if (preempt_count & USC_SOFTIRQ_OFFSET)
+		return USC_WAKER_SOFTIRQ;
+	return USC_WAKER_TASK;
+}
+
+/*
  * SQ thread identity.
  * - 5.12+ and 5.10.162+ (which took 5.15's io_uring): an io-thread named "iou-sqp-<pid>" with
  *   PF_IO_WORKER (5.12, "io_uring: move SQPOLL thread io-wq forked worker").
@@ -150,6 +283,16 @@ static __always_inline bool has_sqd_work_time(void *sqd)
 	if (bpf_core_field_exists(p->enable_work_time_stat))
 		return BPF_CORE_READ(p, enable_work_time_stat);
 	return true;
+}
+
+/* 5.11+: the sqd holds the idle setting, and the loop rework that put it there restarts the idle
+ * timeout after every pass that found work. 5.10 counts it from the thread's last wakeup. */
+static __always_inline bool has_sqd_thread_idle(void)
+{
+	struct io_sq_data___v511 *s = 0;
+	struct io_sq_data___idle_ns *n = 0;
+
+	return bpf_core_field_exists(s->sq_thread_idle) || bpf_core_field_exists(n->sq_thread_idle);
 }
 
 static __always_inline __u64 get_sqd_work_time_us(void *sqd)

@@ -212,16 +212,23 @@ int BPF_PROG(usc_sched_switch, bool preempt, struct task_struct *prev, struct ta
 		}
 	}
 
-	if (prev_sq && !preempt && get_task_state(prev) != TASK_RUNNING) {
+	__u32 state = prev_sq && !preempt ? get_task_state(prev) : TASK_RUNNING;
+	if (state != TASK_RUNNING) {
+		bool idle = is_idle_sleep(state);
+
 		s = sched_state_get(prev);
 		if (s) {
-			__sync_fetch_and_add(&s->sleeps, 1);
+			if (idle)
+				__sync_fetch_and_add(&s->sleeps, 1);
+			else
+				__sync_fetch_and_add(&s->blocks, 1);
+			s->blocked = !idle;
 			s->sleep_start_ns = now;
 		}
 		/* Present only with the deep tier: how long it spun after its last SQE. */
 		struct usc_work_gaps *g =
 			thread_entry_if_owned(&work_gaps, prev->pid, prev->start_time);
-		if (g && g->last_work_ns && now > g->last_work_ns) {
+		if (idle && g && g->last_work_ns && now > g->last_work_ns) {
 			__sync_fetch_and_add(&g->sleep_spins, 1);
 			__sync_fetch_and_add(&g->sleep_spin_ns, now - g->last_work_ns);
 		}
@@ -256,7 +263,12 @@ int BPF_PROG(usc_sched_wakeup, struct task_struct *p)
 	__sync_fetch_and_add(&s->wakeups, 1);
 	/* A sleep that began before we attached has no start; only its wakeup is counted. */
 	if (s->sleep_start_ns) {
-		__sync_fetch_and_add(&s->sleep_ns, now - s->sleep_start_ns);
+		__u64 slept = now - s->sleep_start_ns;
+
+		if (s->blocked)
+			__sync_fetch_and_add(&s->block_ns, slept);
+		else
+			__sync_fetch_and_add(&s->sleep_ns, slept);
 		s->sleep_start_ns = 0;
 	}
 	s->wake_ts_ns = now;
@@ -269,15 +281,12 @@ int BPF_PROG(usc_sched_wakeup, struct task_struct *p)
  * "current" is whatever that CPU was running, often the idle task: in the 6.x/7.x QEMU guests
  * nearly every wakeup was attributed to the wrong task that way.
  */
-SEC("tp_btf/sched_waking")
-int BPF_PROG(usc_sched_waking, struct task_struct *p)
+static __always_inline int sched_waking(struct task_struct *p, __u32 context)
 {
-	if (!is_sq_thread_btf(p))
-		return 0;
-
 	struct usc_waker_key key = {
 		.sq_tid = p->pid,
-		.waker_pid = bpf_get_current_pid_tgid() >> 32,
+		.waker_pid = context == USC_WAKER_TASK ? bpf_get_current_pid_tgid() >> 32 : 0,
+		.context = context,
 	};
 	__u64 start = p->start_time;
 	struct usc_waker_val *w = bpf_map_lookup_elem(&wakers, &key);
@@ -292,6 +301,34 @@ int BPF_PROG(usc_sched_waking, struct task_struct *p)
 	if (err && err != -EEXIST)
 		__sync_fetch_and_add(&stats.wakers_dropped, 1);
 	return 0;
+}
+
+/*
+ * Three variants, one per way this kernel keeps preempt_count (core_fixes.bpf.h), the last for
+ * kernels that expose neither: there every waker is the current task, interrupted or not.
+ */
+SEC("tp_btf/sched_waking")
+int BPF_PROG(usc_sched_waking_pc, struct task_struct *p)
+{
+	if (!is_sq_thread_btf(p))
+		return 0;
+	return sched_waking(p, waker_context(get_preempt_count()));
+}
+
+SEC("tp_btf/sched_waking")
+int BPF_PROG(usc_sched_waking_hot, struct task_struct *p)
+{
+	if (!is_sq_thread_btf(p))
+		return 0;
+	return sched_waking(p, waker_context(get_pcpu_hot_preempt_count()));
+}
+
+SEC("tp_btf/sched_waking")
+int BPF_PROG(usc_sched_waking, struct task_struct *p)
+{
+	if (!is_sq_thread_btf(p))
+		return 0;
+	return sched_waking(p, USC_WAKER_TASK);
 }
 
 SEC("tp_btf/io_uring_create")
@@ -320,8 +357,13 @@ int BPF_PROG(usc_io_uring_create, int fd, void *ring, __u32 sq_entries, __u32 cq
 	return 0;
 }
 
-SEC("iter/task_file")
-int usc_iter_rings(struct bpf_iter__task_file *it)
+/*
+ * One record per io_uring file. with_running (a constant at each call, so the other branch is
+ * compiled out) adds the running SQ thread's uncharged CPU time, which needs the runqueues
+ * per-CPU variable; kernels without CONFIG_KALLSYMS_ALL cannot resolve that, and get the plain
+ * program (the loader's "iter_rings" variants).
+ */
+static __always_inline int iter_rings(struct bpf_iter__task_file *it, const bool with_running)
 {
 	struct file *file = it->file;
 	struct task_struct *task = it->task;
@@ -358,6 +400,8 @@ int usc_iter_rings(struct bpf_iter__task_file *it)
 	struct io_sq_data *sqd = BPF_CORE_READ(ctx, sq_data);
 	r.sqd = (__u64)sqd;
 	r.sq_thread_idle = get_sq_thread_idle(ctx, sqd, &r.sq_idle_unit);
+	if (has_sqd_thread_idle())
+		r.caps |= USC_CAP_IDLE_IN_SQD;
 	if (sqd) {
 		struct io_sq_data___v512 *v512 = (void *)sqd;
 		if (bpf_core_field_exists(v512->sq_cpu)) {
@@ -373,6 +417,8 @@ int usc_iter_rings(struct bpf_iter__task_file *it)
 			r.caps |= USC_CAP_SQ_THREAD;
 			r.sq_tid = BPF_CORE_READ(t, pid);
 			r.sq_runtime_ns = BPF_CORE_READ(t, se.sum_exec_runtime);
+			if (with_running && get_task_running_ns(t, &r.sq_running_ns))
+				r.caps |= USC_CAP_RUNNING;
 			r.sq_nvcsw = BPF_CORE_READ(t, nvcsw);
 			r.sq_nivcsw = BPF_CORE_READ(t, nivcsw);
 			r.sq_state = get_task_state(t);
@@ -384,6 +430,18 @@ int usc_iter_rings(struct bpf_iter__task_file *it)
 	__sync_fetch_and_add(&stats.iter_rings, 1);
 	bpf_seq_write(it->meta->seq, &r, sizeof(r));
 	return 0;
+}
+
+SEC("iter/task_file")
+int usc_iter_rings_running(struct bpf_iter__task_file *it)
+{
+	return iter_rings(it, true);
+}
+
+SEC("iter/task_file")
+int usc_iter_rings(struct bpf_iter__task_file *it)
+{
+	return iter_rings(it, false);
 }
 
 /*

@@ -40,18 +40,26 @@ double idle_seconds(const usc_ring_record& r, unsigned hz) {
     return static_cast<double>(r.sq_thread_idle) / hz;
 }
 
-// The HZ values Linux can be built with; a measurement snaps to the nearest.
+}  // namespace
+
 unsigned snap_hz(double measured) {
+    // Every HZ a Kconfig offers: kernel/Kconfig.hz (100, 250, 300, 1000) and the architectures'
+    // own choices (alpha, arm, mips, sh). The closest neighbours, 250 and 256, are 2.4 % apart.
+    static constexpr unsigned kHz[] = {24,  32,  48,  64,  100,  128,  200,
+                                       250, 256, 300, 500, 1000, 1024, 1200};
     unsigned best = 0;
-    double err = 1e18;
-    for (unsigned hz : {100u, 250u, 300u, 1000u}) {
-        if (std::abs(measured - hz) < err) {
-            err = std::abs(measured - hz);
+    double err = HUGE_VAL;
+    for (unsigned hz : kHz) {
+        const double e = std::abs(measured - hz) / hz;
+        if (e < err) {
+            err = e;
             best = hz;
         }
     }
-    return best;
+    return err < 0.01 ? best : 0;
 }
+
+namespace {
 
 // A CLOCK_MONOTONIC time (a birth, a thread's start_time) in Unix time, through the sample's
 // pair of clocks; the sample's own time when it is unknown (0) or later than the sample.
@@ -68,7 +76,34 @@ void add_iopoll(usc_iopoll_stats& to, const usc_iopoll_stats& v) {
     to.ns += v.ns;
 }
 
+// Idle and blocked time so far, counting a sleep still in progress up to the walk.
+std::pair<std::uint64_t, std::uint64_t> asleep_totals(const usc_sched_state* ss,
+                                                      std::uint64_t mono_ns) {
+    if (!ss) return {0, 0};
+    std::uint64_t sleep_ns = ss->sleep_ns, block_ns = ss->block_ns;
+    if (ss->sleep_start_ns && mono_ns > ss->sleep_start_ns)
+        (ss->blocked ? block_ns : sleep_ns) += mono_ns - ss->sleep_start_ns;
+    return {sleep_ns, block_ns};
+}
+
+WakerSnapshot waker_of(const std::pair<usc_waker_key, usc_waker_val>& w) {
+    WakerSnapshot out{w.first.waker_pid, comm_of(w.second.comm), w.second.count, "task"};
+    if (w.first.context == USC_WAKER_HARDIRQ) out.context = out.comm = "hardirq";
+    if (w.first.context == USC_WAKER_SOFTIRQ) out.context = out.comm = "softirq";
+    return out;
+}
+
 }  // namespace
+
+SpinModel spin_model(const usc_ring_record& r, unsigned hz) {
+    if (r.sq_idle_unit == USC_IDLE_NS) return {"ns", r.sq_thread_idle, true};
+    if (hz == 0) return {"", 0, false};
+    // The loop sleeps once time_after(jiffies, timeout): between idle and idle + 1 tick after
+    // the moment the timeout was set, half a tick over on average.
+    const std::uint64_t tick_ns = 1'000'000'000ull / hz;
+    const std::uint64_t per_sleep = r.sq_thread_idle * tick_ns + tick_ns / 2;
+    return {(r.caps & USC_CAP_IDLE_IN_SQD) ? "after_last_work" : "after_wakeup", per_sleep, true};
+}
 
 double gap_bucket_lower_ns(std::size_t i) {
     if (i == 0) return 0;
@@ -115,6 +150,7 @@ Snapshot Aggregator::update(const RawSample& raw) {
             hz_jiffies_ = j;
             hz_mono_ns_ = raw.mono_ns;
         } else if (raw.mono_ns - hz_mono_ns_ >= 500'000'000 && j > hz_jiffies_) {
+            // Not close enough to any HZ (a late walk): the window grows until it is.
             hz_ = snap_hz((j - hz_jiffies_) / ((raw.mono_ns - hz_mono_ns_) / 1e9));
         }
     }
@@ -232,8 +268,7 @@ Snapshot Aggregator::update(const RawSample& raw) {
         const usc_ring_record& rec = *thread_rec.at(tid);
         auto& st = threads_[static_cast<std::uint32_t>(tid)];
         // Another thread under a reused tid: nothing of the old one's carries over.
-        if (st.seen_before &&
-            (st.start_ns != rec.sq_start_ns || rec.sq_runtime_ns < st.prev_cpu_ns)) {
+        if (st.seen_before && st.start_ns != rec.sq_start_ns) {
             st = ThreadState{};
             ++threads_replaced_;
         }
@@ -272,8 +307,9 @@ Snapshot Aggregator::update(const RawSample& raw) {
         // Without the sched tracepoints, voluntary switches are the best count of sleeps.
         const std::uint64_t sleeps = ss ? ss->sleeps : rec.sq_nvcsw;
         const std::uint64_t wakeups = ss ? ss->wakeups : 0;
+        const std::uint64_t blocks = ss ? ss->blocks : 0;
 
-        const std::uint64_t cpu_ns = rec.sq_runtime_ns;
+        const std::uint64_t cpu_ns = thread_cpu_ns(rec, st);
         std::uint64_t dsqes = 0, dcqes = 0;
         for (const auto& [idx, d] : members) {
             dsqes += d.sqes;
@@ -283,36 +319,41 @@ Snapshot Aggregator::update(const RawSample& raw) {
         const bool kernel_work =
             raw.work_time_per_thread && (rec.caps & USC_CAP_WORK_TIME) != 0;
         ts.work_source = kernel_work ? WorkSource::kernel : WorkSource::estimate;
-        const auto idle_ns = static_cast<std::uint64_t>(ts.idle_setting_seconds * 1e9);
+        const SpinModel model = spin_model(rec, hz_);
+        ts.spin_model = model.name;
+        // A jiffies idle setting means nothing until HZ is known: splitting before would book
+        // the thread's whole history as work (an idle of 0) on the first sample.
+        ts.split_known = kernel_work || model.known;
+        const bool split_was_started = st.split_started;
 
         if (kernel_work) {
             auto split = split_with_work_time(cpu_ns, rec.work_time_us * 1000);
             st.work_ns = std::max(st.work_ns, split.work_ns);
             st.spin_ns = std::max(st.spin_ns, cpu_ns - std::min(cpu_ns, st.work_ns));
-        } else if (!st.seen_before) {
-            // The CPU the thread used before we first saw it is split with the same estimate,
-            // taking its voluntary switches as its sleeps.
+            st.split_started = true;
+        } else if (!ts.split_known) {
+            // Left at zero; the first sample with HZ splits the whole history.
+        } else if (!st.split_started) {
+            // The CPU the thread used before the split started is split with the same estimate,
+            // taking its idle sleeps so far (its voluntary switches, without the tracepoints).
             std::uint64_t total_sqes = 0;
             for (const auto& [idx, d] : members) total_sqes += snap.rings[idx].sqes_total;
-            auto split = estimate_split(cpu_ns, rec.sq_nvcsw, idle_ns, total_sqes > 0);
+            auto split = estimate_split(cpu_ns, sleeps, model.spin_per_sleep_ns, total_sqes > 0);
             st.work_ns = split.work_ns;
             st.spin_ns = split.spin_ns;
+            st.split_started = true;
         } else {
             std::uint64_t dcpu = cpu_ns > st.prev_cpu_ns ? cpu_ns - st.prev_cpu_ns : 0;
             std::uint64_t dsleeps = sleeps > st.prev_sleeps ? sleeps - st.prev_sleeps : 0;
-            auto split = estimate_split(dcpu, dsleeps, idle_ns, dsqes + dcqes > 0);
+            auto split = estimate_split(dcpu, dsleeps, model.spin_per_sleep_ns, dsqes + dcqes > 0);
             st.work_ns += split.work_ns;
             st.spin_ns += split.spin_ns;
         }
 
-        std::uint64_t sleep_ns = 0;
-        if (ss) {
-            sleep_ns = ss->sleep_ns;
-            if (ss->sleep_start_ns && raw.mono_ns > ss->sleep_start_ns)
-                sleep_ns += raw.mono_ns - ss->sleep_start_ns;
-        }
+        const auto [sleep_ns, block_ns] = asleep_totals(ss, raw.mono_ns);
         const std::uint64_t prev_sleep_total = st.sleep_ns;
         st.sleep_ns = std::max(st.sleep_ns, sleep_ns);
+        st.block_ns = std::max(st.block_ns, block_ns);
 
         ts.cpu_seconds = cpu_ns / 1e9;
         ts.work_seconds = st.work_ns / 1e9;
@@ -320,16 +361,22 @@ Snapshot Aggregator::update(const RawSample& raw) {
         ts.sleep_seconds = st.sleep_ns / 1e9;
         ts.sleeps = sleeps;
         ts.wakeups = wakeups;
+        ts.blocks = blocks;
+        ts.block_seconds = st.block_ns / 1e9;
 
         if (st.seen_before && interval > 0) {
             const double ns = interval * 1e9;
             ts.cpu_util = (cpu_ns - std::min(cpu_ns, st.prev_cpu_ns)) / ns;
-            ts.work_util = (st.work_ns - std::min(st.work_ns, st.prev_work_ns)) / ns;
-            ts.spin_util = std::max(0.0, ts.cpu_util - ts.work_util);
+            // The interval in which the split starts carries the history: no rate from it.
+            if (split_was_started) {
+                ts.work_util = (st.work_ns - std::min(st.work_ns, st.prev_work_ns)) / ns;
+                ts.spin_util = std::max(0.0, ts.cpu_util - ts.work_util);
+            }
             ts.sleep_util = (st.sleep_ns - prev_sleep_total) / ns;
             ts.sqe_rate = dsqes / interval;
             ts.sleep_rate = (sleeps - std::min(sleeps, st.prev_sleeps)) / interval;
             ts.wakeup_rate = (wakeups - std::min(wakeups, st.prev_wakeups)) / interval;
+            ts.block_rate = (blocks - std::min(blocks, st.prev_blocks)) / interval;
         }
 
         if (ss) {
@@ -393,8 +440,7 @@ Snapshot Aggregator::update(const RawSample& raw) {
         }
 
         for (const auto* w : wakers[static_cast<std::uint32_t>(tid)])
-            if (w->second.sq_start_ns == rec.sq_start_ns)
-                ts.wakers.push_back({w->first.waker_pid, comm_of(w->second.comm), w->second.count});
+            if (w->second.sq_start_ns == rec.sq_start_ns) ts.wakers.push_back(waker_of(*w));
         std::sort(ts.wakers.begin(), ts.wakers.end(),
                   [](const auto& a, const auto& b) { return a.wakeups > b.wakeups; });
 
@@ -402,6 +448,7 @@ Snapshot Aggregator::update(const RawSample& raw) {
         st.prev_work_ns = st.work_ns;
         st.prev_sleeps = sleeps;
         st.prev_wakeups = wakeups;
+        st.prev_blocks = blocks;
         st.seen_before = true;
         snap.threads.push_back(std::move(ts));
     }
@@ -534,6 +581,15 @@ std::vector<std::uint64_t> Aggregator::end_ring_lives(
     return gone;
 }
 
+std::uint64_t Aggregator::thread_cpu_ns(const usc_ring_record& rec, const ThreadState& st) const {
+    std::uint64_t ns = rec.sq_runtime_ns;
+    if (rec.caps & USC_CAP_RUNNING) ns += rec.sq_running_ns;
+    // The running part is read against a clock up to a tick old (core_fixes.bpf.h), so a total
+    // can come out a little under the last one, which already counted more of a running stretch.
+    // CPU time never goes back.
+    return st.seen_before ? std::max(ns, st.prev_cpu_ns) : ns;
+}
+
 bool Aggregator::replaced_by(const RingState& st, const usc_ring_record& rec) const {
     if (!st.seen_before) return false;
     return st.born_ns != rec.born_ns || !st.sqes.continues(rec.sq_head) ||
@@ -570,7 +626,7 @@ void Aggregator::plan_ring_cleanup(const RawSample& raw,
 void Aggregator::plan_waker_cleanup(const RawSample& raw) {
     if (!raw.walk_complete) return;
     const std::set<std::uint32_t> expired(cleanup_.threads.begin(), cleanup_.threads.end());
-    std::set<std::pair<std::uint32_t, std::uint32_t>> orphans;
+    std::set<std::tuple<std::uint32_t, std::uint32_t, std::uint32_t>> orphans;
     for (const auto& [k, v] : raw.wakers) {
         const auto t = threads_.find(k.sq_tid);
         const bool stale = t != threads_.end() && t->second.start_ns &&
@@ -578,7 +634,7 @@ void Aggregator::plan_waker_cleanup(const RawSample& raw) {
         if (expired.count(k.sq_tid) || stale) {
             cleanup_.wakers.push_back(k);
         } else if (t == threads_.end()) {
-            const std::pair key{k.sq_tid, k.waker_pid};
+            const std::tuple key{k.sq_tid, k.waker_pid, k.context};
             if (orphan_wakers_.count(key))
                 cleanup_.wakers.push_back(k);
             else

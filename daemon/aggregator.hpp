@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "daemon/counters.hpp"
@@ -40,6 +41,18 @@ struct RawSample {
 };
 
 std::string ring_mode(std::uint32_t setup_flags);
+
+// A measured tick rate snapped to the CONFIG_HZ it is within 1 % of; 0 if none is that close.
+unsigned snap_hz(double measured);
+
+// How the estimate charges spin to each idle sleep of an SQ thread, from what the walk saw of
+// its loop (see ThreadSnapshot::spin_model). Not known while a jiffies idle has no HZ.
+struct SpinModel {
+    std::string name;
+    std::uint64_t spin_per_sleep_ns = 0;
+    bool known = false;
+};
+SpinModel spin_model(const usc_ring_record& r, unsigned hz);
 
 // BPF map entries whose owner is gone, for the sampler to delete after an update. Each list is
 // built in one pass over what the sample read, so a sample costs what is alive plus what changed.
@@ -94,7 +107,9 @@ private:
         std::uint32_t pid = 0;
         std::string comm;
         std::uint64_t prev_cpu_ns = 0, prev_work_ns = 0, prev_sleep_ns = 0;
-        std::uint64_t prev_sleeps = 0, prev_wakeups = 0;
+        std::uint64_t prev_sleeps = 0, prev_wakeups = 0, prev_blocks = 0;
+        std::uint64_t block_ns = 0;
+        bool split_started = false;  // work/spin hold the thread's history split
         std::uint64_t prev_passes = 0, prev_busy_passes = 0;
         std::uint64_t work_ns = 0, spin_ns = 0, sleep_ns = 0;
         std::vector<std::uint64_t> prev_lat_hist;
@@ -112,7 +127,7 @@ private:
     // Keys found in BPF maps without a live owner at the last update; deleted if the next update
     // finds them orphaned again (one sample's grace for an owner created after the walk).
     std::set<std::uint64_t> orphan_rings_;
-    std::set<std::pair<std::uint32_t, std::uint32_t>> orphan_wakers_;
+    std::set<std::tuple<std::uint32_t, std::uint32_t, std::uint32_t>> orphan_wakers_;
     std::uint64_t rings_replaced_ = 0, walks_incomplete_ = 0, threads_replaced_ = 0;
 
     void count_created(const RawSample& raw,
@@ -125,6 +140,7 @@ private:
                            const std::map<std::uint64_t, const usc_ring_record*>& live,
                            const std::vector<std::uint64_t>& gone);
     void plan_waker_cleanup(const RawSample& raw);
+    std::uint64_t thread_cpu_ns(const usc_ring_record& rec, const ThreadState& st) const;
     std::uint64_t seq_ = 0;
     unsigned hz_ = 0;
     std::uint64_t hz_jiffies_ = 0, hz_mono_ns_ = 0;

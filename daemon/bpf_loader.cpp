@@ -45,8 +45,17 @@ const std::vector<ProbeSpec>& probe_table() {
     using K = Requirement::Kind;
 #define PROG(p) [](uringscope_bpf* s) { return s->progs.p; }
     static const std::vector<ProbeSpec> table = {
+        // The first variant adds a running SQ thread's CPU time that the scheduler has not
+        // charged yet (nohz_full CPUs: up to a second); it reads the runqueues per-CPU variable.
         {"iter_rings",
          {{"iter",
+           {PROG(usc_iter_rings_running)},
+           {{K::btf_struct, "bpf_iter__task_file"},
+            {K::btf_struct, "io_ring_ctx"},
+            {K::btf_func, "io_uring_poll"},
+            {K::ksym_var, "runqueues"}},
+           {"running_cpu_time"}},
+          {"iter",
            {PROG(usc_iter_rings)},
            {{K::btf_struct, "bpf_iter__task_file"},
             {K::btf_struct, "io_ring_ctx"},
@@ -59,8 +68,20 @@ const std::vector<ProbeSpec>& probe_table() {
         {"sched_wakeup",
          {{"tp_btf", {PROG(usc_sched_wakeup)}, {{K::btf_typedef, "btf_trace_sched_wakeup"}}}},
          false, false},
+        // Wakers in interrupt context are told apart by preempt_count, which x86 keeps in
+        // __preempt_count or (6.2-6.14) in pcpu_hot; see core_fixes.bpf.h.
         {"sched_waking",
-         {{"tp_btf", {PROG(usc_sched_waking)}, {{K::btf_typedef, "btf_trace_sched_waking"}}}},
+         {{"tp_btf",
+           {PROG(usc_sched_waking_pc)},
+           {{K::btf_typedef, "btf_trace_sched_waking"}, {K::ksym_var, "__preempt_count"}},
+           {"waker_irq_context"}},
+          {"tp_btf",
+           {PROG(usc_sched_waking_hot)},
+           {{K::btf_typedef, "btf_trace_sched_waking"},
+            {K::btf_struct, "pcpu_hot"},
+            {K::ksym_var, "pcpu_hot"}},
+           {"waker_irq_context"}},
+          {"tp_btf", {PROG(usc_sched_waking)}, {{K::btf_typedef, "btf_trace_sched_waking"}}}},
          false, false},
         {"io_uring_create",
          {{"tp_btf", {PROG(usc_io_uring_create)}, {{K::btf_typedef, "btf_trace_io_uring_create"}}}},
@@ -225,6 +246,12 @@ std::optional<std::string> missing_requirement(const KernelFeatures& kf,
         case Requirement::Kind::ksym:
             if (!kf.has_ksym(r.name)) return std::string("no kernel symbol ") + r.name;
             break;
+        case Requirement::Kind::ksym_var:
+            if (!kf.has_btf_var(r.name)) return std::string("no BTF variable ") + r.name;
+            if (!kf.has_kallsyms_var(r.name))
+                return std::string("no data symbol ") + r.name +
+                       " in /proc/kallsyms (CONFIG_KALLSYMS_ALL)";
+            break;
         case Requirement::Kind::kprobes:
             if (!kf.has_kprobes()) return std::string("kernel has no kprobes (CONFIG_KPROBES)");
             break;
@@ -278,7 +305,41 @@ int try_load(const Selection& sel, const LoadConstants& k, SkelPtr& out) {
     return 0;
 }
 
+// Moves the first probe in sel that has another variant this kernel meets onto it; false when
+// none has. The probe's state records why the variant it leaves was refused.
+bool next_viable_variant(const KernelFeatures& kf, const LoaderOptions& opts, Selection& sel,
+                         std::vector<ProbeState>& states) {
+    const auto& table = probe_table();
+    for (auto& [i, v] : sel) {
+        for (int next = v + 1; next < static_cast<int>(table[i].variants.size()); ++next) {
+            const auto& var = table[i].variants[static_cast<std::size_t>(next)];
+            if (opts.no_fentry && std::string(var.kind) == "fentry") continue;
+            if (missing_requirement(kf, var)) continue;
+            auto& st = states[i];
+            st.reason += (st.reason.empty() ? "" : "; ") + std::string(st.kind) + ": load failed";
+            if (!last_verdict.empty()) st.reason += " (verifier: " + last_verdict + ")";
+            st.kind = var.kind;
+            v = next;
+            return true;
+        }
+    }
+    return false;
+}
+
 }  // namespace
+
+std::vector<std::pair<std::string, bool>> variant_features(const ProbeSpec& spec, int chosen) {
+    std::vector<std::pair<std::string, bool>> out;
+    for (const auto& var : spec.variants)
+        for (const char* f : var.gives)
+            if (std::none_of(out.begin(), out.end(), [&](const auto& p) { return p.first == f; }))
+                out.emplace_back(f, false);
+    if (chosen >= 0)
+        for (const char* f : spec.variants[static_cast<std::size_t>(chosen)].gives)
+            for (auto& p : out)
+                if (p.first == f) p.second = true;
+    return out;
+}
 
 std::vector<ProbeState> plan_probes(const KernelFeatures& kf, const LoaderOptions& opts,
                                     std::vector<int>& chosen) {
@@ -289,6 +350,7 @@ std::vector<ProbeState> plan_probes(const KernelFeatures& kf, const LoaderOption
         auto& st = states[i];
         st.probe = table[i].name;
         st.kind = table[i].variants.front().kind;
+        st.features = variant_features(table[i], -1);
         if (table[i].deep && !opts.deep) {
             st.reason = "deep tier off (enable with --probes.deep)";
             continue;
@@ -342,11 +404,19 @@ std::unique_ptr<BpfCollector> BpfCollector::make(const KernelFeatures& kf,
     int err = try_load(sel, consts, c->skel_);
     if (err) {
         {
+            // The essential probes alone, stepping down their variants until the kernel takes
+            // them (a plainer iterator where a richer one is refused).
             SkelPtr probe;
-            if (int e = try_load(essential, consts, probe); e != 0) {
+            int e = try_load(essential, consts, probe);
+            while (e != 0 && next_viable_variant(kf, opts, essential, c->probes_)) {
+                probe.reset();
+                e = try_load(essential, consts, probe);
+            }
+            if (e != 0) {
                 error = load_error_text(e);
                 return nullptr;
             }
+            for (auto [i, v] : essential) sel[i] = v;
         }
         // Something optional was rejected (the verifier, or a kernel that refuses fentry). Try
         // each probe beside the essential ones, falling back through its variants.
@@ -394,7 +464,9 @@ std::unique_ptr<BpfCollector> BpfCollector::make(const KernelFeatures& kf,
         for (auto get : table[i].variants[static_cast<std::size_t>(v)].programs) {
             auto probe = AttachedProbe::make(get(c->skel_.get()), why);
             if (!probe) break;
-            if (get(c->skel_.get()) == c->skel_->progs.usc_iter_rings) c->iter_link_ = probe->link();
+            const bpf_program* p = get(c->skel_.get());
+            if (p == c->skel_->progs.usc_iter_rings || p == c->skel_->progs.usc_iter_rings_running)
+                c->iter_link_ = probe->link();
             links.push_back(std::move(probe));
         }
         if (!why.empty()) {
@@ -406,6 +478,7 @@ std::unique_ptr<BpfCollector> BpfCollector::make(const KernelFeatures& kf,
             continue;
         }
         st.attached = true;
+        st.features = variant_features(table[i], v);
         for (auto& l : links) c->links_.push_back(std::move(l));
         for (auto get : table[i].variants[static_cast<std::size_t>(v)].programs)
             c->attached_programs_[i].push_back(get(c->skel_.get()));

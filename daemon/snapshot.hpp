@@ -41,9 +41,10 @@ double gap_bucket_upper_ns(std::size_t i);
 std::size_t gap_bucket_index(std::uint64_t ns);
 
 struct WakerSnapshot {
-    std::uint32_t pid = 0;     // tgid of the waking task
-    std::string comm;          // comm of the waking thread
+    std::uint32_t pid = 0;     // tgid of the waking task, 0 for an interrupt
+    std::string comm;          // comm of the waking thread; "hardirq" or "softirq" for interrupts
     std::uint64_t wakeups = 0; // cumulative
+    std::string context;       // "task", "hardirq" or "softirq": where the wakeup ran
 };
 
 struct ThreadSnapshot {
@@ -55,9 +56,17 @@ struct ThreadSnapshot {
     double cpu_seconds = 0;          // cumulative on-CPU time since the thread started
     double work_seconds = 0;         // cumulative, see work_source
     double spin_seconds = 0;         // cumulative idle spinning (cpu - work)
-    double sleep_seconds = 0;        // cumulative time asleep since uringscope attached
+    double sleep_seconds = 0;        // cumulative time in idle sleeps since uringscope attached
     WorkSource work_source = WorkSource::estimate;
-    std::uint64_t sleeps = 0;        // since attach
+    std::uint64_t sleeps = 0;        // idle sleeps (the loop's own, after sq_thread_idle) since attach
+    std::uint64_t blocks = 0;        // other voluntary switch-outs since attach: locks, parking, I/O
+    double block_seconds = 0;        // cumulative time blocked since attach
+    // How the estimate charges spin per idle sleep on this kernel (see docs/ARCHITECTURE.md,
+    // "Derived values"): "after_last_work" (5.11+, idle counted from the last work, ticks of
+    // 1/HZ), "after_wakeup" (5.10, from the last wakeup: spin is an upper bound), "ns" (seeds
+    // patch 002, no tick rounding). Empty while the split is not known (HZ not yet measured).
+    std::string spin_model;
+    bool split_known = true;         // false until HZ is known for a jiffies idle setting
     std::uint64_t wakeups = 0;       // since attach
     std::uint64_t voluntary_switches = 0;    // since the thread started (task->nvcsw)
     std::uint64_t involuntary_switches = 0;  // since the thread started (task->nivcsw)
@@ -75,7 +84,7 @@ struct ThreadSnapshot {
     double rings_work_seconds = -1;  // sum of its rings' sqthread_work_seconds (deep tier), -1 if none
     // Rates over the last interval, for views; Prometheus users derive their own from counters.
     double cpu_util = 0, work_util = 0, spin_util = 0, sleep_util = 0;  // fraction of one CPU
-    double sqe_rate = 0, sleep_rate = 0, wakeup_rate = 0;
+    double sqe_rate = 0, sleep_rate = 0, wakeup_rate = 0, block_rate = 0;
     std::vector<WakerSnapshot> wakers;
     bool has_gaps = false;           // the deep tier's work-gap probe saw this thread submit
     WorkGaps gaps;
@@ -153,6 +162,8 @@ struct ProbeState {
     bool attached = false;
     std::string reason;  // why not; when a lower tier attached, why the higher ones did not
     std::uint64_t missed = 0;  // runs the kernel skipped (recursion_misses), e.g. kprobes in IRQs
+    // Every feature some variant of the probe gives, and whether the attached variant gives it.
+    std::vector<std::pair<std::string, bool>> features = {};
 };
 
 struct Snapshot {

@@ -11,7 +11,7 @@ NLOHMANN_JSON_SERIALIZE_ENUM(WorkSource, {{WorkSource::kernel, "kernel"},
                                           {WorkSource::estimate, "estimate"}})
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LatencyHistogram, upper_bounds_s, cumulative,
                                                 count, sum_s)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(WakerSnapshot, pid, comm, wakeups)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(WakerSnapshot, pid, comm, wakeups, context)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(WorkGaps, count, sum_ns, sleep_spins,
                                                 sleep_spin_seconds, open_gap_seconds)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Figure, name, value, unit)
@@ -25,10 +25,10 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Advice, window_seconds, gaps_ava
                                                 notes)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
     ThreadSnapshot, tid, pid, comm, start_time_seconds, cpu_seconds, work_seconds, spin_seconds, sleep_seconds,
-    work_source, sleeps, wakeups, voluntary_switches, involuntary_switches, state, sq_cpu, pinned,
+    work_source, sleeps, blocks, block_seconds, spin_model, split_known, wakeups, voluntary_switches, involuntary_switches, state, sq_cpu, pinned,
     idle_setting_seconds, idle_ns_granular, wake_latency, wake_latency_log2, wake_p50_seconds,
     wake_p99_seconds, rings, fairness, rings_work_seconds, cpu_util, work_util, spin_util, sleep_util, sqe_rate,
-    sleep_rate, wakeup_rate, wakers, has_gaps, gaps, has_passes, loop_passes, busy_passes,
+    sleep_rate, wakeup_rate, block_rate, wakers, has_gaps, gaps, has_passes, loop_passes, busy_passes,
     pass_work_seconds, pass_rate, empty_pass_ratio)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(IopollSnapshot, caller, calls, empty, completions,
                                                 seconds, calls_rate, empty_ratio,
@@ -45,7 +45,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DeviceSnapshot, name, polled, ir
                                                 completions_rate, polled_ratio,
                                                 polls_per_completion, iopoll_without_poll_queues,
                                                 has_cqes, cqes, cqe_delay)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ProbeState, probe, kind, attached, reason, missed)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ProbeState, probe, kind, attached, reason, missed,
+                                                features)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Snapshot, hostname, kernel, seq, timestamp,
                                                 interval_seconds, sample_duration_seconds, hz, threads,
                                                 rings, devices, iopoll_host, probes, rings_created_by_mode,

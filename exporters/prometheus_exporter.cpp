@@ -106,12 +106,24 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
     Family spin("uringscope_sqthread_spin_seconds_total",
                 "SQ thread CPU time spent polling idle rings: CPU minus work.", C);
     Family sleep("uringscope_sqthread_sleep_seconds_total",
-                 "Time the SQ thread spent asleep since uringscope attached.", C);
+                 "Time the SQ thread spent in idle sleeps since uringscope attached.", C);
+    Family blocks("uringscope_sqthread_blocks_total",
+                  "Times the SQ thread blocked other than in its idle sleep since uringscope "
+                  "attached: waits on sqd->lock, parking (ring exit, io-wq registration), I/O a "
+                  "submission waited for. They charge no idle spin.", C);
+    Family blocked("uringscope_sqthread_blocked_seconds_total",
+                   "Time the SQ thread spent blocked (see uringscope_sqthread_blocks_total).", C);
+    Family model("uringscope_sqthread_spin_model",
+                 "1 for how the estimate charges spin to each idle sleep on this kernel: "
+                 "after_last_work (5.11+: sq_thread_idle plus half a tick after the last work), "
+                 "after_wakeup (5.10: counted from the wakeup, an upper bound), ns (nanosecond "
+                 "idle, no tick). Absent while HZ is being measured.", G);
     Family source("uringscope_sqthread_work_time_source",
                   "1 for the source of the work/spin split: kernel (per-thread sqd->work_time) "
                   "or estimate.", G);
     Family sleeps("uringscope_sqthread_sleeps_total",
-                  "Times the SQ thread went to sleep since uringscope attached.", C);
+                  "Idle sleeps of the SQ thread since uringscope attached: its loop found no "
+                  "work for sq_thread_idle and slept until woken.", C);
     Family wakeups("uringscope_sqthread_wakeups_total",
                    "Times the SQ thread was woken since uringscope attached.", C);
     Family vcsw("uringscope_sqthread_voluntary_switches_total",
@@ -119,7 +131,9 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
     Family ivcsw("uringscope_sqthread_involuntary_switches_total",
                  "Involuntary context switches (preemptions) of the SQ thread since it started.", C);
     Family by_waker("uringscope_sqthread_wakeups_by_waker_total",
-                    "Wakeups of the SQ thread by the waking process.", C);
+                    "Wakeups of the SQ thread by the waking process, or by an interrupt "
+                    "(waker_context=\"hardirq\" or \"softirq\", waker_pid=\"0\"): a "
+                    "completion's task work, a timeout.", C);
     Family rings("uringscope_sqthread_rings", "Rings served by the SQ thread.", G);
     Family fairness("uringscope_sqthread_fairness",
                     "Jain's fairness index of SQEs served among the thread's rings that had "
@@ -151,12 +165,22 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
     for (const auto& t : s.threads) {
         auto l = thread_labels(t);
         cpu.counter(l, t.cpu_seconds);
-        work.counter(l, t.work_seconds);
-        spin.counter(l, t.spin_seconds);
+        // Until HZ is known a jiffies idle setting splits nothing: no series beats a wrong one.
+        if (t.split_known) {
+            work.counter(l, t.work_seconds);
+            spin.counter(l, t.spin_seconds);
+            auto ls = l;
+            ls.push_back({"source", to_string(t.work_source)});
+            source.gauge(ls, 1);
+            if (!t.spin_model.empty()) {
+                auto lm = l;
+                lm.push_back({"model", t.spin_model});
+                model.gauge(lm, 1);
+            }
+        }
         sleep.counter(l, t.sleep_seconds);
-        auto ls = l;
-        ls.push_back({"source", to_string(t.work_source)});
-        source.gauge(ls, 1);
+        blocks.counter(l, static_cast<double>(t.blocks));
+        blocked.counter(l, t.block_seconds);
         sleeps.counter(l, static_cast<double>(t.sleeps));
         wakeups.counter(l, static_cast<double>(t.wakeups));
         vcsw.counter(l, static_cast<double>(t.voluntary_switches));
@@ -165,6 +189,7 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
             auto lw = l;
             lw.push_back({"waker_pid", std::to_string(w.pid)});
             lw.push_back({"waker_comm", w.comm});
+            lw.push_back({"waker_context", w.context.empty() ? "task" : w.context});
             by_waker.counter(lw, static_cast<double>(w.wakeups));
         }
         rings.gauge(l, static_cast<double>(t.rings));
@@ -299,8 +324,16 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
                   "Runs of an attached probe the kernel skipped because another BPF program was "
                   "running on the CPU (kprobes hit from interrupts): its counts are short by "
                   "this much.", C);
+    Family feature("uringscope_probe_feature",
+                   "1 when the probe's attached variant gives the feature, 0 when this kernel "
+                   "left it to a plainer variant: running_cpu_time (iter_rings: a running SQ "
+                   "thread's CPU time not yet charged by the scheduler, see nohz_full), "
+                   "waker_irq_context (sched_waking: wakeups from interrupts are told apart).",
+                   G);
     for (const auto& p : s.probes) {
         probe.gauge({{"probe", p.probe}, {"kind", p.kind}}, p.attached ? 1 : 0);
+        for (const auto& [name, on] : p.features)
+            feature.gauge({{"probe", p.probe}, {"feature", name}}, on ? 1 : 0);
         if (p.attached) missed.counter({{"probe", p.probe}, {"kind", p.kind}}, static_cast<double>(p.missed));
     }
     Family finding("uringscope_advice_finding",
@@ -351,7 +384,7 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
     Family build("uringscope_build_info", "Version of uringscope, always 1.", G);
     build.gauge({{"version", URINGSCOPE_VERSION}}, 1);
 
-    for (auto* f : {&cpu, &work, &spin, &sleep, &source, &sleeps, &wakeups, &vcsw, &ivcsw,
+    for (auto* f : {&cpu, &work, &spin, &sleep, &blocks, &blocked, &model, &source, &sleeps, &wakeups, &vcsw, &ivcsw,
                     &by_waker, &rings, &fairness, &idle, &thread_start, &running, &sq_cpu})
         f->move_into(out);
     latency.move_into(out);
@@ -364,7 +397,7 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
         f->move_into(out);
     nvme_lat.move_into(out);
     nvme_cqe_delay.move_into(out);
-    for (auto* f : {&finding, &saving, &window, &probe, &missed, &overflow, &entries_now, &replaced, &incomplete, &samples, &duration, &last, &build})
+    for (auto* f : {&finding, &saving, &window, &probe, &feature, &missed, &overflow, &entries_now, &replaced, &incomplete, &samples, &duration, &last, &build})
         f->move_into(out);
     return out;
 }

@@ -44,6 +44,10 @@ enum usc_ring_caps {
 	USC_CAP_SQ_CPU = 1 << 1,     /* io_sq_data.sq_cpu exists (5.12+) */
 	USC_CAP_WORK_TIME = 1 << 2,  /* io_sq_data.work_time exists and is being updated (6.9+) */
 	USC_CAP_SQ_TAIL = 1 << 3,    /* ctx->rings->sq.tail was readable */
+	USC_CAP_RUNNING = 1 << 4,    /* sq_running_ns was computed: the thread was on a CPU and its
+	                              * runqueue's clocks were readable */
+	USC_CAP_IDLE_IN_SQD = 1 << 5, /* io_sq_data holds sq_thread_idle (5.11+): the loop spins
+	                              * for the idle time after its last work, not its last wakeup */
 };
 
 /*
@@ -69,6 +73,10 @@ struct usc_ring_record {
 	__u64 jiffies;              /* bpf_jiffies64() at the walk: lets userspace measure HZ */
 	__u64 work_time_us;         /* sqd->work_time in microseconds, valid with USC_CAP_WORK_TIME */
 	__u64 sq_runtime_ns;        /* SQ thread's se.sum_exec_runtime */
+	__u64 sq_running_ns;        /* with USC_CAP_RUNNING: what the thread has run since the
+	                             * scheduler last added to sum_exec_runtime, as the kernel's
+	                             * task_sched_runtime() adds it. A thread alone on a nohz_full
+	                             * CPU gets that update once a second only (the remote tick) */
 	__u64 sq_nvcsw;             /* SQ thread's voluntary context switches */
 	__u64 sq_nivcsw;            /* SQ thread's involuntary context switches */
 	__u32 sq_state;             /* SQ thread's __state (TASK_* bits); 0 = running */
@@ -94,10 +102,17 @@ struct usc_ring_record {
 /* Per SQ thread scheduler state, keyed by tid; written only by the sched tracepoints. */
 struct usc_sched_state {
 	__u64 owner_start_ns;       /* start_time of the thread these counts belong to */
-	__u64 sleeps;               /* voluntary switches out of the CPU (the thread went to sleep) */
+	__u64 sleeps;               /* idle sleeps: voluntary switch-outs in TASK_INTERRUPTIBLE, the
+	                             * state of the SQPOLL loop's own schedule() after its idle time */
 	__u64 wakeups;              /* sched_wakeup events for the thread */
-	__u64 sleep_ns;             /* completed time asleep: switch-out until wakeup */
-	__u64 sleep_start_ns;       /* bpf_ktime_get_ns() of the current sleep, 0 while awake */
+	__u64 sleep_ns;             /* completed time in idle sleeps: switch-out until wakeup */
+	__u64 sleep_start_ns;       /* bpf_ktime_get_ns() of the current sleep or block, 0 while
+	                             * awake; blocked says which */
+	__u64 blocks;               /* other voluntary switch-outs: uninterruptible waits (sqd->lock,
+	                             * parking, I/O inside a submission), TASK_PARKED (5.10) */
+	__u64 block_ns;             /* completed time blocked: switch-out until wakeup */
+	__u32 blocked;              /* 1 while the current sleep_start_ns is a block */
+	__u32 _pad;
 	__u64 wake_ts_ns;           /* time of a wakeup not yet followed by getting a CPU, else 0 */
 	__u64 lat_count;            /* wake latencies recorded */
 	__u64 lat_sum_ns;           /* sum of wake latencies */
@@ -105,9 +120,18 @@ struct usc_sched_state {
 };
 
 /* Who woke an SQ thread. */
+enum usc_waker_context {
+	USC_WAKER_TASK = 0,         /* a task: waker_pid is its tgid */
+	USC_WAKER_HARDIRQ = 1,      /* an interrupt handler (a timer, a device's completion) */
+	USC_WAKER_SOFTIRQ = 2,      /* a softirq (block completion, network); waker_pid is 0 for both
+	                             * interrupt contexts: the task they interrupted is not the waker */
+};
+
 struct usc_waker_key {
 	__u32 sq_tid;               /* the SQ thread that was woken */
-	__u32 waker_pid;            /* tgid of the task that was running the wakeup */
+	__u32 waker_pid;            /* tgid of the task that was running the wakeup, 0 in interrupts */
+	__u32 context;              /* enum usc_waker_context */
+	__u32 _pad;
 };
 
 struct usc_waker_val {
@@ -247,9 +271,9 @@ struct usc_stats {
 #else
 #define USC_ASSERT_SIZE(type, size) _Static_assert(sizeof(struct type) == (size), #type " layout")
 #endif
-USC_ASSERT_SIZE(usc_ring_record, 176);
-USC_ASSERT_SIZE(usc_sched_state, 64 + 8 * USC_LAT_BUCKETS);
-USC_ASSERT_SIZE(usc_waker_key, 8);
+USC_ASSERT_SIZE(usc_ring_record, 184);
+USC_ASSERT_SIZE(usc_sched_state, 88 + 8 * USC_LAT_BUCKETS);
+USC_ASSERT_SIZE(usc_waker_key, 16);
 USC_ASSERT_SIZE(usc_waker_val, 32);
 USC_ASSERT_SIZE(usc_created_ring, 48);
 USC_ASSERT_SIZE(usc_created_key, 16);

@@ -1074,8 +1074,63 @@ def qemu_host_cpu(tcg_thread: str, env: dict[str, str] | None = None) -> int | N
     return allowed[-1] if allowed else None
 
 
+# The words of the guest kernel's command line the harness depends on, and why: --append may
+# not set them again (for rdinit= and panic= the last one wins; a second console= takes
+# /dev/console away from the serial port the harness reads).
+ESSENTIAL_KERNEL_PARAMS = {
+    "console": "the harness reads the guest through console=ttyS0,115200, and another console= "
+               "would take /dev/console (init's and COMMAND's output) away from that port",
+    "rdinit": "rdinit=/init starts the harness's guest/init from the initramfs, which mounts the "
+              "host root, runs COMMAND and reports its status",
+    "panic": "panic=-1 (with QEMU's -no-reboot) ends the run as soon as the guest panics; "
+             "another value makes a panicked guest wait (panic=0: until the timeout)",
+}
+
+
+def kernel_param_names(text: str) -> list[str]:
+    """The parameter names in a kernel command line, split as the kernel's next_arg() does:
+    words end at white space outside double quotes, a leading quote is dropped, and a word's
+    name is what precedes its first '=' (the whole word if it has none)."""
+    names = []
+    i, n = 0, len(text)
+    while i < n:
+        if text[i].isspace():
+            i += 1
+            continue
+        in_quote = text[i] == '"'
+        if in_quote:
+            i += 1
+        start, equals = i, None
+        while i < n and (in_quote or not text[i].isspace()):
+            if equals is None and text[i] == "=":
+                equals = i
+            if text[i] == '"':
+                in_quote = not in_quote
+            i += 1
+        names.append(text[start:i if equals is None else equals].strip('"'))
+    return names
+
+
+def check_kernel_append(value: str) -> str | None:
+    """Why one --append value cannot go on the guest kernel's command line, or None if it can."""
+    if "\n" in value:
+        return (f"--append {value!r}: contains a newline; the kernel command line is one line "
+                "(separate words with spaces, or give --append again)")
+    if "\0" in value:
+        return (f"--append {value!r}: contains a NUL byte, which would end the kernel command "
+                "line there")
+    for name in kernel_param_names(value):
+        if name in ESSENTIAL_KERNEL_PARAMS:
+            return (f"--append {value!r}: may not set {name}= because "
+                    f"{ESSENTIAL_KERNEL_PARAMS[name]}")
+    return None
+
+
 def qemu_command(qemu: str, p: Prepared, job_dir: Path, disks: list[Path], memory: str,
-                 cpus: int, tcg_thread: str = "single", host_cpu: int | None = None) -> list[str]:
+                 cpus: int, tcg_thread: str = "single", host_cpu: int | None = None,
+                 extra_append: str = "") -> list[str]:
+    """QEMU's command line for one boot. extra_append (from --append, already checked by
+    check_kernel_append) goes on the kernel command line after the harness's own words."""
     append = " ".join([
         "console=ttyS0,115200", "rdinit=/init",
         # A panicking guest reboots at once and -no-reboot turns that into QEMU exiting.
@@ -1083,6 +1138,7 @@ def qemu_command(qemu: str, p: Prepared, job_dir: Path, disks: list[Path], memor
         # Speculation mitigations only cost time under TCG; these guests run trusted tests.
         "mitigations=off",
         "loglevel=6",
+        *([extra_append.strip()] if extra_append.strip() else []),
     ])
     pin = ["taskset", "--cpu-list", str(host_cpu)] if host_cpu is not None else []
     cmd = [*pin, qemu, "-nodefaults", "-no-user-config", "-machine", "pc",
@@ -1108,11 +1164,12 @@ class Guest:
 
     def __init__(self, p: Prepared, argv: list[str], env: dict[str, str], cache: Path,
                  logs: Path, log: Log, timeout: int, boot_timeout: int, expect: int,
-                 probe_config: dict[str, str], probe_reason: str, memory: str, cpus: int):
+                 probe_config: dict[str, str], probe_reason: str, memory: str, cpus: int,
+                 extra_append: str = ""):
         self.p, self.argv, self.env, self.cache, self.logs, self.log = p, argv, env, cache, logs, log
         self.timeout, self.boot_timeout, self.expect = timeout, boot_timeout, expect
         self.probe_config, self.probe_reason = probe_config, probe_reason
-        self.memory, self.cpus = memory, cpus
+        self.memory, self.cpus, self.extra_append = memory, cpus, extra_append
         self.tail: deque[str] = deque(maxlen=40)
         self.fatal = ""  # the guest's own account of why it failed, if it gave one
 
@@ -1158,7 +1215,10 @@ class Guest:
         if host_cpu is not None:
             self.log(f"QEMU pinned to host CPU {host_cpu} (single-threaded TCG; docs/VM.md, "
                      "\"Lost NVMe doorbells\")")
-        cmd = qemu_command(qemu, self.p, job, disks, self.memory, self.cpus, tcg_thread, host_cpu)
+        if self.extra_append:
+            self.log(f"kernel command line: appended {self.extra_append} (--append)")
+        cmd = qemu_command(qemu, self.p, job, disks, self.memory, self.cpus, tcg_thread, host_cpu,
+                           extra_append=self.extra_append)
         (self.logs / "qemu.cmdline").write_text(shlex.join(cmd) + "\n")
         console = open(self.logs / "console.log", "w", errors="replace")
         qerr = open(self.logs / "qemu.stderr", "wb")
@@ -1404,6 +1464,11 @@ def build_parser() -> Parser:
                    help="set an environment variable for COMMAND (repeatable)")
     p.add_argument("--memory", metavar="SIZE", help="guest memory, e.g. 2G (default from the matrix)")
     p.add_argument("--cpus", type=int, metavar="N", help="guest vCPUs (default from the matrix)")
+    p.add_argument("--append", action="append", default=[], metavar="ARGS", dest="kernel_append",
+                   help="add ARGS to the guest kernel's command line, after the harness's own "
+                        "words (repeatable; the words keep their order), e.g. "
+                        "--append \"nohz_full=1 isolcpus=1\"; console=, rdinit= and panic= "
+                        "are the harness's and are refused")
     p.add_argument("--prepare-only", action="store_true",
                    help="download and build what the kernels need, boot nothing")
     p.add_argument("--refresh", action="store_true",
@@ -1442,6 +1507,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
             p.error(f"--{opt.replace('_', '-')} must be positive")
     if args.memory and not re.fullmatch(r"[0-9]+[MG]", args.memory):
         p.error("--memory must look like 2G or 2048M")
+    for value in args.kernel_append:
+        problem = check_kernel_append(value)
+        if problem:
+            p.error(problem)
+    args.kernel_append = " ".join(v.strip() for v in args.kernel_append if v.strip())
     env = {}
     for item in args.env:
         name, sep, value = item.partition("=")
@@ -1518,7 +1588,7 @@ def run_one(kernel: Kernel, args: argparse.Namespace, store: KernelStore, log: L
                           boot_timeout=args.boot_timeout or kernel.boot_timeout,
                           expect=args.expect_status, probe_config=probes[0],
                           probe_reason=probes[1], memory=args.memory or kernel.memory,
-                          cpus=args.cpus or kernel.cpus)
+                          cpus=args.cpus or kernel.cpus, extra_append=args.kernel_append)
             guest.run(result)
     except HarnessError as e:
         result.reason = str(e)

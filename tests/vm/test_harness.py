@@ -3,6 +3,8 @@ command line. No network, no QEMU, no root:
     python3 -m unittest discover -s tests/vm -p 'test_*.py'
 The smoke run that boots every kernel is separate (docs/VM.md)."""
 
+import contextlib
+import io
 import os
 import shutil
 import struct
@@ -334,6 +336,63 @@ class Running(unittest.TestCase):
         cmd = harness.qemu_command("qemu", p, Path("/job"), [], "2G", 2, "single", cpu)
         self.assertEqual(cmd[:4], ["taskset", "--cpu-list", str(cpu), "qemu"])
 
+    def kernel_cmdline(self, cmd):
+        return cmd[cmd.index("-append") + 1]
+
+    def test_qemu_command_appends_extra_kernel_words_after_its_own(self):
+        k = matrix(MINIMAL)[0]
+        p = harness.Prepared(k, harness.Selection("i", "1", []), "r", Path("/v"), Path("/i"))
+        plain = self.kernel_cmdline(harness.qemu_command("qemu", p, Path("/job"), [], "2G", 2))
+        self.assertEqual(plain.split()[:3], ["console=ttyS0,115200", "rdinit=/init", "panic=-1"])
+        cmd = harness.qemu_command("qemu", p, Path("/job"), [], "2G", 2,
+                                   extra_append="nohz_full=1 isolcpus=1")
+        self.assertEqual(self.kernel_cmdline(cmd), plain + " nohz_full=1 isolcpus=1")
+        self.assertEqual(self.kernel_cmdline(
+            harness.qemu_command("qemu", p, Path("/job"), [], "2G", 2, extra_append="  ")), plain)
+
+    def test_append_options_keep_their_order(self):
+        args = harness.parse_args(["--kernel", "sid", "--append", "nohz_full=1 isolcpus=1",
+                                   "--append", "a", "--append", "", "--append", " b=2 ",
+                                   "--", "true"])
+        self.assertEqual(args.kernel_append, "nohz_full=1 isolcpus=1 a b=2")
+        self.assertEqual(harness.parse_args(["--kernel", "sid", "--", "true"]).kernel_append, "")
+        k = matrix(MINIMAL)[0]
+        p = harness.Prepared(k, harness.Selection("i", "1", []), "r", Path("/v"), Path("/i"))
+        line = self.kernel_cmdline(harness.qemu_command("qemu", p, Path("/job"), [], "2G", 2,
+                                                        extra_append=args.kernel_append))
+        self.assertTrue(line.endswith("loglevel=6 nohz_full=1 isolcpus=1 a b=2"), line)
+
+    def test_kernel_param_names_split_like_the_kernel(self):
+        self.assertEqual(harness.kernel_param_names(' a=1  b\tquiet "c=x y" d="p q=r" '),
+                         ["a", "b", "quiet", "c", "d"])
+        self.assertEqual(harness.kernel_param_names(""), [])
+
+    def test_check_kernel_append(self):
+        for ok in ("nohz_full=1 isolcpus=1", "", "earlycon=uart8250,io,0x3f8",
+                   'dyndbg="file x.c console=1 +p"', "consoleblank=0", "panic_on_warn=1",
+                   "init=/bin/sh"):
+            self.assertIsNone(harness.check_kernel_append(ok), ok)
+        for bad, fragment in (("a\nb", "newline"), ("a\0b", "NUL"),
+                              ("quiet console=tty0", "may not set console="),
+                              ("rdinit=/bin/sh", "may not set rdinit="),
+                              ("panic=0", "may not set panic="),
+                              ('"panic=10"', "may not set panic="),
+                              ("rdinit", "may not set rdinit=")):
+            problem = harness.check_kernel_append(bad)
+            self.assertIsNotNone(problem, bad)
+            self.assertIn(fragment, problem)
+            self.assertIn(repr(bad), problem)
+
+    def test_parse_args_rejects_bad_append_values(self):
+        for bad, fragment in (("a\0b", "NUL byte"), ("x\ny", "newline"),
+                              ("console=ttyS1", "may not set console= because")):
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err), self.assertRaises(SystemExit) as cm:
+                harness.parse_args(["--kernel", "sid", "--append", "quiet", "--append", bad,
+                                    "--", "true"])
+            self.assertEqual(cm.exception.code, harness.EXIT_USAGE)
+            self.assertIn(fragment, err.getvalue())
+
 
 class LogDirectories(unittest.TestCase):
     def test_each_run_gets_its_own_directory_and_old_ones_go(self):
@@ -378,6 +437,12 @@ class CommandLine(unittest.TestCase):
                          "--timeout must be positive")
         self.assertUsage(self.run_cli("--kernel", "sid", "--memory", "lots", "--", "true"), "--memory")
         self.assertUsage(self.run_cli("--bogus"), "unrecognized arguments")
+        for bad, fragment in (("a\nb", "contains a newline"),
+                              ("quiet console=tty0", "may not set console="),
+                              ("rdinit=/sbin/init", "may not set rdinit="),
+                              ("panic=0", "may not set panic=")):
+            self.assertUsage(self.run_cli("--kernel", "sid", "--append", bad, "--", "true"),
+                             fragment)
 
     def test_unknown_kernel(self):
         r = self.run_cli("--kernel", "nosuch", "--", "true")
@@ -446,6 +511,8 @@ class CommandLine(unittest.TestCase):
         for section in ("usage:", "exit status:", "environment:", "files:", "examples:",
                         "URINGSCOPE_VM_CACHE", "/dev/ng0n1", "--expect-status", "77"):
             self.assertIn(section, r.stdout)
+        self.assertIn("--append ARGS", r.stdout)
+        self.assertIn('--append "nohz_full=1 isolcpus=1"', " ".join(r.stdout.split()))
 
     def test_parse_args_strips_the_separator(self):
         args = harness.parse_args(["--kernel", "sid", "--env", "A=b=c", "--", "ls", "--", "-l"])

@@ -168,7 +168,8 @@ TEST(Aggregator, ProcessWideWorkTimeFallsBackToTheEstimate) {
     EXPECT_DOUBLE_EQ(s.threads[0].spin_seconds, 1.0);
     EXPECT_DOUBLE_EQ(s.threads[0].work_seconds, 0.0);
 
-    // Next second: 0.4 s CPU, progress, two sleeps of 0.1 s idle each -> 0.2 spin, 0.2 work.
+    // Next second: 0.4 s CPU, progress, two sleeps after 0.1 s idle and half a 4 ms tick each
+    // -> 0.204 spin, 0.196 work.
     r.sq_head = r.cq_tail = r.sq_tail = 100;
     r.sq_runtime_ns = kSec + 400'000'000;
     r.sq_thread_idle = 25;  // 100 ms at HZ=250
@@ -177,8 +178,8 @@ TEST(Aggregator, ProcessWideWorkTimeFallsBackToTheEstimate) {
     ss.sleeps = 2;
     raw2.sched.emplace_back(50, ss);
     s = a.update(raw2);
-    EXPECT_NEAR(s.threads[0].spin_seconds, 1.2, 1e-9);
-    EXPECT_NEAR(s.threads[0].work_seconds, 0.2, 1e-9);
+    EXPECT_NEAR(s.threads[0].spin_seconds, 1.204, 1e-9);
+    EXPECT_NEAR(s.threads[0].work_seconds, 0.196, 1e-9);
     EXPECT_NEAR(s.threads[0].cpu_util, 0.4, 1e-9);
 }
 
@@ -500,7 +501,8 @@ TEST(AggregatorIdentity, AThreadUnderAReusedTidStartsAfresh) {
     std::strcpy(r2.sq_comm, "next");
     RawSample raw2 = sample(2 * kSec, {r2});
     raw2.sched = {{50, st}};
-    raw2.wakers = {{{50, 7}, {111, 9, "old"}}, {{50, 8}, {222, 2, "new"}}};
+    raw2.wakers = {{{50, 7, USC_WAKER_TASK, 0}, {111, 9, "old"}},
+                   {{50, 8, USC_WAKER_TASK, 0}, {222, 2, "new"}}};
     s = a.update(raw2);
     ASSERT_EQ(s.threads.size(), 1u);
     EXPECT_EQ(s.threads[0].sleeps, 0u);  // none of the old thread's 40
@@ -574,8 +576,8 @@ TEST(AggregatorIdentity, WakersOfExpiredThreadsGoInOnePass) {
     Aggregator a;
     RawSample raw = sample(kSec, {ring(1, 10, 3, kSqpoll, 0, 50), ring(2, 10, 4, kSqpoll, 0, 51)});
     for (std::uint32_t w = 0; w < 100; ++w) {
-        raw.wakers.push_back({{50, w}, {0, 1, "x"}});
-        raw.wakers.push_back({{51, w}, {0, 1, "x"}});
+        raw.wakers.push_back({{50, w, USC_WAKER_TASK, 0}, {0, 1, "x"}});
+        raw.wakers.push_back({{51, w, USC_WAKER_TASK, 0}, {0, 1, "x"}});
     }
     a.update(raw);
     std::size_t deleted = 0;
@@ -589,4 +591,136 @@ TEST(AggregatorIdentity, WakersOfExpiredThreadsGoInOnePass) {
         }
     }
     EXPECT_EQ(deleted, 100u);
+}
+
+TEST(AggregatorHz, EveryKconfigHzIsRecognisedAndNothingElse) {
+    for (unsigned hz : {24u, 32u, 48u, 64u, 100u, 128u, 200u, 250u, 256u, 300u, 500u, 1000u,
+                        1024u, 1200u}) {
+        EXPECT_EQ(snap_hz(hz), hz);
+        EXPECT_EQ(snap_hz(hz * 1.005), hz) << hz;  // a walk a little late
+        EXPECT_EQ(snap_hz(hz * 0.995), hz) << hz;
+    }
+    EXPECT_EQ(snap_hz(253), 0u);  // between 250 and 256: keep measuring
+    EXPECT_EQ(snap_hz(700), 0u);
+}
+
+TEST(AggregatorHz, NoSplitBeforeHzIsKnownThenTheWholeHistory) {
+    Aggregator a;
+    auto r = ring(1, 10, 3, kSqpoll, 500, 50);
+    r.caps |= USC_CAP_IDLE_IN_SQD;
+    r.jiffies = 1000;
+    r.sq_runtime_ns = 10 * kSec;
+    r.sq_nvcsw = 4;
+    auto s = a.update(sample(kSec, {r}));
+    ASSERT_EQ(s.threads.size(), 1u);
+    // Before: idle read as 0 s, so all ten seconds were booked as work.
+    EXPECT_FALSE(s.threads[0].split_known);
+    EXPECT_DOUBLE_EQ(s.threads[0].work_seconds, 0);
+    EXPECT_DOUBLE_EQ(s.threads[0].spin_seconds, 0);
+    EXPECT_EQ(s.threads[0].spin_model, "");
+
+    r.jiffies = 1250;
+    r.sq_runtime_ns = 11 * kSec;
+    s = a.update(sample(2 * kSec, {r}));
+    ASSERT_EQ(a.hz(), 250u);
+    const auto& t = s.threads[0];
+    EXPECT_TRUE(t.split_known);
+    EXPECT_EQ(t.spin_model, "after_last_work");
+    // Four sleeps, each after 1 s of idle and half a 4 ms tick: 4.008 s of the 11 s spun.
+    EXPECT_NEAR(t.spin_seconds, 4.008, 1e-9);
+    EXPECT_NEAR(t.work_seconds, 6.992, 1e-9);
+    EXPECT_DOUBLE_EQ(t.work_util, 0);  // this interval carries the history: no rate from it
+    EXPECT_NEAR(t.cpu_util, 1.0, 1e-9);
+}
+
+TEST(AggregatorSleeps, BlocksAreCountedApartAndChargeNoSpin) {
+    Aggregator a;
+    a.set_hz(1000);
+    auto r = ring(1, 10, 3, kSqpoll, 0, 50);
+    r.caps |= USC_CAP_IDLE_IN_SQD;
+    r.sq_thread_idle = 100;  // 100 ms
+    a.update(sample(kSec, {r}));
+
+    // One second with 0.9 s of CPU, progress, one idle sleep and 40 waits on sqd->lock: the
+    // 40 blocks would have been charged 4 s of spin (all the CPU) when every voluntary
+    // switch counted as a sleep.
+    r.sq_head = r.sq_tail = r.cq_tail = 1000;
+    r.sq_runtime_ns = 900'000'000;
+    RawSample raw = sample(2 * kSec, {r});
+    usc_sched_state ss{};
+    ss.sleeps = 1;
+    ss.blocks = 40;
+    ss.sleep_ns = 50'000'000;
+    ss.block_ns = 30'000'000;
+    ss.sleep_start_ns = 2 * kSec - 10'000'000;
+    ss.blocked = 1;  // blocked right now, for 10 ms so far
+    raw.sched.emplace_back(50, ss);
+    auto s = a.update(raw);
+    const auto& t = s.threads[0];
+    EXPECT_EQ(t.sleeps, 1u);
+    EXPECT_EQ(t.blocks, 40u);
+    EXPECT_NEAR(t.sleep_seconds, 0.05, 1e-9);
+    EXPECT_NEAR(t.block_seconds, 0.04, 1e-9);
+    EXPECT_NEAR(t.spin_seconds, 0.1005, 1e-9);  // one sleep: 100 ms and half a 1 ms tick
+    EXPECT_NEAR(t.work_seconds, 0.7995, 1e-9);
+    EXPECT_NEAR(t.block_rate, 40.0, 1e-9);
+}
+
+TEST(AggregatorCpu, RunningTimeNotYetChargedCountsAndCpuNeverGoesBack) {
+    Aggregator a;
+    a.set_hz(250);
+    auto r = ring(1, 10, 3, kSqpoll, 0, 50);
+    r.caps |= USC_CAP_RUNNING;
+    r.sq_runtime_ns = 5 * kSec;     // the last remote tick's figure
+    r.sq_running_ns = 700'000'000;  // run since then
+    auto s = a.update(sample(kSec, {r}));
+    EXPECT_NEAR(s.threads[0].cpu_seconds, 5.7, 1e-9);
+    // The tick charged the running stretch; the new pending part is read 2 ms short.
+    r.sq_runtime_ns = 6 * kSec;
+    r.sq_running_ns = 698'000'000;
+    s = a.update(sample(2 * kSec, {r}));
+    EXPECT_NEAR(s.threads[0].cpu_seconds, 6.698, 1e-9);
+    EXPECT_NEAR(s.threads[0].cpu_util, 0.998, 1e-9);
+    // A reading under the last total (the clock behind by more than the time run) holds.
+    r.sq_running_ns = 697'000'000;
+    s = a.update(sample(2 * kSec + 1'000'000, {r}));
+    EXPECT_NEAR(s.threads[0].cpu_seconds, 6.698, 1e-9);
+    ASSERT_EQ(s.threads_replaced, 0u);
+    // Without USC_CAP_RUNNING the field is not read.
+    r.caps &= ~USC_CAP_RUNNING;
+    r.sq_runtime_ns = 8 * kSec;
+    r.sq_running_ns = 123;
+    s = a.update(sample(3 * kSec, {r}));
+    EXPECT_NEAR(s.threads[0].cpu_seconds, 8.0, 1e-9);
+}
+
+TEST(AggregatorSpinModel, NamedAfterTheLoopTheKernelRuns) {
+    auto r = ring(1, 10, 3, kSqpoll, 0, 50);
+    r.sq_thread_idle = 10;
+    EXPECT_EQ(spin_model(r, 100).name, "after_wakeup");  // 5.10: idle only in the ctx
+    EXPECT_EQ(spin_model(r, 100).spin_per_sleep_ns, 105'000'000u);
+    r.caps |= USC_CAP_IDLE_IN_SQD;
+    EXPECT_EQ(spin_model(r, 100).name, "after_last_work");
+    EXPECT_FALSE(spin_model(r, 0).known);
+    r.sq_idle_unit = USC_IDLE_NS;
+    r.sq_thread_idle = 50'000;
+    EXPECT_EQ(spin_model(r, 0).name, "ns");
+    EXPECT_EQ(spin_model(r, 0).spin_per_sleep_ns, 50'000u);  // no tick rounding
+}
+
+TEST(AggregatorWakers, InterruptWakersAreNamedByContext) {
+    Aggregator a;
+    a.set_hz(250);
+    RawSample raw = sample(kSec, {ring(1, 10, 3, kSqpoll, 0, 50)});
+    raw.wakers.push_back({{50, 0, USC_WAKER_HARDIRQ, 0}, {0, 7, "swapper/1"}});
+    raw.wakers.push_back({{50, 0, USC_WAKER_SOFTIRQ, 0}, {0, 3, "ksoftirqd/0"}});
+    raw.wakers.push_back({{50, 0, USC_WAKER_TASK, 0}, {0, 2, "swapper/0"}});
+    auto s = a.update(raw);
+    ASSERT_EQ(s.threads[0].wakers.size(), 3u);
+    EXPECT_EQ(s.threads[0].wakers[0].comm, "hardirq");
+    EXPECT_EQ(s.threads[0].wakers[0].context, "hardirq");
+    EXPECT_EQ(s.threads[0].wakers[0].wakeups, 7u);
+    EXPECT_EQ(s.threads[0].wakers[1].context, "softirq");
+    EXPECT_EQ(s.threads[0].wakers[2].context, "task");
+    EXPECT_EQ(s.threads[0].wakers[2].comm, "swapper/0");
 }

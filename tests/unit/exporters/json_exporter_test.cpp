@@ -21,7 +21,7 @@ Snapshot sample_snapshot() {
     t.wake_latency.upper_bounds_s = {1e-6};
     t.wake_latency.cumulative = {2};
     t.wake_latency.count = 3;
-    t.wakers.push_back({41, "postgres", 9});
+    t.wakers.push_back({41, "postgres", 9, "task"});
     t.wake_p99_seconds = 2e-5;
     s.threads.push_back(t);
     RingSnapshot r;

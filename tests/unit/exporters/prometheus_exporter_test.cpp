@@ -24,7 +24,7 @@ Snapshot one_thread_snapshot(const std::string& comm) {
     t.wake_latency.cumulative = {1, 3};
     t.wake_latency.count = 4;
     t.wake_latency.sum_s = 0.25;
-    t.wakers.push_back({7, "waker", 9});
+    t.wakers.push_back({7, "waker", 9, "task"});
     s.threads.push_back(t);
     RingSnapshot r;
     r.id = "41:5";

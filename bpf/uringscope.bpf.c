@@ -233,8 +233,22 @@ int BPF_PROG(usc_sched_switch, bool preempt, struct task_struct *prev, struct ta
 			__sync_fetch_and_add(&g->sleep_spin_ns, now - g->last_work_ns);
 		}
 	}
+	if (prev_sq) {
+		s = thread_entry_if_owned(&sched_state, prev->pid, prev->start_time);
+		if (s)
+			s->oncpu_mono_ns = 0;
+	}
 	if (next_sq) {
-		s = thread_entry_if_owned(&sched_state, next->pid, next->start_time);
+		s = sched_state_get(next);
+		/*
+		 * The CPU time the iterator adds to a thread on a CPU starts here: exact on the
+		 * monotonic clock, where the scheduler charges a thread alone on a nohz_full CPU
+		 * once a second.
+		 */
+		if (s) {
+			s->oncpu_runtime_ns = next->se.sum_exec_runtime;
+			s->oncpu_mono_ns = now;
+		}
 		if (s && s->wake_ts_ns) {
 			__u64 lat = now - s->wake_ts_ns;
 			__u32 b = log2_bucket(lat);
@@ -358,6 +372,26 @@ int BPF_PROG(usc_io_uring_create, int fd, void *ring, __u32 sq_entries, __u32 cq
 }
 
 /*
+ * CPU time thread t has run and the scheduler has not yet charged, from the moment sched_switch
+ * gave it a CPU: sum_exec_runtime then, plus the time since, less what is charged now. False when
+ * the thread has not switched in since uringscope attached, or is off its CPU.
+ */
+static __always_inline bool running_since_switch_in(struct task_struct *t, __u64 charged,
+						    __u64 now, __u64 *out)
+{
+	struct usc_sched_state *s = thread_entry_if_owned(&sched_state, BPF_CORE_READ(t, pid),
+							  BPF_CORE_READ(t, start_time));
+	if (!s)
+		return false;
+	__u64 since = s->oncpu_mono_ns, base = s->oncpu_runtime_ns;
+	if (!since)
+		return false;
+	__u64 total = base + (now > since ? now - since : 0);
+	*out = total > charged ? total - charged : 0;
+	return true;
+}
+
+/*
  * One record per io_uring file. with_running (a constant at each call, so the other branch is
  * compiled out) adds the running SQ thread's uncharged CPU time, which needs the runqueues
  * per-CPU variable; kernels without CONFIG_KALLSYMS_ALL cannot resolve that, and get the plain
@@ -388,6 +422,7 @@ static __always_inline int iter_rings(struct bpf_iter__task_file *it, const bool
 	r.sq_tid = -1;
 	r.sq_cpu = -1;
 	r.jiffies = bpf_jiffies64();
+	r.read_ns = bpf_ktime_get_ns();
 	BPF_CORE_READ_STR_INTO(&r.comm, task, group_leader, comm);
 	__u64 *born = bpf_map_lookup_elem(&ring_births, &r.ctx);
 	if (born)
@@ -417,7 +452,8 @@ static __always_inline int iter_rings(struct bpf_iter__task_file *it, const bool
 			r.caps |= USC_CAP_SQ_THREAD;
 			r.sq_tid = BPF_CORE_READ(t, pid);
 			r.sq_runtime_ns = BPF_CORE_READ(t, se.sum_exec_runtime);
-			if (with_running && get_task_running_ns(t, &r.sq_running_ns))
+			if (running_since_switch_in(t, r.sq_runtime_ns, r.read_ns, &r.sq_running_ns) ||
+			    (with_running && get_task_running_ns(t, &r.sq_running_ns)))
 				r.caps |= USC_CAP_RUNNING;
 			r.sq_nvcsw = BPF_CORE_READ(t, nvcsw);
 			r.sq_nivcsw = BPF_CORE_READ(t, nivcsw);

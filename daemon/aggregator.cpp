@@ -170,6 +170,7 @@ Snapshot Aggregator::update(const RawSample& raw) {
     struct RingDelta {
         std::uint64_t sqes = 0, cqes = 0;
     };
+    std::uint64_t cov_probe = 0, cov_iter = 0;  // this interval's SQEs, see ProbeCoverage
     std::map<std::int32_t, std::vector<std::pair<std::size_t, RingDelta>>> by_thread;
     std::map<std::int32_t, const usc_ring_record*> thread_rec;
 
@@ -234,7 +235,14 @@ Snapshot Aggregator::update(const RawSample& raw) {
                 rs.iopoll.push_back(std::move(io));
             }
         }
-        if (auto it = work.find(ctx); it != work.end()) {
+        const auto w = work.find(ctx);
+        const std::uint64_t probe_sqes = w != work.end() ? w->second->sqes : 0;
+        if (raw.submit_probe && st.seen_before && (rec->setup_flags & kSetupSqpoll)) {
+            cov_probe += probe_sqes - std::min(probe_sqes, st.prev_probe_sqes);
+            cov_iter += d.sqes;
+        }
+        st.prev_probe_sqes = probe_sqes;
+        if (auto it = w; it != work.end()) {
             rs.has_sqthread_work = true;
             rs.sqthread_submit_seconds = it->second->submit_ns / 1e9;
             rs.sqthread_work_seconds = raw.ring_turns
@@ -524,6 +532,16 @@ Snapshot Aggregator::update(const RawSample& raw) {
         st.prev = n;
         st.seen_before = true;
         snap.devices.push_back(std::move(d));
+    }
+
+    if (raw.submit_probe) {
+        auto& c = submit_coverage_;
+        c.probe_events += cov_probe;
+        c.iterator_events += cov_iter;
+        c.ratio = cov_iter >= ProbeCoverage::kMinEvents
+                      ? static_cast<double>(cov_probe) / static_cast<double>(cov_iter)
+                      : -1;
+        snap.coverage.push_back(c);
     }
 
     for (const auto& [m, n] : created_by_mode_) snap.rings_created_by_mode.emplace_back(m, n);

@@ -38,6 +38,7 @@ struct RawSample {
     // to the thread's pass work) rather than its time in io_submit_sqes and io_do_iopoll.
     bool ring_turns = false;
     bool cmd_done = false;  // the io_uring_cmd_done probe is attached: devices have CQE counts
+    bool submit_probe = false;  // io_submit_sqes is attached: ring_work counts SQ thread SQEs
 };
 
 std::string ring_mode(std::uint32_t setup_flags);
@@ -94,6 +95,7 @@ private:
         std::uint64_t prev_sqes = 0, prev_cqes = 0;
         std::uint64_t samples = 0, samples_with_backlog = 0, backlog_sum = 0;
         std::map<std::uint32_t, usc_iopoll_stats> prev_iopoll;  // by caller
+        std::uint64_t prev_probe_sqes = 0;  // ring_work.sqes at the last sample (0: no entry)
         bool seen_before = false;
     };
     struct DeviceState {
@@ -129,6 +131,7 @@ private:
     std::set<std::uint64_t> orphan_rings_;
     std::set<std::tuple<std::uint32_t, std::uint32_t, std::uint32_t>> orphan_wakers_;
     std::uint64_t rings_replaced_ = 0, walks_incomplete_ = 0, threads_replaced_ = 0;
+    ProbeCoverage submit_coverage_{"io_submit_sqes"};
 
     void count_created(const RawSample& raw,
                        const std::map<std::uint64_t, const usc_ring_record*>& live);

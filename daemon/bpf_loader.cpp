@@ -45,8 +45,10 @@ const std::vector<ProbeSpec>& probe_table() {
     using K = Requirement::Kind;
 #define PROG(p) [](uringscope_bpf* s) { return s->progs.p; }
     static const std::vector<ProbeSpec> table = {
-        // The first variant adds a running SQ thread's CPU time that the scheduler has not
-        // charged yet (nohz_full CPUs: up to a second); it reads the runqueues per-CPU variable.
+        // Both add a running SQ thread's CPU time that the scheduler has not charged yet
+        // (nohz_full CPUs: up to a second), counted from its last switch-in. The first also
+        // reads it off the runqueue's clock for a thread that has not switched since attach
+        // (the runqueues per-CPU variable).
         {"iter_rings",
          {{"iter",
            {PROG(usc_iter_rings_running)},
@@ -54,7 +56,7 @@ const std::vector<ProbeSpec>& probe_table() {
             {K::btf_struct, "io_ring_ctx"},
             {K::btf_func, "io_uring_poll"},
             {K::ksym_var, "runqueues"}},
-           {"running_cpu_time"}},
+           {"runqueue_clock"}},
           {"iter",
            {PROG(usc_iter_rings)},
            {{K::btf_struct, "bpf_iter__task_file"},

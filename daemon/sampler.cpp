@@ -26,6 +26,7 @@ Sampler::Sampler(BpfCollector& bpf, bool work_time_per_thread,
       work_time_per_thread_(work_time_per_thread),
       ring_turns_(bpf.attached("loop_passes")),
       cmd_done_(bpf.attached("io_uring_cmd_done")),
+      submit_probe_(bpf.attached("io_submit_sqes")),
       store_(std::move(store)),
       kernel_(std::move(kernel_release)) {
     char host[256] = {};
@@ -55,6 +56,13 @@ bool Sampler::sample_once() {
         spdlog::warn("ring walk ended early ({}); rings it did not reach are kept as they were",
                      err);
     raw.walk_complete = complete;
+    // The sample's time is when the walk read its first record, not when it was asked for: a
+    // sampler delayed between the two would skew every rate of the interval.
+    if (!raw.rings.empty() && raw.rings.front().read_ns > raw.mono_ns) {
+        const std::uint64_t late = raw.rings.front().read_ns - raw.mono_ns;
+        raw.mono_ns += late;
+        raw.unix_time += static_cast<double>(late) / 1e9;
+    }
     bpf_.read_births(raw.births);
     bpf_.read_sched(raw.sched);
     bpf_.read_wakers(raw.wakers);
@@ -65,6 +73,7 @@ bool Sampler::sample_once() {
     bpf_.read_passes(raw.passes);
     raw.ring_turns = ring_turns_;
     raw.cmd_done = cmd_done_;
+    raw.submit_probe = submit_probe_;
     raw.stats = bpf_.stats();
 
     auto snap = std::make_shared<Snapshot>(agg_.update(raw));

@@ -34,7 +34,7 @@ private:
     BpfCollector& bpf_;
     bool work_time_per_thread_;
     // Which deep-tier definitions the aggregator applies; the probe set never changes.
-    bool ring_turns_, cmd_done_;
+    bool ring_turns_, cmd_done_, submit_probe_;
     std::shared_ptr<SnapshotStore> store_;
     std::string hostname_, kernel_;
     Aggregator agg_;

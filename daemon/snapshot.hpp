@@ -166,6 +166,19 @@ struct ProbeState {
     std::vector<std::pair<std::string, bool>> features = {};
 };
 
+// How much of what the iterator saw happen a probe saw too. A function that is partially
+// inlined (io_submit_sqes was static up to 5.19) attaches and still misses the inlined call
+// sites; only a count from elsewhere shows it. Counted over SQPOLL rings, where every SQE the
+// ring's head passes was submitted by the SQ thread through io_submit_sqes.
+struct ProbeCoverage {
+    std::string probe;
+    std::uint64_t probe_events = 0;     // cumulative: SQEs the probe saw submitted
+    std::uint64_t iterator_events = 0;  // cumulative: SQEs the rings' heads passed meanwhile
+    double ratio = -1;                  // probe / iterator over the last interval, -1 when fewer
+                                        // than kMinEvents happened in it
+    static constexpr std::uint64_t kMinEvents = 100;
+};
+
 struct Snapshot {
     std::string hostname;               // where it was taken
     std::string kernel;                 // uname -r of that host
@@ -180,6 +193,7 @@ struct Snapshot {
     // io_do_iopoll totals over every ring since attach, closed ones included (deep tier).
     std::vector<IopollSnapshot> iopoll_host;
     std::vector<ProbeState> probes;
+    std::vector<ProbeCoverage> coverage;  // deep probes cross-checked against the iterator
     std::vector<std::pair<std::string, std::uint64_t>> rings_created_by_mode;     // cumulative
     std::vector<std::pair<std::string, std::uint64_t>> rings_short_lived_by_mode; // cumulative
     std::vector<std::pair<std::string, std::uint64_t>> map_overflows;             // map -> drops

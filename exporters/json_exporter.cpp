@@ -47,9 +47,11 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DeviceSnapshot, name, polled, ir
                                                 has_cqes, cqes, cqe_delay)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ProbeState, probe, kind, attached, reason, missed,
                                                 features)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ProbeCoverage, probe, probe_events,
+                                                iterator_events, ratio)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Snapshot, hostname, kernel, seq, timestamp,
                                                 interval_seconds, sample_duration_seconds, hz, threads,
-                                                rings, devices, iopoll_host, probes, rings_created_by_mode,
+                                                rings, devices, iopoll_host, probes, coverage, rings_created_by_mode,
                                                 rings_short_lived_by_mode, map_overflows, map_entries,
                                                 rings_replaced, threads_replaced, walks_incomplete,
                                                 advice)

@@ -326,10 +326,26 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
                   "this much.", C);
     Family feature("uringscope_probe_feature",
                    "1 when the probe's attached variant gives the feature, 0 when this kernel "
-                   "left it to a plainer variant: running_cpu_time (iter_rings: a running SQ "
-                   "thread's CPU time not yet charged by the scheduler, see nohz_full), "
+                   "left it to a plainer variant: runqueue_clock (iter_rings: the CPU time "
+                   "not yet charged to a thread on its CPU since before uringscope attached, read "
+                   "from its runqueue; after a switch it is counted from the switch), "
                    "waker_irq_context (sched_waking: wakeups from interrupts are told apart).",
                    G);
+    Family coverage("uringscope_probe_coverage_ratio",
+                    "SQEs a deep probe saw submitted over the SQEs the rings' heads passed, on "
+                    "SQPOLL rings, over the last sample interval (absent below 100 SQEs). Under 1: "
+                    "the probe is attached but misses call sites (a partially inlined function).",
+                    G);
+    Family coverage_events("uringscope_probe_coverage_sqes_total",
+                           "The two sides of uringscope_probe_coverage_ratio, cumulative: "
+                           "seen_by=\"probe\" or \"iterator\".", C);
+    for (const auto& c : s.coverage) {
+        if (c.ratio >= 0) coverage.gauge({{"probe", c.probe}}, c.ratio);
+        coverage_events.counter({{"probe", c.probe}, {"seen_by", "probe"}},
+                                static_cast<double>(c.probe_events));
+        coverage_events.counter({{"probe", c.probe}, {"seen_by", "iterator"}},
+                                static_cast<double>(c.iterator_events));
+    }
     for (const auto& p : s.probes) {
         probe.gauge({{"probe", p.probe}, {"kind", p.kind}}, p.attached ? 1 : 0);
         for (const auto& [name, on] : p.features)
@@ -397,7 +413,7 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
         f->move_into(out);
     nvme_lat.move_into(out);
     nvme_cqe_delay.move_into(out);
-    for (auto* f : {&finding, &saving, &window, &probe, &feature, &missed, &overflow, &entries_now, &replaced, &incomplete, &samples, &duration, &last, &build})
+    for (auto* f : {&finding, &saving, &window, &probe, &feature, &coverage, &coverage_events, &missed, &overflow, &entries_now, &replaced, &incomplete, &samples, &duration, &last, &build})
         f->move_into(out);
     return out;
 }

@@ -90,6 +90,8 @@ struct usc_ring_record {
 	__u32 sq_tgid;              /* SQ thread's own tgid (its process, not the ring's holder) */
 	__u32 _pad2;
 	char sq_comm[USC_COMM_LEN]; /* comm of the SQ thread's group leader */
+	__u64 read_ns;              /* bpf_ktime_get_ns() when this record was read: the instant its
+	                             * counters (and sq_running_ns) describe */
 };
 
 /*
@@ -113,6 +115,9 @@ struct usc_sched_state {
 	__u64 block_ns;             /* completed time blocked: switch-out until wakeup */
 	__u32 blocked;              /* 1 while the current sleep_start_ns is a block */
 	__u32 _pad;
+	__u64 oncpu_mono_ns;        /* bpf_ktime_get_ns() when the thread last got a CPU, 0 while it
+	                             * is off one: with oncpu_runtime_ns, its CPU time right now */
+	__u64 oncpu_runtime_ns;     /* se.sum_exec_runtime at that moment */
 	__u64 wake_ts_ns;           /* time of a wakeup not yet followed by getting a CPU, else 0 */
 	__u64 lat_count;            /* wake latencies recorded */
 	__u64 lat_sum_ns;           /* sum of wake latencies */
@@ -271,8 +276,8 @@ struct usc_stats {
 #else
 #define USC_ASSERT_SIZE(type, size) _Static_assert(sizeof(struct type) == (size), #type " layout")
 #endif
-USC_ASSERT_SIZE(usc_ring_record, 184);
-USC_ASSERT_SIZE(usc_sched_state, 88 + 8 * USC_LAT_BUCKETS);
+USC_ASSERT_SIZE(usc_ring_record, 192);
+USC_ASSERT_SIZE(usc_sched_state, 104 + 8 * USC_LAT_BUCKETS);
 USC_ASSERT_SIZE(usc_waker_key, 16);
 USC_ASSERT_SIZE(usc_waker_val, 32);
 USC_ASSERT_SIZE(usc_created_ring, 48);

@@ -35,7 +35,13 @@ BASE = {
     "uringscope_sqthread_work_time_source": ("gauge", THREAD | {"source"}),
     "uringscope_sqthread_voluntary_switches_total": ("counter", THREAD),
     "uringscope_sqthread_involuntary_switches_total": ("counter", THREAD),
-    "uringscope_sqthread_wakeups_by_waker_total": ("counter", THREAD | {"waker_pid", "waker_comm"}),
+    "uringscope_sqthread_wakeups_by_waker_total": ("counter",
+                                                   THREAD | {"waker_pid", "waker_comm",
+                                                             "waker_context"}),
+    "uringscope_sqthread_blocks_total": ("counter", THREAD),
+    "uringscope_sqthread_blocked_seconds_total": ("counter", THREAD),
+    "uringscope_sqthread_spin_model": ("gauge", THREAD | {"model"}),
+    "uringscope_probe_feature": ("gauge", {"probe", "feature"}),
     "uringscope_sqthread_sq_cpu": ("gauge", THREAD | {"pinned"}),
     "uringscope_sqthread_running": ("gauge", THREAD),
     "uringscope_ring_sq_entries": ("gauge", RING),
@@ -57,6 +63,8 @@ BASE = {
 
 # name: (type, labels, probes that feed it)
 DEEP = {
+    "uringscope_probe_coverage_ratio": ("gauge", {"probe"}, ("io_submit_sqes",)),
+    "uringscope_probe_coverage_sqes_total": ("counter", {"probe", "seen_by"}, ("io_submit_sqes",)),
     "uringscope_ring_sqthread_work_seconds_total": ("counter", RING, ("io_submit_sqes",)),
     "uringscope_iopoll_calls_total": ("counter", IOPOLL, ("io_do_iopoll",)),
     "uringscope_iopoll_empty_total": ("counter", IOPOLL, ("io_do_iopoll",)),

@@ -724,3 +724,53 @@ TEST(AggregatorWakers, InterruptWakersAreNamedByContext) {
     EXPECT_EQ(s.threads[0].wakers[2].context, "task");
     EXPECT_EQ(s.threads[0].wakers[2].comm, "swapper/0");
 }
+
+TEST(AggregatorCoverage, ProbeThatMissesCallSitesShowsUnderOne) {
+    Aggregator a;
+    a.set_hz(250);
+    auto sq = ring(1, 10, 3, kSqpoll, 0, 50);
+    auto plain = ring(2, 10, 4, 0, 0);  // submitted by the application: not counted
+    RawSample raw = sample(kSec, {sq, plain});
+    raw.submit_probe = true;
+    auto s = a.update(raw);
+    ASSERT_EQ(s.coverage.size(), 1u);
+    EXPECT_EQ(s.coverage[0].probe, "io_submit_sqes");
+    EXPECT_EQ(s.coverage[0].ratio, -1);  // nothing to compare yet
+
+    // 1,000 SQEs passed the SQPOLL ring's head; the probe saw 600 of them (the rest went
+    // through an inlined copy). The plain ring's 5,000 are the application's own.
+    sq.sq_head = sq.sq_tail = sq.cq_tail = 1000;
+    plain.sq_head = plain.sq_tail = plain.cq_tail = 5000;
+    raw = sample(2 * kSec, {sq, plain});
+    raw.submit_probe = true;
+    usc_ring_work w{};
+    w.sqes = 600;
+    raw.ring_work = {{1, w}};
+    s = a.update(raw);
+    EXPECT_DOUBLE_EQ(s.coverage[0].ratio, 0.6);
+    EXPECT_EQ(s.coverage[0].probe_events, 600u);
+    EXPECT_EQ(s.coverage[0].iterator_events, 1000u);
+
+    // A probe that sees nothing at all: no map entry, ratio 0, not "no data".
+    Aggregator b;
+    raw = sample(kSec, {ring(1, 10, 3, kSqpoll, 0, 50)});
+    raw.submit_probe = true;
+    b.update(raw);
+    raw = sample(2 * kSec, {ring(1, 10, 3, kSqpoll, 500, 50)});
+    raw.submit_probe = true;
+    EXPECT_DOUBLE_EQ(b.update(raw).coverage[0].ratio, 0.0);
+
+    // Below 100 SQEs in the interval the ratio says nothing.
+    sq.sq_head = sq.sq_tail = sq.cq_tail = 1050;
+    raw = sample(3 * kSec, {sq, plain});
+    raw.submit_probe = true;
+    w.sqes = 650;
+    raw.ring_work = {{1, w}};
+    s = a.update(raw);
+    EXPECT_EQ(s.coverage[0].ratio, -1);
+    EXPECT_EQ(s.coverage[0].iterator_events, 1050u);
+
+    // Without the probe there is no coverage to report.
+    Aggregator c;
+    EXPECT_TRUE(c.update(sample(kSec, {ring(1, 10, 3, kSqpoll, 0, 50)})).coverage.empty());
+}

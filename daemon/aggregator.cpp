@@ -123,7 +123,15 @@ double gap_bucket_upper_ns(std::size_t i) {
     return gap_bucket_lower_ns(i + 1);
 }
 
-const char* to_string(WorkSource s) { return s == WorkSource::kernel ? "kernel" : "estimate"; }
+const char* to_string(WorkSource s) {
+    switch (s) {
+    case WorkSource::kernel: return "kernel";
+    case WorkSource::loop_passes: return "loop_passes";
+    case WorkSource::submit_and_poll: return "submit_and_poll";
+    case WorkSource::estimate: break;
+    }
+    return "estimate";
+}
 
 std::string ring_mode(std::uint32_t flags) {
     bool sq = flags & kSetupSqpoll, io = flags & kSetupIopoll;
@@ -169,6 +177,7 @@ Snapshot Aggregator::update(const RawSample& raw) {
 
     struct RingDelta {
         std::uint64_t sqes = 0, cqes = 0;
+        std::uint64_t deep_work_ns = 0;  // io_submit_sqes + SQ-thread io_do_iopoll time
     };
     std::uint64_t cov_probe = 0, cov_iter = 0;  // this interval's SQEs, see ProbeCoverage
     std::map<std::int32_t, std::vector<std::pair<std::size_t, RingDelta>>> by_thread;
@@ -242,6 +251,14 @@ Snapshot Aggregator::update(const RawSample& raw) {
             cov_iter += d.sqes;
         }
         st.prev_probe_sqes = probe_sqes;
+        double sq_poll_ns = 0;
+        if (auto it = polls.find(ctx); it != polls.end())
+            for (const auto& [caller, p] : it->second)
+                if (caller == USC_CALLER_SQ_THREAD) sq_poll_ns = static_cast<double>(p->ns);
+        const std::uint64_t deep_ns =
+            (w != work.end() ? w->second->submit_ns : 0) + static_cast<std::uint64_t>(sq_poll_ns);
+        if (st.seen_before) d.deep_work_ns = deep_ns - std::min(deep_ns, st.prev_deep_work_ns);
+        st.prev_deep_work_ns = deep_ns;
         if (auto it = w; it != work.end()) {
             rs.has_sqthread_work = true;
             rs.sqthread_submit_seconds = it->second->submit_ns / 1e9;
@@ -324,9 +341,18 @@ Snapshot Aggregator::update(const RawSample& raw) {
             dcqes += d.cqes;
             ts.pinned = ts.pinned || (snap.rings[idx].setup_flags & kSetupSqAff);
         }
+        std::uint64_t ddeep = 0;
+        for (const auto& [idx, d] : members) ddeep += d.deep_work_ns;
+        const usc_sq_passes* own_passes = owned(passes);
+        const std::uint64_t pass_work = own_passes ? own_passes->work_ns : 0;
+        const std::uint64_t dpass = pass_work - std::min(pass_work, st.prev_pass_work_ns);
+        st.prev_pass_work_ns = pass_work;
         const bool kernel_work =
             raw.work_time_per_thread && (rec.caps & USC_CAP_WORK_TIME) != 0;
-        ts.work_source = kernel_work ? WorkSource::kernel : WorkSource::estimate;
+        ts.work_source = kernel_work       ? WorkSource::kernel
+                         : raw.ring_turns   ? WorkSource::loop_passes
+                         : raw.submit_probe ? WorkSource::submit_and_poll
+                                            : WorkSource::estimate;
         const SpinModel model = spin_model(rec, hz_);
         ts.spin_model = model.name;
         // A jiffies idle setting means nothing until HZ is known: splitting before would book
@@ -349,14 +375,31 @@ Snapshot Aggregator::update(const RawSample& raw) {
             auto split = estimate_split(cpu_ns, sleeps, model.spin_per_sleep_ns, total_sqes > 0);
             st.work_ns = split.work_ns;
             st.spin_ns = split.spin_ns;
+            st.estimate_work_ns = split.work_ns;
             st.split_started = true;
         } else {
             std::uint64_t dcpu = cpu_ns > st.prev_cpu_ns ? cpu_ns - st.prev_cpu_ns : 0;
             std::uint64_t dsleeps = sleeps > st.prev_sleeps ? sleeps - st.prev_sleeps : 0;
             auto split = estimate_split(dcpu, dsleeps, model.spin_per_sleep_ns, dsqes + dcqes > 0);
+            st.estimate_work_ns += split.work_ns;
+            // The deep tier measures the interval's work; the estimate only infers it.
+            if (ts.work_source == WorkSource::loop_passes)
+                split = split_with_work_time(dcpu, dpass);
+            else if (ts.work_source == WorkSource::submit_and_poll)
+                split = split_with_work_time(dcpu, ddeep);
             st.work_ns += split.work_ns;
             st.spin_ns += split.spin_ns;
         }
+        st.submit_poll_work_ns += ddeep;
+        if (kernel_work)
+            ts.work_by_source_seconds.emplace_back(
+                WorkSource::kernel, std::min<double>(rec.work_time_us * 1e3, cpu_ns) / 1e9);
+        if (raw.ring_turns) ts.work_by_source_seconds.emplace_back(WorkSource::loop_passes, pass_work / 1e9);
+        if (raw.submit_probe)
+            ts.work_by_source_seconds.emplace_back(WorkSource::submit_and_poll,
+                                                   st.submit_poll_work_ns / 1e9);
+        if (ts.split_known)
+            ts.work_by_source_seconds.emplace_back(WorkSource::estimate, st.estimate_work_ns / 1e9);
 
         const auto [sleep_ns, block_ns] = asleep_totals(ss, raw.mono_ns);
         const std::uint64_t prev_sleep_total = st.sleep_ns;
@@ -428,7 +471,7 @@ Snapshot Aggregator::update(const RawSample& raw) {
                 ts.gaps.open_gap_seconds = (raw.mono_ns - g.last_work_ns) / 1e9;
         }
 
-        if (const usc_sq_passes* own_passes = owned(passes)) {
+        if (own_passes) {
             const usc_sq_passes& p = *own_passes;
             ts.has_passes = true;
             ts.loop_passes = p.passes;

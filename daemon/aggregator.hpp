@@ -95,6 +95,7 @@ private:
         std::uint64_t prev_sqes = 0, prev_cqes = 0;
         std::uint64_t samples = 0, samples_with_backlog = 0, backlog_sum = 0;
         std::map<std::uint32_t, usc_iopoll_stats> prev_iopoll;  // by caller
+        std::uint64_t prev_deep_work_ns = 0;  // io_submit_sqes + SQ-thread io_do_iopoll time
         std::uint64_t prev_probe_sqes = 0;  // ring_work.sqes at the last sample (0: no entry)
         bool seen_before = false;
     };
@@ -112,6 +113,9 @@ private:
         std::uint64_t prev_sleeps = 0, prev_wakeups = 0, prev_blocks = 0;
         std::uint64_t block_ns = 0;
         bool split_started = false;  // work/spin hold the thread's history split
+        std::uint64_t estimate_work_ns = 0;   // the estimate, kept beside whichever source rules
+        std::uint64_t submit_poll_work_ns = 0;  // its rings' deep submit+poll time since seen
+        std::uint64_t prev_pass_work_ns = 0;
         std::uint64_t prev_passes = 0, prev_busy_passes = 0;
         std::uint64_t work_ns = 0, spin_ns = 0, sleep_ns = 0;
         std::vector<std::uint64_t> prev_lat_hist;

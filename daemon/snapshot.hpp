@@ -10,9 +10,12 @@
 
 namespace uringscope {
 
+// Where a thread's work figure comes from, best first; the split uses the best one at hand.
 enum class WorkSource {
-    kernel,    // sqd->work_time, per thread (6.18+, and kernels with io_sq_cpu_usec)
-    estimate,  // derived from sleeps, idle setting and ring progress; see estimate_split()
+    kernel,           // sqd->work_time, per thread (6.18+, and kernels with io_sq_cpu_usec)
+    loop_passes,      // deep tier, 6.9+: on-CPU time of the loop passes that served a ring
+    submit_and_poll,  // deep tier: time in io_submit_sqes and the thread's io_do_iopoll calls
+    estimate,         // derived from sleeps, idle setting and ring progress; see estimate_split()
 };
 
 const char* to_string(WorkSource s);
@@ -58,6 +61,9 @@ struct ThreadSnapshot {
     double spin_seconds = 0;         // cumulative idle spinning (cpu - work)
     double sleep_seconds = 0;        // cumulative time in idle sleeps since uringscope attached
     WorkSource work_source = WorkSource::estimate;
+    // Every source this kernel and tier give, cumulative, side by side: the estimate and the
+    // kernel's since the thread started, the deep tier's since uringscope attached.
+    std::vector<std::pair<WorkSource, double>> work_by_source_seconds;
     std::uint64_t sleeps = 0;        // idle sleeps (the loop's own, after sq_thread_idle) since attach
     std::uint64_t blocks = 0;        // other voluntary switch-outs since attach: locks, parking, I/O
     double block_seconds = 0;        // cumulative time blocked since attach

@@ -8,6 +8,8 @@
 namespace uringscope {
 
 NLOHMANN_JSON_SERIALIZE_ENUM(WorkSource, {{WorkSource::kernel, "kernel"},
+                                          {WorkSource::loop_passes, "loop_passes"},
+                                          {WorkSource::submit_and_poll, "submit_and_poll"},
                                           {WorkSource::estimate, "estimate"}})
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LatencyHistogram, upper_bounds_s, cumulative,
                                                 count, sum_s)
@@ -25,7 +27,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Advice, window_seconds, gaps_ava
                                                 notes)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
     ThreadSnapshot, tid, pid, comm, start_time_seconds, cpu_seconds, work_seconds, spin_seconds, sleep_seconds,
-    work_source, sleeps, blocks, block_seconds, spin_model, split_known, wakeups, voluntary_switches, involuntary_switches, state, sq_cpu, pinned,
+    work_source, work_by_source_seconds, sleeps, blocks, block_seconds, spin_model, split_known, wakeups, voluntary_switches, involuntary_switches, state, sq_cpu, pinned,
     idle_setting_seconds, idle_ns_granular, wake_latency, wake_latency_log2, wake_p50_seconds,
     wake_p99_seconds, rings, fairness, rings_work_seconds, cpu_util, work_util, spin_util, sleep_util, sqe_rate,
     sleep_rate, wakeup_rate, block_rate, wakers, has_gaps, gaps, has_passes, loop_passes, busy_passes,

@@ -119,8 +119,15 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
                  "after_wakeup (5.10: counted from the wakeup, an upper bound), ns (nanosecond "
                  "idle, no tick). Absent while HZ is being measured.", G);
     Family source("uringscope_sqthread_work_time_source",
-                  "1 for the source of the work/spin split: kernel (per-thread sqd->work_time) "
-                  "or estimate.", G);
+                  "1 for the source of the work/spin split, the best this kernel and tier give: "
+                  "kernel (per-thread sqd->work_time), loop_passes (deep tier, 6.9+: the loop "
+                  "passes that served a ring), submit_and_poll (deep tier: io_submit_sqes and "
+                  "io_do_iopoll time), estimate.", G);
+    Family by_source("uringscope_sqthread_work_by_source_seconds_total",
+                     "SQ thread work as each available source counts it, side by side (see "
+                     "uringscope_sqthread_work_time_source): the estimate and kernel since the "
+                     "thread started, the deep tier's since uringscope attached. Compare rates.",
+                     C);
     Family sleeps("uringscope_sqthread_sleeps_total",
                   "Idle sleeps of the SQ thread since uringscope attached: its loop found no "
                   "work for sq_thread_idle and slept until woken.", C);
@@ -172,6 +179,11 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
             auto ls = l;
             ls.push_back({"source", to_string(t.work_source)});
             source.gauge(ls, 1);
+            for (const auto& [src, seconds] : t.work_by_source_seconds) {
+                auto lb = l;
+                lb.push_back({"source", to_string(src)});
+                by_source.counter(lb, seconds);
+            }
             if (!t.spin_model.empty()) {
                 auto lm = l;
                 lm.push_back({"model", t.spin_model});
@@ -400,7 +412,7 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
     Family build("uringscope_build_info", "Version of uringscope, always 1.", G);
     build.gauge({{"version", URINGSCOPE_VERSION}}, 1);
 
-    for (auto* f : {&cpu, &work, &spin, &sleep, &blocks, &blocked, &model, &source, &sleeps, &wakeups, &vcsw, &ivcsw,
+    for (auto* f : {&cpu, &work, &by_source, &spin, &sleep, &blocks, &blocked, &model, &source, &sleeps, &wakeups, &vcsw, &ivcsw,
                     &by_waker, &rings, &fairness, &idle, &thread_start, &running, &sq_cpu})
         f->move_into(out);
     latency.move_into(out);

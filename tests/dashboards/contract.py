@@ -39,6 +39,7 @@ BASE = {
                                                    THREAD | {"waker_pid", "waker_comm",
                                                              "waker_context"}),
     "uringscope_sqthread_blocks_total": ("counter", THREAD),
+    "uringscope_sqthread_work_by_source_seconds_total": ("counter", THREAD | {"source"}),
     "uringscope_sqthread_blocked_seconds_total": ("counter", THREAD),
     "uringscope_sqthread_spin_model": ("gauge", THREAD | {"model"}),
     "uringscope_probe_feature": ("gauge", {"probe", "feature"}),

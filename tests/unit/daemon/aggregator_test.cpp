@@ -774,3 +774,44 @@ TEST(AggregatorCoverage, ProbeThatMissesCallSitesShowsUnderOne) {
     Aggregator c;
     EXPECT_TRUE(c.update(sample(kSec, {ring(1, 10, 3, kSqpoll, 0, 50)})).coverage.empty());
 }
+
+TEST(AggregatorWorkSource, DeepTierReplacesTheEstimateAndEverySourceIsShown) {
+    // One thread, one ring. Interval 2: 1 s of CPU, SQEs flowing, no sleeps: the estimate
+    // calls all of it work. The loop passes measured 0.3 s of work; io_submit_sqes 0.2 s.
+    for (bool passes : {true, false}) {
+        Aggregator a;
+        a.set_hz(250);
+        auto r = ring(1, 10, 3, kSqpoll, 0, 50);
+        r.caps |= USC_CAP_IDLE_IN_SQD;
+        RawSample raw = sample(kSec, {r});
+        raw.ring_turns = passes;
+        raw.submit_probe = true;
+        usc_sq_passes p{};
+        usc_ring_work w{};
+        if (passes) raw.passes = {{50, p}};
+        raw.ring_work = {{1, w}};
+        a.update(raw);
+
+        r.sq_head = r.sq_tail = r.cq_tail = 5000;
+        r.sq_runtime_ns = kSec;
+        raw = sample(2 * kSec, {r});
+        raw.ring_turns = passes;
+        raw.submit_probe = true;
+        p.work_ns = 300'000'000;
+        w.submit_ns = 200'000'000;
+        if (passes) raw.passes = {{50, p}};
+        raw.ring_work = {{1, w}};
+        auto s = a.update(raw);
+        const auto& t = s.threads[0];
+        const double want = passes ? 0.3 : 0.2;
+        EXPECT_EQ(t.work_source, passes ? WorkSource::loop_passes : WorkSource::submit_and_poll);
+        EXPECT_NEAR(t.work_seconds, want, 1e-9);
+        EXPECT_NEAR(t.spin_seconds, 1.0 - want, 1e-9);
+        std::map<WorkSource, double> by(t.work_by_source_seconds.begin(),
+                                        t.work_by_source_seconds.end());
+        EXPECT_NEAR(by.at(WorkSource::estimate), 1.0, 1e-9);  // what it used to report
+        EXPECT_NEAR(by.at(WorkSource::submit_and_poll), 0.2, 1e-9);
+        EXPECT_EQ(by.count(WorkSource::loop_passes), passes ? 1u : 0u);
+        EXPECT_EQ(by.count(WorkSource::kernel), 0u);
+    }
+}

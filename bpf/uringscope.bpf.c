@@ -198,7 +198,7 @@ int BPF_PROG(usc_sched_switch, bool preempt, struct task_struct *prev, struct ta
 	/* Deep tier only: time switched out inside a pass's work bracket is not work. */
 	if (prev_sq) {
 		p = thread_entry_if_owned(&sq_passes, prev->pid, prev->start_time);
-		if (p && p->start_ns)
+		if (p && (p->start_ns || p->tw_start_ns))
 			p->off_cpu_ns = now;
 	}
 	if (next_sq) {
@@ -208,6 +208,8 @@ int BPF_PROG(usc_sched_switch, bool preempt, struct task_struct *prev, struct ta
 				p->start_ns += now - p->off_cpu_ns;
 				p->turn_start_ns += now - p->off_cpu_ns;
 			}
+			if (p->tw_start_ns && now > p->off_cpu_ns)
+				p->tw_start_ns += now - p->off_cpu_ns;
 			p->off_cpu_ns = 0;
 		}
 	}
@@ -589,13 +591,34 @@ static __always_inline void pass_work_begins(__u32 tid, __u64 now, __u64 ctx)
 	if (!p->start_ns) {
 		p->start_ns = now;
 	} else if (p->turn_ctx != ctx) {
-		if (now > p->turn_start_ns)
+		if (p->turn_ctx && now > p->turn_start_ns)
 			credit_turn(p->turn_ctx, now - p->turn_start_ns);
 	} else {
 		return; /* the same ring's polling, then its submission */
 	}
 	p->turn_ctx = ctx;
 	p->turn_start_ns = now;
+}
+
+/*
+ * The pass's task work begins (io_sq_tw entry): the last ring's turn ends here. Under SQPOLL the
+ * completions of every ring run in this call, so none of it is that ring's.
+ */
+static __always_inline void task_work_begins(void)
+{
+	static const struct usc_sq_passes zero = {};
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct usc_sq_passes *p =
+		thread_entry(&sq_passes, tid, current_start_ns(), &zero, &stats.deep_dropped);
+
+	if (!p)
+		return;
+	__u64 now = bpf_ktime_get_ns();
+	if (p->start_ns && p->turn_ctx && now > p->turn_start_ns)
+		credit_turn(p->turn_ctx, now - p->turn_start_ns);
+	p->turn_ctx = 0;
+	p->turn_start_ns = now;
+	p->tw_start_ns = now;
 }
 
 /*
@@ -611,18 +634,42 @@ static __always_inline void pass_ends(long task_work)
 
 	if (!p)
 		return;
+	__u64 now = bpf_ktime_get_ns();
+	__u64 tw = p->tw_start_ns && now > p->tw_start_ns ? now - p->tw_start_ns : 0;
+
 	p->passes += 1;
+	p->tw_start_ns = 0;
 	if (p->start_ns) {
-		__u64 now = bpf_ktime_get_ns();
 		if (now > p->start_ns)
 			p->work_ns += now - p->start_ns;
-		if (now > p->turn_start_ns)
+		/* Without the entry probe (none attached yet) the last turn runs to here. */
+		if (p->turn_ctx && now > p->turn_start_ns)
 			credit_turn(p->turn_ctx, now - p->turn_start_ns);
+		else
+			p->task_work_ns += tw;
 		p->start_ns = 0;
 		p->busy_passes += 1;
 	} else if (task_work > 0) {
+		/* A pass that only ran completions: work all the same, as the kernel counts it. */
+		p->work_ns += tw;
+		p->task_work_ns += tw;
 		p->busy_passes += 1;
 	}
+	p->turn_ctx = 0;
+}
+
+SEC("fentry/io_sq_tw")
+int BPF_PROG(usc_fentry_sq_tw)
+{
+	task_work_begins();
+	return 0;
+}
+
+SEC("kprobe/io_sq_tw")
+int BPF_KPROBE(usc_kprobe_sq_tw)
+{
+	task_work_begins();
+	return 0;
 }
 
 /*

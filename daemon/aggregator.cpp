@@ -360,6 +360,22 @@ Snapshot Aggregator::update(const RawSample& raw) {
         ts.split_known = kernel_work || model.known;
         const bool split_was_started = st.split_started;
 
+        // The estimate runs whichever source rules, so that all can be shown side by side.
+        const std::uint64_t dcpu = cpu_ns - std::min(cpu_ns, st.prev_cpu_ns);
+        CpuSplit estimate{};
+        if (model.known && !st.estimate_started) {
+            // The CPU the thread used before the estimate started, with its idle sleeps so far
+            // (its voluntary switches, without the tracepoints).
+            std::uint64_t total_sqes = 0;
+            for (const auto& [idx, d] : members) total_sqes += snap.rings[idx].sqes_total;
+            estimate = estimate_split(cpu_ns, sleeps, model.spin_per_sleep_ns, total_sqes > 0);
+            st.estimate_started = true;
+        } else if (model.known) {
+            const std::uint64_t dsleeps = sleeps - std::min(sleeps, st.prev_sleeps);
+            estimate = estimate_split(dcpu, dsleeps, model.spin_per_sleep_ns, dsqes + dcqes > 0);
+        }
+        st.estimate_work_ns += estimate.work_ns;
+
         if (kernel_work) {
             auto split = split_with_work_time(cpu_ns, rec.work_time_us * 1000);
             st.work_ns = std::max(st.work_ns, split.work_ns);
@@ -368,21 +384,13 @@ Snapshot Aggregator::update(const RawSample& raw) {
         } else if (!ts.split_known) {
             // Left at zero; the first sample with HZ splits the whole history.
         } else if (!st.split_started) {
-            // The CPU the thread used before the split started is split with the same estimate,
-            // taking its idle sleeps so far (its voluntary switches, without the tracepoints).
-            std::uint64_t total_sqes = 0;
-            for (const auto& [idx, d] : members) total_sqes += snap.rings[idx].sqes_total;
-            auto split = estimate_split(cpu_ns, sleeps, model.spin_per_sleep_ns, total_sqes > 0);
-            st.work_ns = split.work_ns;
-            st.spin_ns = split.spin_ns;
-            st.estimate_work_ns = split.work_ns;
+            // The history is the estimate's: the deep tier only measures from now on.
+            st.work_ns = st.estimate_work_ns;
+            st.spin_ns = cpu_ns - std::min(cpu_ns, st.work_ns);
             st.split_started = true;
         } else {
-            std::uint64_t dcpu = cpu_ns > st.prev_cpu_ns ? cpu_ns - st.prev_cpu_ns : 0;
-            std::uint64_t dsleeps = sleeps > st.prev_sleeps ? sleeps - st.prev_sleeps : 0;
-            auto split = estimate_split(dcpu, dsleeps, model.spin_per_sleep_ns, dsqes + dcqes > 0);
-            st.estimate_work_ns += split.work_ns;
             // The deep tier measures the interval's work; the estimate only infers it.
+            CpuSplit split = estimate;
             if (ts.work_source == WorkSource::loop_passes)
                 split = split_with_work_time(dcpu, dpass);
             else if (ts.work_source == WorkSource::submit_and_poll)
@@ -477,6 +485,7 @@ Snapshot Aggregator::update(const RawSample& raw) {
             ts.loop_passes = p.passes;
             ts.busy_passes = std::min<std::uint64_t>(p.busy_passes, p.passes);
             ts.pass_work_seconds = static_cast<double>(p.work_ns) / 1e9;
+            ts.task_work_seconds = static_cast<double>(p.task_work_ns) / 1e9;
             const std::uint64_t dpasses =
                 ts.loop_passes - std::min<std::uint64_t>(ts.loop_passes, st.prev_passes);
             const std::uint64_t dbusy =

@@ -112,7 +112,8 @@ private:
         std::uint64_t prev_cpu_ns = 0, prev_work_ns = 0, prev_sleep_ns = 0;
         std::uint64_t prev_sleeps = 0, prev_wakeups = 0, prev_blocks = 0;
         std::uint64_t block_ns = 0;
-        bool split_started = false;  // work/spin hold the thread's history split
+        bool split_started = false;     // work/spin hold the thread's history split
+        bool estimate_started = false;  // estimate_work_ns holds the estimate's history split
         std::uint64_t estimate_work_ns = 0;   // the estimate, kept beside whichever source rules
         std::uint64_t submit_poll_work_ns = 0;  // its rings' deep submit+poll time since seen
         std::uint64_t prev_pass_work_ns = 0;

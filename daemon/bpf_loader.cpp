@@ -139,11 +139,17 @@ const std::vector<ProbeSpec>& probe_table() {
          false, true},
         // Loop passes and the on-CPU work of the busy ones: io_sq_tw ends every pass (6.9+;
         // before, the loop runs task work inline and has no per-pass function).
+        // The entry separates the pass's task work (every ring's completions) from the last
+        // ring's turn.
         {"loop_passes",
-         {{"fentry", {PROG(usc_fexit_sq_tw)}, {{K::btf_params, "io_sq_tw", 2}}},
-          {"fentry", {PROG(usc_fexit_sq_tw_1arg)}, {{K::btf_params, "io_sq_tw", 1}}},
+         {{"fentry",
+           {PROG(usc_fentry_sq_tw), PROG(usc_fexit_sq_tw)},
+           {{K::btf_params, "io_sq_tw", 2}}},
+          {"fentry",
+           {PROG(usc_fentry_sq_tw), PROG(usc_fexit_sq_tw_1arg)},
+           {{K::btf_params, "io_sq_tw", 1}}},
           {"kprobe",
-           {PROG(usc_kretprobe_sq_tw)},
+           {PROG(usc_kprobe_sq_tw), PROG(usc_kretprobe_sq_tw)},
            {{K::kprobes}, {K::ksym, "io_sq_tw"}}}},
          false, true},
         // Completions reaching the ring: io_uring_cmd_done, exported as __io_uring_cmd_done from

@@ -99,6 +99,7 @@ struct ThreadSnapshot {
     std::uint64_t loop_passes = 0;
     std::uint64_t busy_passes = 0;   // passes that served a ring or ran task work
     double pass_work_seconds = 0;    // on-CPU time of the passes that served a ring
+    double task_work_seconds = 0;    // the part of it in io_sq_tw: every ring's completions
     double pass_rate = 0;            // passes per second over the last interval
     double empty_pass_ratio = 0;     // passes that did nothing / passes, last interval
 };

@@ -31,7 +31,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
     idle_setting_seconds, idle_ns_granular, wake_latency, wake_latency_log2, wake_p50_seconds,
     wake_p99_seconds, rings, fairness, rings_work_seconds, cpu_util, work_util, spin_util, sleep_util, sqe_rate,
     sleep_rate, wakeup_rate, block_rate, wakers, has_gaps, gaps, has_passes, loop_passes, busy_passes,
-    pass_work_seconds, pass_rate, empty_pass_ratio)
+    pass_work_seconds, task_work_seconds, pass_rate, empty_pass_ratio)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(IopollSnapshot, caller, calls, empty, completions,
                                                 seconds, calls_rate, empty_ratio,
                                                 completions_per_call)

@@ -168,6 +168,11 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
                      "On-CPU time of the loop passes that served a ring, from the first ring's "
                      "work to the end of the pass: the kernel's work-time bracket, measured with "
                      "the monotonic clock. Deep tier.", C);
+    Family task_work("uringscope_sqthread_task_work_seconds_total",
+                     "The part of the pass work spent in io_sq_tw running task work: under "
+                     "SQPOLL the completions of every ring the thread serves, charged to none of "
+                     "them. The rings' uringscope_ring_sqthread_work_seconds_total and this add up "
+                     "to the pass work. Deep tier, 6.9+.", C);
 
     for (const auto& t : s.threads) {
         auto l = thread_labels(t);
@@ -220,6 +225,7 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
             passes.counter(l, static_cast<double>(t.loop_passes));
             busy_passes.counter(l, static_cast<double>(t.busy_passes));
             pass_work.counter(l, t.pass_work_seconds);
+            task_work.counter(l, t.task_work_seconds);
         }
     }
 
@@ -416,7 +422,7 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
                     &by_waker, &rings, &fairness, &idle, &thread_start, &running, &sq_cpu})
         f->move_into(out);
     latency.move_into(out);
-    for (auto* f : {&passes, &busy_passes, &pass_work}) f->move_into(out);
+    for (auto* f : {&passes, &busy_passes, &pass_work, &task_work}) f->move_into(out);
     for (auto* f : {&sqes, &cqes, &backlog, &share, &entries, &start, &ring_work, &ring_submit, &ring_batches,
                     &io_calls,
                     &io_empty, &io_comp, &io_secs, &rings_by_mode, &created, &short_lived,

@@ -200,7 +200,8 @@ struct usc_work_gaps {
  * kernel's tick granularity; time the thread spent switched out inside a bracket is left out, as
  * the kernel's CPU time leaves it out. The bracket is cut into turns: a ring's turn runs from the
  * start of its work (io_submit_sqes or io_do_iopoll) to the start of the next ring's, the last
- * one to the end of the pass, so the rings' turn_ns add up to work_ns.
+ * one to the start of the pass's task work (io_sq_tw), which runs every ring's completions and
+ * is the thread's own (task_work_ns): the rings' turn_ns and task_work_ns add up to work_ns.
  */
 struct usc_sq_passes {
 	__u64 owner_start_ns;       /* start_time of the thread these passes belong to */
@@ -211,6 +212,9 @@ struct usc_sq_passes {
 	__u64 off_cpu_ns;           /* internal: when the thread was switched out inside a bracket */
 	__u64 turn_ctx;             /* internal: ring whose turn it is (io_ring_ctx address) */
 	__u64 turn_start_ns;        /* internal: start of that turn */
+	__u64 task_work_ns;         /* on-CPU time in io_sq_tw of passes that ran task work: the
+	                             * completions of every ring the thread serves, no ring's own */
+	__u64 tw_start_ns;          /* internal: entry of the io_sq_tw call in progress, 0 if none */
 };
 
 enum usc_caller {
@@ -285,7 +289,7 @@ USC_ASSERT_SIZE(usc_created_key, 16);
 USC_ASSERT_SIZE(usc_stats, 72);
 USC_ASSERT_SIZE(usc_ring_work, 32);
 USC_ASSERT_SIZE(usc_work_gaps, 32 + 16 * USC_GAP_BUCKETS);
-USC_ASSERT_SIZE(usc_sq_passes, 64);
+USC_ASSERT_SIZE(usc_sq_passes, 80);
 USC_ASSERT_SIZE(usc_iopoll_key, 16);
 USC_ASSERT_SIZE(usc_iopoll_stats, 32);
 USC_ASSERT_SIZE(usc_dev_key, 32);

@@ -64,6 +64,7 @@ BASE = {
 
 # name: (type, labels, probes that feed it)
 DEEP = {
+    "uringscope_sqthread_task_work_seconds_total": ("counter", THREAD, ("loop_passes",)),
     "uringscope_probe_coverage_ratio": ("gauge", {"probe"}, ("io_submit_sqes",)),
     "uringscope_probe_coverage_sqes_total": ("counter", {"probe", "seen_by"}, ("io_submit_sqes",)),
     "uringscope_ring_sqthread_work_seconds_total": ("counter", RING, ("io_submit_sqes",)),

@@ -151,6 +151,11 @@ TEST(Aggregator, KernelWorkTimeSplitsCpu) {
     EXPECT_DOUBLE_EQ(t.work_seconds, 0.5);
     EXPECT_DOUBLE_EQ(t.spin_seconds, 1.5);
     EXPECT_DOUBLE_EQ(t.idle_setting_seconds, 1.0);
+    // The estimate is kept beside the kernel's figure (no SQEs yet: it calls everything spin).
+    std::map<WorkSource, double> by(t.work_by_source_seconds.begin(),
+                                    t.work_by_source_seconds.end());
+    EXPECT_DOUBLE_EQ(by.at(WorkSource::kernel), 0.5);
+    EXPECT_DOUBLE_EQ(by.at(WorkSource::estimate), 0.0);
 }
 
 TEST(Aggregator, ProcessWideWorkTimeFallsBackToTheEstimate) {

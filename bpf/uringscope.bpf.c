@@ -429,6 +429,9 @@ static __always_inline int iter_rings(struct bpf_iter__task_file *it, const bool
 	__u64 *born = bpf_map_lookup_elem(&ring_births, &r.ctx);
 	if (born)
 		r.born_ns = *born;
+	struct usc_ring_work *work = bpf_map_lookup_elem(&ring_work, &r.ctx);
+	if (work)
+		r.probe_sqes = work->sqes;
 
 	struct io_rings *rings = BPF_CORE_READ(ctx, rings);
 	if (rings && !bpf_core_read(&r.sq_tail, sizeof(r.sq_tail), &rings->sq.tail))
@@ -604,12 +607,17 @@ static __always_inline void pass_work_begins(__u32 tid, __u64 now, __u64 ctx)
  * The pass's task work begins (io_sq_tw entry): the last ring's turn ends here. Under SQPOLL the
  * completions of every ring run in this call, so none of it is that ring's.
  */
-static __always_inline void task_work_begins(void)
+static __always_inline struct usc_sq_passes *current_passes(void)
 {
 	static const struct usc_sq_passes zero = {};
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct usc_sq_passes *p =
-		thread_entry(&sq_passes, tid, current_start_ns(), &zero, &stats.deep_dropped);
+
+	return thread_entry(&sq_passes, tid, current_start_ns(), &zero, &stats.deep_dropped);
+}
+
+static __always_inline void task_work_begins(void)
+{
+	struct usc_sq_passes *p = current_passes();
 
 	if (!p)
 		return;
@@ -627,10 +635,7 @@ static __always_inline void task_work_begins(void)
  */
 static __always_inline void pass_ends(long task_work)
 {
-	static const struct usc_sq_passes zero = {};
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct usc_sq_passes *p =
-		thread_entry(&sq_passes, tid, current_start_ns(), &zero, &stats.deep_dropped);
+	struct usc_sq_passes *p = current_passes();
 
 	if (!p)
 		return;

@@ -245,7 +245,9 @@ Snapshot Aggregator::update(const RawSample& raw) {
             }
         }
         const auto w = work.find(ctx);
-        const std::uint64_t probe_sqes = w != work.end() ? w->second->sqes : 0;
+        // From the record, read with sq_head: the map is read after the walk, and the SQEs
+        // submitted in between would skew the baseline.
+        const std::uint64_t probe_sqes = rec->probe_sqes;
         if (raw.submit_probe && st.seen_before && (rec->setup_flags & kSetupSqpoll)) {
             cov_probe += probe_sqes - std::min(probe_sqes, st.prev_probe_sqes);
             cov_iter += d.sqes;
@@ -349,15 +351,19 @@ Snapshot Aggregator::update(const RawSample& raw) {
         st.prev_pass_work_ns = pass_work;
         const bool kernel_work =
             raw.work_time_per_thread && (rec.caps & USC_CAP_WORK_TIME) != 0;
-        ts.work_source = kernel_work       ? WorkSource::kernel
-                         : raw.ring_turns   ? WorkSource::loop_passes
+        // The loop passes are timed on the monotonic clock; the kernel's work_time is built from
+        // tick-sampled cputime, which short passes fall between (a quarter to all of the
+        // passes' time on the same loads in the guests, docs/BENCHMARKS.md).
+        ts.work_source = raw.ring_turns     ? WorkSource::loop_passes
+                         : kernel_work      ? WorkSource::kernel
                          : raw.submit_probe ? WorkSource::submit_and_poll
                                             : WorkSource::estimate;
+        const bool kernel_rules = ts.work_source == WorkSource::kernel;
         const SpinModel model = spin_model(rec, hz_);
         ts.spin_model = model.name;
         // A jiffies idle setting means nothing until HZ is known: splitting before would book
         // the thread's whole history as work (an idle of 0) on the first sample.
-        ts.split_known = kernel_work || model.known;
+        ts.split_known = kernel_rules || model.known;
         const bool split_was_started = st.split_started;
 
         // The estimate runs whichever source rules, so that all can be shown side by side.
@@ -376,7 +382,7 @@ Snapshot Aggregator::update(const RawSample& raw) {
         }
         st.estimate_work_ns += estimate.work_ns;
 
-        if (kernel_work) {
+        if (kernel_rules) {
             auto split = split_with_work_time(cpu_ns, rec.work_time_us * 1000);
             st.work_ns = std::max(st.work_ns, split.work_ns);
             st.spin_ns = std::max(st.spin_ns, cpu_ns - std::min(cpu_ns, st.work_ns));

@@ -10,10 +10,10 @@
 
 namespace uringscope {
 
-// Where a thread's work figure comes from, best first; the split uses the best one at hand.
+// Where a thread's work figure comes from; the split uses the best at hand, in this order.
 enum class WorkSource {
-    kernel,           // sqd->work_time, per thread (6.18+, and kernels with io_sq_cpu_usec)
     loop_passes,      // deep tier, 6.9+: on-CPU time of the loop passes that served a ring
+    kernel,           // sqd->work_time, per thread (6.18+, and kernels with io_sq_cpu_usec)
     submit_and_poll,  // deep tier: time in io_submit_sqes and the thread's io_do_iopoll calls
     estimate,         // derived from sleeps, idle setting and ring progress; see estimate_split()
 };

@@ -120,9 +120,9 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
                  "idle, no tick). Absent while HZ is being measured.", G);
     Family source("uringscope_sqthread_work_time_source",
                   "1 for the source of the work/spin split, the best this kernel and tier give: "
-                  "kernel (per-thread sqd->work_time), loop_passes (deep tier, 6.9+: the loop "
-                  "passes that served a ring), submit_and_poll (deep tier: io_submit_sqes and "
-                  "io_do_iopoll time), estimate.", G);
+                  "loop_passes (deep tier, 6.9+: the loop passes that served a ring, timed), "
+                  "kernel (per-thread sqd->work_time, tick-sampled), submit_and_poll (deep tier: "
+                  "io_submit_sqes and io_do_iopoll time), estimate.", G);
     Family by_source("uringscope_sqthread_work_by_source_seconds_total",
                      "SQ thread work as each available source counts it, side by side (see "
                      "uringscope_sqthread_work_time_source): the estimate and kernel since the "

@@ -92,6 +92,8 @@ struct usc_ring_record {
 	char sq_comm[USC_COMM_LEN]; /* comm of the SQ thread's group leader */
 	__u64 read_ns;              /* bpf_ktime_get_ns() when this record was read: the instant its
 	                             * counters (and sq_running_ns) describe */
+	__u64 probe_sqes;           /* deep tier: usc_ring_work.sqes of this ring, read in the same
+	                             * instant as sq_head, so the two can be compared exactly */
 };
 
 /*
@@ -280,7 +282,7 @@ struct usc_stats {
 #else
 #define USC_ASSERT_SIZE(type, size) _Static_assert(sizeof(struct type) == (size), #type " layout")
 #endif
-USC_ASSERT_SIZE(usc_ring_record, 192);
+USC_ASSERT_SIZE(usc_ring_record, 200);
 USC_ASSERT_SIZE(usc_sched_state, 104 + 8 * USC_LAT_BUCKETS);
 USC_ASSERT_SIZE(usc_waker_key, 16);
 USC_ASSERT_SIZE(usc_waker_val, 32);

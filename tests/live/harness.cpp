@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -193,6 +194,15 @@ std::optional<double> find_value(const std::vector<Series>& all, const std::stri
         }
         if (ok) return s.value;
     }
+    return std::nullopt;
+}
+
+std::optional<std::string> live_tier_unavailable() {
+    if (geteuid() != 0) return "needs root to load BPF programs";
+    if (!std::filesystem::exists("/sys/kernel/btf/vmlinux")) return "kernel has no BTF";
+    std::ifstream dis("/proc/sys/kernel/io_uring_disabled");
+    int disabled = 0;
+    if (dis >> disabled && disabled != 0) return "io_uring is disabled on this host";
     return std::nullopt;
 }
 

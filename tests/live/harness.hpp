@@ -68,6 +68,9 @@ bool eventually(std::chrono::milliseconds timeout, const std::function<bool()>& 
 
 std::string build_dir();
 
+// Why live tests cannot run here (not root, no BTF, io_uring disabled), or nullopt.
+std::optional<std::string> live_tier_unavailable();
+
 // A running uringscoped on a free loopback port.
 class Daemon {
 public:

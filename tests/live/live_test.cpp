@@ -46,12 +46,7 @@ std::set<unsigned> ours(const std::map<unsigned, std::string>& progs) {
 class Live : public ::testing::Test {
 protected:
     void SetUp() override {
-        if (geteuid() != 0) GTEST_SKIP() << "needs root to load BPF programs";
-        if (!std::filesystem::exists("/sys/kernel/btf/vmlinux"))
-            GTEST_SKIP() << "kernel has no BTF";
-        std::ifstream dis("/proc/sys/kernel/io_uring_disabled");
-        int disabled = 0;
-        if (dis >> disabled && disabled != 0) GTEST_SKIP() << "io_uring is disabled on this host";
+        if (auto why = live_tier_unavailable()) GTEST_SKIP() << *why;
     }
 
     // Starts the daemon and fails the test (not skips) if it does not come up.

@@ -29,12 +29,7 @@ namespace {
 class Sched : public ::testing::Test {
 protected:
     void SetUp() override {
-        if (geteuid() != 0) GTEST_SKIP() << "needs root to load BPF programs";
-        if (!std::filesystem::exists("/sys/kernel/btf/vmlinux"))
-            GTEST_SKIP() << "kernel has no BTF";
-        std::ifstream dis("/proc/sys/kernel/io_uring_disabled");
-        int disabled = 0;
-        if (dis >> disabled && disabled != 0) GTEST_SKIP() << "io_uring is disabled on this host";
+        if (auto why = live_tier_unavailable()) GTEST_SKIP() << *why;
         sched_getaffinity(0, sizeof affinity_, &affinity_);
     }
     void TearDown() override {

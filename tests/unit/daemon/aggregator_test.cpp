@@ -746,11 +746,9 @@ TEST(AggregatorCoverage, ProbeThatMissesCallSitesShowsUnderOne) {
     // through an inlined copy). The plain ring's 5,000 are the application's own.
     sq.sq_head = sq.sq_tail = sq.cq_tail = 1000;
     plain.sq_head = plain.sq_tail = plain.cq_tail = 5000;
+    sq.probe_sqes = 600;
     raw = sample(2 * kSec, {sq, plain});
     raw.submit_probe = true;
-    usc_ring_work w{};
-    w.sqes = 600;
-    raw.ring_work = {{1, w}};
     s = a.update(raw);
     EXPECT_DOUBLE_EQ(s.coverage[0].ratio, 0.6);
     EXPECT_EQ(s.coverage[0].probe_events, 600u);
@@ -767,10 +765,9 @@ TEST(AggregatorCoverage, ProbeThatMissesCallSitesShowsUnderOne) {
 
     // Below 100 SQEs in the interval the ratio says nothing.
     sq.sq_head = sq.sq_tail = sq.cq_tail = 1050;
+    sq.probe_sqes = 650;
     raw = sample(3 * kSec, {sq, plain});
     raw.submit_probe = true;
-    w.sqes = 650;
-    raw.ring_work = {{1, w}};
     s = a.update(raw);
     EXPECT_EQ(s.coverage[0].ratio, -1);
     EXPECT_EQ(s.coverage[0].iterator_events, 1050u);
@@ -819,4 +816,32 @@ TEST(AggregatorWorkSource, DeepTierReplacesTheEstimateAndEverySourceIsShown) {
         EXPECT_EQ(by.count(WorkSource::loop_passes), passes ? 1u : 0u);
         EXPECT_EQ(by.count(WorkSource::kernel), 0u);
     }
+}
+
+TEST(AggregatorWorkSource, TimedLoopPassesRuleOverTheKernelsTickSampledWorkTime) {
+    Aggregator a;
+    a.set_hz(250);
+    auto r = ring(1, 10, 3, kSqpoll, 0, 50);
+    r.caps |= USC_CAP_WORK_TIME | USC_CAP_IDLE_IN_SQD;
+    RawSample raw = sample(kSec, {r});
+    raw.work_time_per_thread = true;
+    raw.ring_turns = true;
+    a.update(raw);
+    r.sq_head = r.sq_tail = r.cq_tail = 100;
+    r.sq_runtime_ns = kSec;
+    r.work_time_us = 50'000;  // the tick saw 50 ms
+    raw = sample(2 * kSec, {r});
+    raw.work_time_per_thread = true;
+    raw.ring_turns = true;
+    usc_sq_passes p{};
+    p.work_ns = 200'000'000;  // the passes took 200 ms
+    raw.passes = {{50, p}};
+    auto s = a.update(raw);
+    const auto& t = s.threads[0];
+    EXPECT_EQ(t.work_source, WorkSource::loop_passes);
+    EXPECT_NEAR(t.work_seconds, 0.2, 1e-9);
+    std::map<WorkSource, double> by(t.work_by_source_seconds.begin(),
+                                    t.work_by_source_seconds.end());
+    EXPECT_NEAR(by.at(WorkSource::kernel), 0.05, 1e-9);
+    EXPECT_NEAR(by.at(WorkSource::loop_passes), 0.2, 1e-9);
 }

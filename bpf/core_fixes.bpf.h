@@ -51,119 +51,29 @@ static __always_inline bool is_idle_sleep(__u32 state)
 }
 
 /*
- * The CPU a task is on or last ran on. 5.16 (commit bcf9033e5449, "sched: move CPU field back into
- * thread_info if THREAD_INFO_IN_TASK") moved task_struct.cpu into thread_info.cpu.
+ * Where a wakeup runs: a task, or an interrupt (an hrtimer such as an io_uring timeout, a device
+ * completing I/O). In an interrupt "current" is whichever task was interrupted, so it must not be
+ * named as the waker. preempt_count would say, but x86 keeps it in a per-CPU variable that BPF
+ * can only name as a typed ksym, and libbpf resolves every typed ksym of an object, loaded or
+ * not: one missing from vmlinux BTF sends it through the module BTFs, which needs CAP_SYS_ADMIN
+ * the daemon does not have. The stack answers instead: x86-64 runs hardirqs, and the softirqs
+ * served on their way out, on the CPU's IRQ stack, not on the task's. A BPF program's frame is
+ * on the stack it runs on, so a frame outside the current task's stack is an interrupt's.
+ * Softirqs that ksoftirqd runs are on its own stack and name it, which is right. Comparing a
+ * stack address with a number needs CAP_PERFMON (allow_ptr_leaks), which the daemon holds.
  */
-struct task_struct___pre516 {
-	unsigned int cpu;
-} __attribute__((preserve_access_index));
+#define USC_TASK_STACK_SPAN (32 * 1024) /* THREAD_SIZE: 16 KiB, 32 KiB with KASAN */
 
-struct thread_info___v516 {
-	__u32 cpu;
-} __attribute__((preserve_access_index));
-
-static __always_inline __u32 get_task_cpu(struct task_struct *t)
+static __always_inline __u32 waker_context(void)
 {
-	struct thread_info___v516 *ti = (void *)&t->thread_info;
-	struct task_struct___pre516 *o = (void *)t;
+	struct task_struct *t = (void *)bpf_get_current_task();
+	__u64 lo = (__u64)BPF_CORE_READ(t, stack);
+	volatile __u64 frame = 0;
+	__u64 here = (__u64)&frame;
 
-	if (bpf_core_field_exists(ti->cpu))
-		return BPF_CORE_READ(ti, cpu);
-	return BPF_CORE_READ(o, cpu);
-}
-
-/*
- * CPU time a task on a CPU has run and the scheduler has not yet added to se.sum_exec_runtime:
- * what task_sched_runtime() (kernel/sched/core.c) adds before it answers clock_gettime() on a
- * thread's CPU clock. The scheduler charges a running task at its ticks and switches; alone on a
- * nohz_full CPU a task gets one update per second (the remote tick, sched_tick_remote), so without
- * this, per-interval CPU of a pinned SQ thread reads 0, 1 or 2 s.
- *
- * The kernel takes update_rq_clock(rq) and then rq->clock_task - se.exec_start. BPF cannot update
- * a runqueue's clock, so "now" on the scheduler clock is the freshest rq->clock at hand: this
- * CPU's, updated when the sampling thread was scheduled in and at every tick. sched_clock is one
- * clock across CPUs where the TSC is stable, and within a tick of it otherwise. The result is
- * short by at most this CPU's clock age, a few milliseconds, and never above the truth.
- *
- * runqueues is a per-CPU variable that kernels with BTF for per-CPU variables (pahole 1.18+, all
- * supported Debian kernels) describe; weak, so a kernel without it loads the program with this
- * part dead and reports no USC_CAP_RUNNING.
- */
-extern const struct rq runqueues __ksym __weak;
-
-static __always_inline bool get_task_running_ns(struct task_struct *t, __u64 *out)
-{
-	*out = 0;
-	if (!&runqueues)
-		return false;
-	const struct rq *rq = bpf_per_cpu_ptr(&runqueues, get_task_cpu(t));
-	const struct rq *here = bpf_this_cpu_ptr(&runqueues);
-	if (!rq)
-		return false;
-	if (BPF_CORE_READ(rq, curr) != t)
-		return true; /* not on a CPU: everything it ran is in sum_exec_runtime */
-	__u64 exec_start = BPF_CORE_READ(t, se.exec_start);
-	__u64 clock = BPF_CORE_READ(rq, clock);
-	__u64 clock_task = BPF_CORE_READ(rq, clock_task);
-	__u64 now = BPF_CORE_READ(here, clock);
-
-	if (clock_task > exec_start)
-		*out += clock_task - exec_start;
-	if (now > clock)
-		*out += now - clock;
-	return true;
-}
-
-/*
- * Where a wakeup runs: a task, a hardirq handler (an hrtimer such as an io_uring timeout, a device
- * interrupt completing I/O) or a softirq. In an interrupt, "current" is whichever task was
- * interrupted, so it must not be named as the waker. preempt_count says which
- * (include/linux/preempt.h, the same bits from 5.10 to 6.18): HARDIRQ_MASK 0x000f0000, NMI_MASK
- * 0x00f00000, and SOFTIRQ_OFFSET 0x100 while softirqs are being served (0x200 steps only count
- * local_bh_disable()). x86-64 keeps it per CPU:
- * - __preempt_count, an int: up to 6.1, and again from 6.15 ("x86/preempt: Move preempt count to
- *   percpu hot section");
- * - pcpu_hot.preempt_count: 6.2 (commit 64701838bf05, "x86/percpu: Move preempt_count next to
- *   current_task") to 6.14.
- * Both are data symbols, which the verifier resolves through kallsyms: kernels without
- * CONFIG_KALLSYMS_ALL cannot use either, and the loader then takes the variant without context.
- * PREEMPT_RT kernels count softirqs in the task and run hrtimers in softirq context; there a
- * hardirq shows as a softirq or a task.
- */
-#define USC_HARDIRQ_NMI_MASK 0x00ff0000U
-#define USC_SOFTIRQ_OFFSET 0x00000100U
-
-extern const int __preempt_count __ksym __weak;
-
-struct pcpu_hot___v62 {
-	int preempt_count;
-} __attribute__((preserve_access_index));
-
-extern const struct pcpu_hot___v62 pcpu_hot __ksym __weak;
-
-static __always_inline __u32 get_preempt_count(void)
-{
-	if (!&__preempt_count)
-		return 0;
-	const int *pc = bpf_this_cpu_ptr(&__preempt_count);
-	return pc ? *pc : 0;
-}
-
-static __always_inline __u32 get_pcpu_hot_preempt_count(void)
-{
-	if (!&pcpu_hot || !bpf_core_type_exists(struct pcpu_hot___v62))
-		return 0;
-	const struct pcpu_hot___v62 *hot = bpf_this_cpu_ptr(&pcpu_hot);
-	return hot ? BPF_CORE_READ(hot, preempt_count) : 0;
-}
-
-static __always_inline __u32 waker_context(__u32 preempt_count)
-{
-	if (preempt_count & USC_HARDIRQ_NMI_MASK)
-		return USC_WAKER_HARDIRQ;
-	if (preempt_count & USC_SOFTIRQ_OFFSET)
-		return USC_WAKER_SOFTIRQ;
-	return USC_WAKER_TASK;
+	if (!lo || (here >= lo && here < lo + USC_TASK_STACK_SPAN))
+		return USC_WAKER_TASK;
+	return USC_WAKER_IRQ;
 }
 
 /*

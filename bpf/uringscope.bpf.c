@@ -319,32 +319,12 @@ static __always_inline int sched_waking(struct task_struct *p, __u32 context)
 	return 0;
 }
 
-/*
- * Three variants, one per way this kernel keeps preempt_count (core_fixes.bpf.h), the last for
- * kernels that expose neither: there every waker is the current task, interrupted or not.
- */
-SEC("tp_btf/sched_waking")
-int BPF_PROG(usc_sched_waking_pc, struct task_struct *p)
-{
-	if (!is_sq_thread_btf(p))
-		return 0;
-	return sched_waking(p, waker_context(get_preempt_count()));
-}
-
-SEC("tp_btf/sched_waking")
-int BPF_PROG(usc_sched_waking_hot, struct task_struct *p)
-{
-	if (!is_sq_thread_btf(p))
-		return 0;
-	return sched_waking(p, waker_context(get_pcpu_hot_preempt_count()));
-}
-
 SEC("tp_btf/sched_waking")
 int BPF_PROG(usc_sched_waking, struct task_struct *p)
 {
 	if (!is_sq_thread_btf(p))
 		return 0;
-	return sched_waking(p, USC_WAKER_TASK);
+	return sched_waking(p, waker_context());
 }
 
 SEC("tp_btf/io_uring_create")
@@ -393,13 +373,8 @@ static __always_inline bool running_since_switch_in(struct task_struct *t, __u64
 	return true;
 }
 
-/*
- * One record per io_uring file. with_running (a constant at each call, so the other branch is
- * compiled out) adds the running SQ thread's uncharged CPU time, which needs the runqueues
- * per-CPU variable; kernels without CONFIG_KALLSYMS_ALL cannot resolve that, and get the plain
- * program (the loader's "iter_rings" variants).
- */
-static __always_inline int iter_rings(struct bpf_iter__task_file *it, const bool with_running)
+/* One record per io_uring file. */
+static __always_inline int iter_rings(struct bpf_iter__task_file *it)
 {
 	struct file *file = it->file;
 	struct task_struct *task = it->task;
@@ -457,8 +432,7 @@ static __always_inline int iter_rings(struct bpf_iter__task_file *it, const bool
 			r.caps |= USC_CAP_SQ_THREAD;
 			r.sq_tid = BPF_CORE_READ(t, pid);
 			r.sq_runtime_ns = BPF_CORE_READ(t, se.sum_exec_runtime);
-			if (running_since_switch_in(t, r.sq_runtime_ns, r.read_ns, &r.sq_running_ns) ||
-			    (with_running && get_task_running_ns(t, &r.sq_running_ns)))
+			if (running_since_switch_in(t, r.sq_runtime_ns, r.read_ns, &r.sq_running_ns))
 				r.caps |= USC_CAP_RUNNING;
 			r.sq_nvcsw = BPF_CORE_READ(t, nvcsw);
 			r.sq_nivcsw = BPF_CORE_READ(t, nivcsw);
@@ -474,15 +448,9 @@ static __always_inline int iter_rings(struct bpf_iter__task_file *it, const bool
 }
 
 SEC("iter/task_file")
-int usc_iter_rings_running(struct bpf_iter__task_file *it)
-{
-	return iter_rings(it, true);
-}
-
-SEC("iter/task_file")
 int usc_iter_rings(struct bpf_iter__task_file *it)
 {
-	return iter_rings(it, false);
+	return iter_rings(it);
 }
 
 /*

@@ -88,8 +88,7 @@ std::pair<std::uint64_t, std::uint64_t> asleep_totals(const usc_sched_state* ss,
 
 WakerSnapshot waker_of(const std::pair<usc_waker_key, usc_waker_val>& w) {
     WakerSnapshot out{w.first.waker_pid, comm_of(w.second.comm), w.second.count, "task"};
-    if (w.first.context == USC_WAKER_HARDIRQ) out.context = out.comm = "hardirq";
-    if (w.first.context == USC_WAKER_SOFTIRQ) out.context = out.comm = "softirq";
+    if (w.first.context == USC_WAKER_IRQ) out.context = out.comm = "irq";
     return out;
 }
 

@@ -45,19 +45,8 @@ const std::vector<ProbeSpec>& probe_table() {
     using K = Requirement::Kind;
 #define PROG(p) [](uringscope_bpf* s) { return s->progs.p; }
     static const std::vector<ProbeSpec> table = {
-        // Both add a running SQ thread's CPU time that the scheduler has not charged yet
-        // (nohz_full CPUs: up to a second), counted from its last switch-in. The first also
-        // reads it off the runqueue's clock for a thread that has not switched since attach
-        // (the runqueues per-CPU variable).
         {"iter_rings",
          {{"iter",
-           {PROG(usc_iter_rings_running)},
-           {{K::btf_struct, "bpf_iter__task_file"},
-            {K::btf_struct, "io_ring_ctx"},
-            {K::btf_func, "io_uring_poll"},
-            {K::ksym_var, "runqueues"}},
-           {"runqueue_clock"}},
-          {"iter",
            {PROG(usc_iter_rings)},
            {{K::btf_struct, "bpf_iter__task_file"},
             {K::btf_struct, "io_ring_ctx"},
@@ -70,20 +59,8 @@ const std::vector<ProbeSpec>& probe_table() {
         {"sched_wakeup",
          {{"tp_btf", {PROG(usc_sched_wakeup)}, {{K::btf_typedef, "btf_trace_sched_wakeup"}}}},
          false, false},
-        // Wakers in interrupt context are told apart by preempt_count, which x86 keeps in
-        // __preempt_count or (6.2-6.14) in pcpu_hot; see core_fixes.bpf.h.
         {"sched_waking",
-         {{"tp_btf",
-           {PROG(usc_sched_waking_pc)},
-           {{K::btf_typedef, "btf_trace_sched_waking"}, {K::ksym_var, "__preempt_count"}},
-           {"waker_irq_context"}},
-          {"tp_btf",
-           {PROG(usc_sched_waking_hot)},
-           {{K::btf_typedef, "btf_trace_sched_waking"},
-            {K::btf_struct, "pcpu_hot"},
-            {K::ksym_var, "pcpu_hot"}},
-           {"waker_irq_context"}},
-          {"tp_btf", {PROG(usc_sched_waking)}, {{K::btf_typedef, "btf_trace_sched_waking"}}}},
+         {{"tp_btf", {PROG(usc_sched_waking)}, {{K::btf_typedef, "btf_trace_sched_waking"}}}},
          false, false},
         {"io_uring_create",
          {{"tp_btf", {PROG(usc_io_uring_create)}, {{K::btf_typedef, "btf_trace_io_uring_create"}}}},
@@ -254,12 +231,6 @@ std::optional<std::string> missing_requirement(const KernelFeatures& kf,
         case Requirement::Kind::ksym:
             if (!kf.has_ksym(r.name)) return std::string("no kernel symbol ") + r.name;
             break;
-        case Requirement::Kind::ksym_var:
-            if (!kf.has_btf_var(r.name)) return std::string("no BTF variable ") + r.name;
-            if (!kf.has_kallsyms_var(r.name))
-                return std::string("no data symbol ") + r.name +
-                       " in /proc/kallsyms (CONFIG_KALLSYMS_ALL)";
-            break;
         case Requirement::Kind::kprobes:
             if (!kf.has_kprobes()) return std::string("kernel has no kprobes (CONFIG_KPROBES)");
             break;
@@ -336,19 +307,6 @@ bool next_viable_variant(const KernelFeatures& kf, const LoaderOptions& opts, Se
 
 }  // namespace
 
-std::vector<std::pair<std::string, bool>> variant_features(const ProbeSpec& spec, int chosen) {
-    std::vector<std::pair<std::string, bool>> out;
-    for (const auto& var : spec.variants)
-        for (const char* f : var.gives)
-            if (std::none_of(out.begin(), out.end(), [&](const auto& p) { return p.first == f; }))
-                out.emplace_back(f, false);
-    if (chosen >= 0)
-        for (const char* f : spec.variants[static_cast<std::size_t>(chosen)].gives)
-            for (auto& p : out)
-                if (p.first == f) p.second = true;
-    return out;
-}
-
 std::vector<ProbeState> plan_probes(const KernelFeatures& kf, const LoaderOptions& opts,
                                     std::vector<int>& chosen) {
     const auto& table = probe_table();
@@ -358,7 +316,6 @@ std::vector<ProbeState> plan_probes(const KernelFeatures& kf, const LoaderOption
         auto& st = states[i];
         st.probe = table[i].name;
         st.kind = table[i].variants.front().kind;
-        st.features = variant_features(table[i], -1);
         if (table[i].deep && !opts.deep) {
             st.reason = "deep tier off (enable with --probes.deep)";
             continue;
@@ -472,9 +429,7 @@ std::unique_ptr<BpfCollector> BpfCollector::make(const KernelFeatures& kf,
         for (auto get : table[i].variants[static_cast<std::size_t>(v)].programs) {
             auto probe = AttachedProbe::make(get(c->skel_.get()), why);
             if (!probe) break;
-            const bpf_program* p = get(c->skel_.get());
-            if (p == c->skel_->progs.usc_iter_rings || p == c->skel_->progs.usc_iter_rings_running)
-                c->iter_link_ = probe->link();
+            if (get(c->skel_.get()) == c->skel_->progs.usc_iter_rings) c->iter_link_ = probe->link();
             links.push_back(std::move(probe));
         }
         if (!why.empty()) {
@@ -486,7 +441,6 @@ std::unique_ptr<BpfCollector> BpfCollector::make(const KernelFeatures& kf,
             continue;
         }
         st.attached = true;
-        st.features = variant_features(table[i], v);
         for (auto& l : links) c->links_.push_back(std::move(l));
         for (auto get : table[i].variants[static_cast<std::size_t>(v)].programs)
             c->attached_programs_[i].push_back(get(c->skel_.get()));

@@ -60,9 +60,6 @@ struct Requirement {
         btf_func,     // a function in vmlinux or module BTF (fentry/fexit targets)
         btf_params,   // btf_func with exactly `params` parameters (signature variants)
         ksym,         // a symbol in /proc/kallsyms (kprobe targets, typeless ksyms)
-        ksym_var,     // a typed __ksym variable: a VAR in vmlinux BTF (pahole 1.18+ encodes
-                      // per-CPU ones) and a data symbol in /proc/kallsyms, where only kernels
-                      // with CONFIG_KALLSYMS_ALL list data
         kprobes,      // the kernel can attach kprobes at all
     } kind;
     const char* name = "";
@@ -76,8 +73,6 @@ struct ProbeVariant {
     const char* kind;  // metric label "kind": tp_btf, iter, fentry, kprobe
     std::vector<ProgramGetter> programs;
     std::vector<Requirement> needs;
-    // What this variant adds over its probe's plainer variants (uringscope_probe_feature).
-    std::vector<const char*> gives = {};
 };
 
 struct ProbeSpec {
@@ -89,10 +84,6 @@ struct ProbeSpec {
 
 // The programs of bpf/uringscope.bpf.c, their variants and what each one needs.
 const std::vector<ProbeSpec>& probe_table();
-
-// Every feature the probe's variants give, each marked on when variant `chosen` (-1: none)
-// gives it.
-std::vector<std::pair<std::string, bool>> variant_features(const ProbeSpec& spec, int chosen);
 
 struct LoaderOptions {
     bool deep = false;       // load the deep tier (per batch / per request probes)

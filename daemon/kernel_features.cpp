@@ -7,7 +7,6 @@
 #include <zlib.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
@@ -107,33 +106,11 @@ bool KernelFeatures::has_btf_func(const std::string& name) const {
     return btf_func_params(name).has_value();
 }
 
-bool KernelFeatures::has_kallsyms_var(const std::string& name) const {
-    // BCC's symbol cache keeps functions only, so data symbols are looked up here. One scan per
-    // question: the loader asks about three names, once, at start-up.
-    std::FILE* f = std::fopen("/proc/kallsyms", "r");
-    if (!f) return false;
-    char line[512];
-    bool found = false;
-    while (!found && std::fgets(line, sizeof line, f)) {
-        char type = 0, sym[256];
-        unsigned long long addr = 0;
-        // "ADDR TYPE NAME [module]"; kernel-image variables only, so no module column.
-        int n = std::sscanf(line, "%llx %c %255s", &addr, &type, sym);
-        found = n == 3 && name == sym && std::strchr("dDbBA", type) != nullptr &&
-                !std::strchr(line, '[');
-    }
-    std::fclose(f);
-    return found;
-}
-
 bool KernelFeatures::has_kprobes() const {
     return std::filesystem::exists("/sys/bus/event_source/devices/kprobe/type");
 }
 bool KernelFeatures::has_btf_typedef(const std::string& name) const {
     return btf_ && btf__find_by_name_kind(btf_, name.c_str(), BTF_KIND_TYPEDEF) > 0;
-}
-bool KernelFeatures::has_btf_var(const std::string& name) const {
-    return btf_ && btf__find_by_name_kind(btf_, name.c_str(), BTF_KIND_VAR) > 0;
 }
 bool KernelFeatures::has_btf_struct(const std::string& name) const {
     return btf_ && btf__find_by_name_kind(btf_, name.c_str(), BTF_KIND_STRUCT) > 0;

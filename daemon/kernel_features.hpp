@@ -28,14 +28,10 @@ public:
     std::optional<int> btf_func_params(const std::string& name) const;
     bool has_btf_typedef(const std::string& name) const;
     bool has_btf_struct(const std::string& name) const;
-    bool has_btf_var(const std::string& name) const;
     // Resolved through BCC's kernel symbol cache (/proc/kallsyms), loaded on first use.
     bool has_ksym(const std::string& name) const { return ksym_address(name) != 0; }
     // Address of a kernel or module symbol, 0 if unknown.
     std::uint64_t ksym_address(const std::string& name) const;
-    // A data symbol (a variable) in /proc/kallsyms, which only CONFIG_KALLSYMS_ALL kernels list.
-    // The verifier resolves typed __ksym variables through it.
-    bool has_kallsyms_var(const std::string& name) const;
     // The kernel can attach kprobes through perf events (CONFIG_KPROBES).
     bool has_kprobes() const;
 

@@ -45,9 +45,9 @@ std::size_t gap_bucket_index(std::uint64_t ns);
 
 struct WakerSnapshot {
     std::uint32_t pid = 0;     // tgid of the waking task, 0 for an interrupt
-    std::string comm;          // comm of the waking thread; "hardirq" or "softirq" for interrupts
+    std::string comm;          // comm of the waking thread; "irq" for an interrupt
     std::uint64_t wakeups = 0; // cumulative
-    std::string context;       // "task", "hardirq" or "softirq": where the wakeup ran
+    std::string context;       // "task" or "irq": where the wakeup ran
 };
 
 struct ThreadSnapshot {
@@ -169,8 +169,6 @@ struct ProbeState {
     bool attached = false;
     std::string reason;  // why not; when a lower tier attached, why the higher ones did not
     std::uint64_t missed = 0;  // runs the kernel skipped (recursion_misses), e.g. kprobes in IRQs
-    // Every feature some variant of the probe gives, and whether the attached variant gives it.
-    std::vector<std::pair<std::string, bool>> features = {};
 };
 
 // How much of what the iterator saw happen a probe saw too. A function that is partially

@@ -139,7 +139,7 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
                  "Involuntary context switches (preemptions) of the SQ thread since it started.", C);
     Family by_waker("uringscope_sqthread_wakeups_by_waker_total",
                     "Wakeups of the SQ thread by the waking process, or by an interrupt "
-                    "(waker_context=\"hardirq\" or \"softirq\", waker_pid=\"0\"): a "
+                    "(waker_context=\"irq\", waker_pid=\"0\"): a "
                     "completion's task work, a timeout.", C);
     Family rings("uringscope_sqthread_rings", "Rings served by the SQ thread.", G);
     Family fairness("uringscope_sqthread_fairness",
@@ -342,13 +342,6 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
                   "Runs of an attached probe the kernel skipped because another BPF program was "
                   "running on the CPU (kprobes hit from interrupts): its counts are short by "
                   "this much.", C);
-    Family feature("uringscope_probe_feature",
-                   "1 when the probe's attached variant gives the feature, 0 when this kernel "
-                   "left it to a plainer variant: runqueue_clock (iter_rings: the CPU time "
-                   "not yet charged to a thread on its CPU since before uringscope attached, read "
-                   "from its runqueue; after a switch it is counted from the switch), "
-                   "waker_irq_context (sched_waking: wakeups from interrupts are told apart).",
-                   G);
     Family coverage("uringscope_probe_coverage_ratio",
                     "SQEs a deep probe saw submitted over the SQEs the rings' heads passed, on "
                     "SQPOLL rings, over the last sample interval (absent below 100 SQEs). Under 1: "
@@ -366,8 +359,6 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
     }
     for (const auto& p : s.probes) {
         probe.gauge({{"probe", p.probe}, {"kind", p.kind}}, p.attached ? 1 : 0);
-        for (const auto& [name, on] : p.features)
-            feature.gauge({{"probe", p.probe}, {"feature", name}}, on ? 1 : 0);
         if (p.attached) missed.counter({{"probe", p.probe}, {"kind", p.kind}}, static_cast<double>(p.missed));
     }
     Family finding("uringscope_advice_finding",
@@ -431,7 +422,7 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
         f->move_into(out);
     nvme_lat.move_into(out);
     nvme_cqe_delay.move_into(out);
-    for (auto* f : {&finding, &saving, &window, &probe, &feature, &coverage, &coverage_events, &missed, &overflow, &entries_now, &replaced, &incomplete, &samples, &duration, &last, &build})
+    for (auto* f : {&finding, &saving, &window, &probe, &coverage, &coverage_events, &missed, &overflow, &entries_now, &replaced, &incomplete, &samples, &duration, &last, &build})
         f->move_into(out);
     return out;
 }

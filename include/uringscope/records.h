@@ -44,8 +44,8 @@ enum usc_ring_caps {
 	USC_CAP_SQ_CPU = 1 << 1,     /* io_sq_data.sq_cpu exists (5.12+) */
 	USC_CAP_WORK_TIME = 1 << 2,  /* io_sq_data.work_time exists and is being updated (6.9+) */
 	USC_CAP_SQ_TAIL = 1 << 3,    /* ctx->rings->sq.tail was readable */
-	USC_CAP_RUNNING = 1 << 4,    /* sq_running_ns was computed: the thread was on a CPU and its
-	                              * runqueue's clocks were readable */
+	USC_CAP_RUNNING = 1 << 4,    /* sq_running_ns was computed: the thread is on a CPU and has
+	                              * switched in since uringscope attached */
 	USC_CAP_IDLE_IN_SQD = 1 << 5, /* io_sq_data holds sq_thread_idle (5.11+): the loop spins
 	                              * for the idle time after its last work, not its last wakeup */
 };
@@ -129,9 +129,9 @@ struct usc_sched_state {
 /* Who woke an SQ thread. */
 enum usc_waker_context {
 	USC_WAKER_TASK = 0,         /* a task: waker_pid is its tgid */
-	USC_WAKER_HARDIRQ = 1,      /* an interrupt handler (a timer, a device's completion) */
-	USC_WAKER_SOFTIRQ = 2,      /* a softirq (block completion, network); waker_pid is 0 for both
-	                             * interrupt contexts: the task they interrupted is not the waker */
+	USC_WAKER_IRQ = 1,          /* an interrupt: a handler (a timer, a device's completion) or a
+	                             * softirq served on its way out; waker_pid is 0, the task it
+	                             * interrupted is not the waker */
 };
 
 struct usc_waker_key {

@@ -42,7 +42,6 @@ BASE = {
     "uringscope_sqthread_work_by_source_seconds_total": ("counter", THREAD | {"source"}),
     "uringscope_sqthread_blocked_seconds_total": ("counter", THREAD),
     "uringscope_sqthread_spin_model": ("gauge", THREAD | {"model"}),
-    "uringscope_probe_feature": ("gauge", {"probe", "feature"}),
     "uringscope_sqthread_sq_cpu": ("gauge", THREAD | {"pinned"}),
     "uringscope_sqthread_running": ("gauge", THREAD),
     "uringscope_ring_sq_entries": ("gauge", RING),

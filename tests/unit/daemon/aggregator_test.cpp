@@ -717,17 +717,16 @@ TEST(AggregatorWakers, InterruptWakersAreNamedByContext) {
     Aggregator a;
     a.set_hz(250);
     RawSample raw = sample(kSec, {ring(1, 10, 3, kSqpoll, 0, 50)});
-    raw.wakers.push_back({{50, 0, USC_WAKER_HARDIRQ, 0}, {0, 7, "swapper/1"}});
-    raw.wakers.push_back({{50, 0, USC_WAKER_SOFTIRQ, 0}, {0, 3, "ksoftirqd/0"}});
+    // The same pid 0 twice: the interrupted idle task, and the idle task waking it itself.
+    raw.wakers.push_back({{50, 0, USC_WAKER_IRQ, 0}, {0, 7, "swapper/1"}});
     raw.wakers.push_back({{50, 0, USC_WAKER_TASK, 0}, {0, 2, "swapper/0"}});
     auto s = a.update(raw);
-    ASSERT_EQ(s.threads[0].wakers.size(), 3u);
-    EXPECT_EQ(s.threads[0].wakers[0].comm, "hardirq");
-    EXPECT_EQ(s.threads[0].wakers[0].context, "hardirq");
+    ASSERT_EQ(s.threads[0].wakers.size(), 2u);
+    EXPECT_EQ(s.threads[0].wakers[0].comm, "irq");
+    EXPECT_EQ(s.threads[0].wakers[0].context, "irq");
     EXPECT_EQ(s.threads[0].wakers[0].wakeups, 7u);
-    EXPECT_EQ(s.threads[0].wakers[1].context, "softirq");
-    EXPECT_EQ(s.threads[0].wakers[2].context, "task");
-    EXPECT_EQ(s.threads[0].wakers[2].comm, "swapper/0");
+    EXPECT_EQ(s.threads[0].wakers[1].context, "task");
+    EXPECT_EQ(s.threads[0].wakers[1].comm, "swapper/0");
 }
 
 TEST(AggregatorCoverage, ProbeThatMissesCallSitesShowsUnderOne) {

@@ -322,7 +322,9 @@ TEST_F(Sched, PinnedThreadOnANohzFullCpuIsChargedItsWallTime) {
     std::vector<Point> points;
     double last_t = -1;
     const double sleeps_before = value(d->scrape(), "uringscope_sqthread_sleeps_total", l);
-    const auto end = steady_clock::now() + seconds(8);
+    // Long enough for a handful of samples in a TCG guest, where the one CPU left for the
+    // daemon, the test and everything else gets a sample through every 1 to 2 s.
+    const auto end = steady_clock::now() + seconds(14);
     auto next_nop = steady_clock::now();
     while (steady_clock::now() < end) {
         if (steady_clock::now() >= next_nop) {
@@ -340,7 +342,7 @@ TEST_F(Sched, PinnedThreadOnANohzFullCpuIsChargedItsWallTime) {
         }
         std::this_thread::sleep_for(milliseconds(50));
     }
-    ASSERT_GE(points.size(), 5u);
+    ASSERT_GE(points.size(), 4u);
     EXPECT_EQ(value(d->scrape(), "uringscope_sqthread_sleeps_total", l), sleeps_before)
         << "the thread slept: the test's premise (it polls all along) does not hold";
     double lo = 1e9, hi = 0, slo = 1e9, shi = 0;
@@ -357,7 +359,7 @@ TEST_F(Sched, PinnedThreadOnANohzFullCpuIsChargedItsWallTime) {
         EXPECT_LE(r, 1.04) << "interval " << i << " of " << wall << " s";
         EXPECT_GE(r, 0.90) << "interval " << i << " of " << wall << " s";
     }
-    std::printf("nohz_full CPU %d, %zu intervals of ~0.5 s: CPU/wall %.3f .. %.3f "
+    std::printf("nohz_full CPU %d, %zu sample intervals: CPU/wall %.3f .. %.3f "
                 "(sum_exec_runtime alone: %.3f .. %.3f; the kernel's thread clock: %.3f)\n",
                 cpu, points.size() - 1, lo, hi, slo, shi, kernel_rate);
 }

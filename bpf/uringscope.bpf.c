@@ -215,10 +215,17 @@ int BPF_PROG(usc_sched_switch, bool preempt, struct task_struct *prev, struct ta
 	}
 
 	__u32 state = prev_sq && !preempt ? get_task_state(prev) : TASK_RUNNING;
+	if (prev_sq) {
+		/* A thread going to sleep gets an entry; one merely preempted only if it has one. */
+		s = state != TASK_RUNNING
+			    ? sched_state_get(prev)
+			    : thread_entry_if_owned(&sched_state, prev->pid, prev->start_time);
+		if (s)
+			s->oncpu_mono_ns = 0;
+	}
 	if (state != TASK_RUNNING) {
 		bool idle = is_idle_sleep(state);
 
-		s = sched_state_get(prev);
 		if (s) {
 			if (idle)
 				__sync_fetch_and_add(&s->sleeps, 1);
@@ -234,11 +241,6 @@ int BPF_PROG(usc_sched_switch, bool preempt, struct task_struct *prev, struct ta
 			__sync_fetch_and_add(&g->sleep_spins, 1);
 			__sync_fetch_and_add(&g->sleep_spin_ns, now - g->last_work_ns);
 		}
-	}
-	if (prev_sq) {
-		s = thread_entry_if_owned(&sched_state, prev->pid, prev->start_time);
-		if (s)
-			s->oncpu_mono_ns = 0;
 	}
 	if (next_sq) {
 		s = sched_state_get(next);
@@ -297,8 +299,13 @@ int BPF_PROG(usc_sched_wakeup, struct task_struct *p)
  * "current" is whatever that CPU was running, often the idle task: in the 6.x/7.x QEMU guests
  * nearly every wakeup was attributed to the wrong task that way.
  */
-static __always_inline int sched_waking(struct task_struct *p, __u32 context)
+SEC("tp_btf/sched_waking")
+int BPF_PROG(usc_sched_waking, struct task_struct *p)
 {
+	if (!is_sq_thread_btf(p))
+		return 0;
+
+	__u32 context = waker_context();
 	struct usc_waker_key key = {
 		.sq_tid = p->pid,
 		.waker_pid = context == USC_WAKER_TASK ? bpf_get_current_pid_tgid() >> 32 : 0,
@@ -317,14 +324,6 @@ static __always_inline int sched_waking(struct task_struct *p, __u32 context)
 	if (err && err != -EEXIST)
 		__sync_fetch_and_add(&stats.wakers_dropped, 1);
 	return 0;
-}
-
-SEC("tp_btf/sched_waking")
-int BPF_PROG(usc_sched_waking, struct task_struct *p)
-{
-	if (!is_sq_thread_btf(p))
-		return 0;
-	return sched_waking(p, waker_context());
 }
 
 SEC("tp_btf/io_uring_create")
@@ -354,15 +353,15 @@ int BPF_PROG(usc_io_uring_create, int fd, void *ring, __u32 sq_entries, __u32 cq
 }
 
 /*
- * CPU time thread t has run and the scheduler has not yet charged, from the moment sched_switch
+ * CPU time thread tid has run and the scheduler has not yet charged, from the moment sched_switch
  * gave it a CPU: sum_exec_runtime then, plus the time since, less what is charged now. False when
  * the thread has not switched in since uringscope attached, or is off its CPU.
  */
-static __always_inline bool running_since_switch_in(struct task_struct *t, __u64 charged,
+static __always_inline bool running_since_switch_in(__u32 tid, __u64 start, __u64 charged,
 						    __u64 now, __u64 *out)
 {
-	struct usc_sched_state *s = thread_entry_if_owned(&sched_state, BPF_CORE_READ(t, pid),
-							  BPF_CORE_READ(t, start_time));
+	struct usc_sched_state *s = thread_entry_if_owned(&sched_state, tid, start);
+
 	if (!s)
 		return false;
 	__u64 since = s->oncpu_mono_ns, base = s->oncpu_runtime_ns;
@@ -373,8 +372,8 @@ static __always_inline bool running_since_switch_in(struct task_struct *t, __u64
 	return true;
 }
 
-/* One record per io_uring file. */
-static __always_inline int iter_rings(struct bpf_iter__task_file *it)
+SEC("iter/task_file")
+int usc_iter_rings(struct bpf_iter__task_file *it)
 {
 	struct file *file = it->file;
 	struct task_struct *task = it->task;
@@ -431,13 +430,14 @@ static __always_inline int iter_rings(struct bpf_iter__task_file *it)
 		if (t) {
 			r.caps |= USC_CAP_SQ_THREAD;
 			r.sq_tid = BPF_CORE_READ(t, pid);
+			r.sq_start_ns = BPF_CORE_READ(t, start_time);
 			r.sq_runtime_ns = BPF_CORE_READ(t, se.sum_exec_runtime);
-			if (running_since_switch_in(t, r.sq_runtime_ns, r.read_ns, &r.sq_running_ns))
+			if (running_since_switch_in(r.sq_tid, r.sq_start_ns, r.sq_runtime_ns, r.read_ns,
+						    &r.sq_running_ns))
 				r.caps |= USC_CAP_RUNNING;
 			r.sq_nvcsw = BPF_CORE_READ(t, nvcsw);
 			r.sq_nivcsw = BPF_CORE_READ(t, nivcsw);
 			r.sq_state = get_task_state(t);
-			r.sq_start_ns = BPF_CORE_READ(t, start_time);
 			r.sq_tgid = BPF_CORE_READ(t, tgid);
 			BPF_CORE_READ_STR_INTO(&r.sq_comm, t, group_leader, comm);
 		}
@@ -445,12 +445,6 @@ static __always_inline int iter_rings(struct bpf_iter__task_file *it)
 	__sync_fetch_and_add(&stats.iter_rings, 1);
 	bpf_seq_write(it->meta->seq, &r, sizeof(r));
 	return 0;
-}
-
-SEC("iter/task_file")
-int usc_iter_rings(struct bpf_iter__task_file *it)
-{
-	return iter_rings(it);
 }
 
 /*
@@ -571,10 +565,7 @@ static __always_inline void pass_work_begins(__u32 tid, __u64 now, __u64 ctx)
 	p->turn_start_ns = now;
 }
 
-/*
- * The pass's task work begins (io_sq_tw entry): the last ring's turn ends here. Under SQPOLL the
- * completions of every ring run in this call, so none of it is that ring's.
- */
+/* The current SQ thread's pass state, created on its first pass. */
 static __always_inline struct usc_sq_passes *current_passes(void)
 {
 	static const struct usc_sq_passes zero = {};
@@ -583,6 +574,10 @@ static __always_inline struct usc_sq_passes *current_passes(void)
 	return thread_entry(&sq_passes, tid, current_start_ns(), &zero, &stats.deep_dropped);
 }
 
+/*
+ * The pass's task work begins (io_sq_tw entry): the last ring's turn ends here. Under SQPOLL the
+ * completions of every ring run in this call, so none of it is that ring's.
+ */
 static __always_inline void task_work_begins(void)
 {
 	struct usc_sq_passes *p = current_passes();

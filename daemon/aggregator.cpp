@@ -219,7 +219,7 @@ Snapshot Aggregator::update(const RawSample& raw) {
             rs.sqe_rate = d.sqes / interval;
             rs.cqe_rate = d.cqes / interval;
         }
-        double sq_poll_seconds = 0;
+        std::uint64_t sq_poll_ns = 0;
         if (auto it = polls.find(ctx); it != polls.end()) {
             for (const auto& [caller, p] : it->second) {
                 IopollSnapshot io;
@@ -228,7 +228,7 @@ Snapshot Aggregator::update(const RawSample& raw) {
                 io.empty = p->empty;
                 io.completions = p->completions;
                 io.seconds = p->ns / 1e9;
-                if (caller == USC_CALLER_SQ_THREAD) sq_poll_seconds = io.seconds;
+                if (caller == USC_CALLER_SQ_THREAD) sq_poll_ns = p->ns;
                 if (auto prev = st.prev_iopoll.find(caller);
                     prev != st.prev_iopoll.end() && interval > 0) {
                     const auto dcalls = p->calls - std::min(p->calls, prev->second.calls);
@@ -252,24 +252,18 @@ Snapshot Aggregator::update(const RawSample& raw) {
             cov_iter += d.sqes;
         }
         st.prev_probe_sqes = probe_sqes;
-        double sq_poll_ns = 0;
-        if (auto it = polls.find(ctx); it != polls.end())
-            for (const auto& [caller, p] : it->second)
-                if (caller == USC_CALLER_SQ_THREAD) sq_poll_ns = static_cast<double>(p->ns);
-        const std::uint64_t deep_ns =
-            (w != work.end() ? w->second->submit_ns : 0) + static_cast<std::uint64_t>(sq_poll_ns);
+        const std::uint64_t deep_ns = (w != work.end() ? w->second->submit_ns : 0) + sq_poll_ns;
         if (st.seen_before) d.deep_work_ns = deep_ns - std::min(deep_ns, st.prev_deep_work_ns);
         st.prev_deep_work_ns = deep_ns;
-        if (auto it = w; it != work.end()) {
+        if (w != work.end()) {
             rs.has_sqthread_work = true;
-            rs.sqthread_submit_seconds = it->second->submit_ns / 1e9;
-            rs.sqthread_work_seconds = raw.ring_turns
-                                           ? it->second->turn_ns / 1e9
-                                           : rs.sqthread_submit_seconds + sq_poll_seconds;
-            rs.sqthread_batches = it->second->batches;
-        } else if (sq_poll_seconds > 0) {
+            rs.sqthread_submit_seconds = w->second->submit_ns / 1e9;
+            rs.sqthread_work_seconds =
+                raw.ring_turns ? w->second->turn_ns / 1e9 : deep_ns / 1e9;
+            rs.sqthread_batches = w->second->batches;
+        } else if (sq_poll_ns > 0) {
             rs.has_sqthread_work = true;
-            rs.sqthread_work_seconds = sq_poll_seconds;
+            rs.sqthread_work_seconds = sq_poll_ns / 1e9;
         }
         st.prev_sqes = rs.sqes_total;
         st.prev_cqes = rs.cqes_total;
@@ -336,14 +330,13 @@ Snapshot Aggregator::update(const RawSample& raw) {
         const std::uint64_t blocks = ss ? ss->blocks : 0;
 
         const std::uint64_t cpu_ns = thread_cpu_ns(rec, st);
-        std::uint64_t dsqes = 0, dcqes = 0;
+        std::uint64_t dsqes = 0, dcqes = 0, ddeep = 0;
         for (const auto& [idx, d] : members) {
             dsqes += d.sqes;
             dcqes += d.cqes;
+            ddeep += d.deep_work_ns;
             ts.pinned = ts.pinned || (snap.rings[idx].setup_flags & kSetupSqAff);
         }
-        std::uint64_t ddeep = 0;
-        for (const auto& [idx, d] : members) ddeep += d.deep_work_ns;
         const usc_sq_passes* own_passes = owned(passes);
         const std::uint64_t pass_work = own_passes ? own_passes->work_ns : 0;
         const std::uint64_t dpass = pass_work - std::min(pass_work, st.prev_pass_work_ns);
@@ -406,8 +399,10 @@ Snapshot Aggregator::update(const RawSample& raw) {
         st.submit_poll_work_ns += ddeep;
         if (kernel_work)
             ts.work_by_source_seconds.emplace_back(
-                WorkSource::kernel, std::min<double>(rec.work_time_us * 1e3, cpu_ns) / 1e9);
-        if (raw.ring_turns) ts.work_by_source_seconds.emplace_back(WorkSource::loop_passes, pass_work / 1e9);
+                WorkSource::kernel,
+                split_with_work_time(cpu_ns, rec.work_time_us * 1000).work_ns / 1e9);
+        if (raw.ring_turns)
+            ts.work_by_source_seconds.emplace_back(WorkSource::loop_passes, pass_work / 1e9);
         if (raw.submit_probe)
             ts.work_by_source_seconds.emplace_back(WorkSource::submit_and_poll,
                                                    st.submit_poll_work_ns / 1e9);
@@ -659,9 +654,9 @@ std::vector<std::uint64_t> Aggregator::end_ring_lives(
 std::uint64_t Aggregator::thread_cpu_ns(const usc_ring_record& rec, const ThreadState& st) const {
     std::uint64_t ns = rec.sq_runtime_ns;
     if (rec.caps & USC_CAP_RUNNING) ns += rec.sq_running_ns;
-    // The running part is read against a clock up to a tick old (core_fixes.bpf.h), so a total
-    // can come out a little under the last one, which already counted more of a running stretch.
-    // CPU time never goes back.
+    // The running part is timed from the switch-in on the monotonic clock while sum_exec_runtime
+    // follows the scheduler's clock; where the two drift (the TCG guests' vCPU clocks), a total
+    // can come out under the last one. CPU time never goes back.
     return st.seen_before ? std::max(ns, st.prev_cpu_ns) : ns;
 }
 

@@ -284,27 +284,6 @@ int try_load(const Selection& sel, const LoadConstants& k, SkelPtr& out) {
     return 0;
 }
 
-// Moves the first probe in sel that has another variant this kernel meets onto it; false when
-// none has. The probe's state records why the variant it leaves was refused.
-bool next_viable_variant(const KernelFeatures& kf, const LoaderOptions& opts, Selection& sel,
-                         std::vector<ProbeState>& states) {
-    const auto& table = probe_table();
-    for (auto& [i, v] : sel) {
-        for (int next = v + 1; next < static_cast<int>(table[i].variants.size()); ++next) {
-            const auto& var = table[i].variants[static_cast<std::size_t>(next)];
-            if (opts.no_fentry && std::string(var.kind) == "fentry") continue;
-            if (missing_requirement(kf, var)) continue;
-            auto& st = states[i];
-            st.reason += (st.reason.empty() ? "" : "; ") + std::string(st.kind) + ": load failed";
-            if (!last_verdict.empty()) st.reason += " (verifier: " + last_verdict + ")";
-            st.kind = var.kind;
-            v = next;
-            return true;
-        }
-    }
-    return false;
-}
-
 }  // namespace
 
 std::vector<ProbeState> plan_probes(const KernelFeatures& kf, const LoaderOptions& opts,
@@ -369,19 +348,11 @@ std::unique_ptr<BpfCollector> BpfCollector::make(const KernelFeatures& kf,
     int err = try_load(sel, consts, c->skel_);
     if (err) {
         {
-            // The essential probes alone, stepping down their variants until the kernel takes
-            // them (a plainer iterator where a richer one is refused).
             SkelPtr probe;
-            int e = try_load(essential, consts, probe);
-            while (e != 0 && next_viable_variant(kf, opts, essential, c->probes_)) {
-                probe.reset();
-                e = try_load(essential, consts, probe);
-            }
-            if (e != 0) {
+            if (int e = try_load(essential, consts, probe); e != 0) {
                 error = load_error_text(e);
                 return nullptr;
             }
-            for (auto [i, v] : essential) sel[i] = v;
         }
         // Something optional was rejected (the verifier, or a kernel that refuses fentry). Try
         // each probe beside the essential ones, falling back through its variants.

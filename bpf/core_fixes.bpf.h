@@ -261,23 +261,86 @@ static __always_inline void get_req_disk_name(struct request *req, char *buf, in
 }
 
 /*
- * nvme_ns lives in the nvme_core module's BTF (drivers/nvme/host/nvme.h): the char device of a
- * namespace (ng0n1) is embedded in it, which is how a uring_cmd's file leads to its disk.
- * Only the two fields used are declared; CO-RE finds their offsets in the module's BTF.
+ * nvme_core's structs live in its module BTF (drivers/nvme/host/nvme.h, ioctl.c); only the
+ * fields used are declared and CO-RE finds their offsets there.
+ * - A namespace's char device (ng0n1) is embedded in its nvme_ns. Under multipath the char
+ *   device (the "head", one per namespace of a subsystem) is embedded in nvme_ns_head instead,
+ *   whose current_path[numa node] is the path the kernel submits to.
+ * - nvme_uring_cmd_pdu sits in io_uring_cmd.pdu. Its first pointer is the bio while the command
+ *   is in flight on kernels that poll by bio (6.1: a union of bio and req), the request on
+ *   kernels that poll by request (6.12, 7.x: a plain req field).
+ * - io_uring_cmd.cookie holds the bio to poll on the bio-polling kernels (6.1); it shares a
+ *   union with task_work_cb, which an IRQ-completed command gets before its task work runs.
  */
 struct nvme_ns___usc {
 	struct cdev cdev;
 	struct gendisk *disk;
 } __attribute__((preserve_access_index));
 
-static __always_inline void get_uring_cmd_disk_name(struct io_uring_cmd *cmd, char *buf, int len)
+struct nvme_ns_head___usc {
+	struct cdev cdev;
+	struct gendisk *disk;
+	struct nvme_ns___usc *current_path[];
+} __attribute__((preserve_access_index));
+
+struct nvme_uring_cmd_pdu___usc {
+	struct request *req;
+} __attribute__((preserve_access_index));
+
+struct io_uring_cmd___cookie {
+	void *cookie;
+} __attribute__((preserve_access_index));
+
+/* The disk a command's char device stands for: the namespace's, or the current path's. */
+static __always_inline struct gendisk *get_uring_cmd_cdev_disk(struct io_uring_cmd *cmd,
+								bool head_cdev)
 {
 	struct cdev *cdev = BPF_CORE_READ(cmd, file, f_inode, i_cdev);
 	if (!cdev)
-		return;
-	struct nvme_ns___usc *ns =
-		(void *)((char *)cdev - bpf_core_field_offset(struct nvme_ns___usc, cdev));
-	struct gendisk *disk = BPF_CORE_READ(ns, disk);
+		return NULL;
+	if (!head_cdev) {
+		struct nvme_ns___usc *ns =
+			(void *)((char *)cdev - bpf_core_field_offset(struct nvme_ns___usc, cdev));
+		return BPF_CORE_READ(ns, disk);
+	}
+	struct nvme_ns_head___usc *head =
+		(void *)((char *)cdev - bpf_core_field_offset(struct nvme_ns_head___usc, cdev));
+	struct nvme_ns___usc *path = NULL;
+	__u32 node = bpf_get_numa_node_id();
+	if (node < 64)
+		bpf_probe_read_kernel(&path, sizeof(path),
+				      (char *)head +
+					      bpf_core_field_offset(struct nvme_ns_head___usc,
+								    current_path) +
+					      node * sizeof(path));
+	return path ? BPF_CORE_READ(path, disk) : BPF_CORE_READ(head, disk);
+}
+
+/*
+ * The disk whose queue an iopoll call polls, so that polls and completions (named by the
+ * request's disk) agree, multipath included: the path's disk (nvme0c1n1), not the head's.
+ * head_cdev: the call came through nvme_ns_head_chr_uring_cmd_iopoll (bio-polling kernels),
+ * which is the only way to tell a head's char device from a namespace's there.
+ */
+static __always_inline void get_uring_cmd_poll_disk_name(struct io_uring_cmd *cmd,
+							  bool head_cdev, char *buf, int len)
+{
+	void *pdu = (char *)cmd + bpf_core_field_offset(struct io_uring_cmd, pdu);
+	struct gendisk *disk = NULL;
+	void *first = NULL;
+
+	bpf_probe_read_kernel(&first, sizeof(first), pdu);
+	if (bpf_core_field_exists(struct io_uring_cmd___cookie, cookie)) {
+		void *cookie = BPF_CORE_READ((struct io_uring_cmd___cookie *)cmd, cookie);
+		/* The cookie is the bio only while it equals the pdu's bio; else the command had no
+		 * poll queue (no cookie) or already waits for its task work (task_work_cb). */
+		if (cookie && cookie == first)
+			disk = BPF_CORE_READ((struct bio *)cookie, bi_bdev, bd_disk);
+		else
+			disk = get_uring_cmd_cdev_disk(cmd, head_cdev);
+	} else if (bpf_core_field_exists(struct nvme_uring_cmd_pdu___usc, req) && first) {
+		disk = BPF_CORE_READ((struct request *)first, q, disk);
+	}
 	if (disk)
 		bpf_probe_read_kernel_str(buf, len, BPF_CORE_READ(disk, disk_name));
 }

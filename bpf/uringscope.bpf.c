@@ -902,22 +902,37 @@ int BPF_PROG(usc_fentry_nvme_end_io, struct request *req)
 	return 0;
 }
 
+/* 6.1-6.7 complete commands that carry a metadata buffer through a second callback. */
+SEC("fentry/nvme_uring_cmd_end_io_meta")
+int BPF_PROG(usc_fentry_nvme_end_io_meta, struct request *req)
+{
+	nvme_end_io(req);
+	return 0;
+}
+
+/*
+ * Addresses of nvme_core's two end_io callbacks (the _meta one exists 6.1-6.7), written by the
+ * loader from /proc/kallsyms whenever nvme_core is (re)loaded, 0 while it is not. They are not
+ * ksyms: libbpf resolves those once, at load, so a module loaded after the daemon started would
+ * leave them 0 and the tracepoint variant matching nothing.
+ */
+volatile __u64 nvme_end_io_fn = 0;
+volatile __u64 nvme_end_io_meta_fn = 0;
+
 /*
  * Tracepoint variant, preferred over the kprobe: block_rq_complete fires for every request just
  * before its end_io callback, in whatever context completes it. A kprobe there runs in the
  * interrupt handler and is skipped whenever the interrupt lands while another kprobe program of
  * ours runs on that CPU (bpf_prog_active): in the 6.1 guest it lost about 20% of IRQ
  * completions, without counting them in recursion_misses. tp_btf programs have no such shared
- * guard. The request is ours if its end_io is nvme_uring_cmd_end_io, whose address libbpf takes
- * from kallsyms (0 when nvme_core is not loaded).
+ * guard. The request is a passthrough command of ours if its end_io is one of the two above.
  */
-extern const void nvme_uring_cmd_end_io __ksym __weak;
-
 SEC("tp_btf/block_rq_complete")
 int BPF_PROG(usc_tp_nvme_complete, struct request *req)
 {
-	if (!&nvme_uring_cmd_end_io ||
-	    (const void *)BPF_CORE_READ(req, end_io) != (const void *)&nvme_uring_cmd_end_io)
+	__u64 fn = (__u64)BPF_CORE_READ(req, end_io);
+
+	if (!fn || (fn != nvme_end_io_fn && fn != nvme_end_io_meta_fn))
 		return 0;
 	nvme_end_io(req);
 	return 0;
@@ -925,6 +940,13 @@ int BPF_PROG(usc_tp_nvme_complete, struct request *req)
 
 SEC("kprobe/nvme_uring_cmd_end_io")
 int BPF_KPROBE(usc_kprobe_nvme_end_io, struct request *req)
+{
+	nvme_end_io(req);
+	return 0;
+}
+
+SEC("kprobe/nvme_uring_cmd_end_io_meta")
+int BPF_KPROBE(usc_kprobe_nvme_end_io_meta, struct request *req)
 {
 	nvme_end_io(req);
 	return 0;
@@ -986,10 +1008,14 @@ int BPF_KPROBE(usc_kprobe_cmd_done_618, struct io_uring_cmd *cmd)
 	return 0;
 }
 
-static __always_inline void nvme_poll(struct io_uring_cmd *cmd)
+/*
+ * One poll of a passthrough command, counted on the disk of the request it polls: the path's
+ * disk (nvme0c1n1) under multipath, the same disk its completion is counted on.
+ */
+static __always_inline void nvme_poll(struct io_uring_cmd *cmd, bool head_cdev)
 {
 	struct usc_dev_key key = {};
-	get_uring_cmd_disk_name(cmd, key.disk, sizeof(key.disk));
+	get_uring_cmd_poll_disk_name(cmd, head_cdev, key.disk, sizeof(key.disk));
 	struct usc_nvme_stats *s = nvme_stats_get(&key);
 	if (s)
 		__sync_fetch_and_add(&s->polls, 1);
@@ -998,14 +1024,33 @@ static __always_inline void nvme_poll(struct io_uring_cmd *cmd)
 SEC("fentry/nvme_ns_chr_uring_cmd_iopoll")
 int BPF_PROG(usc_fentry_nvme_poll, struct io_uring_cmd *cmd)
 {
-	nvme_poll(cmd);
+	nvme_poll(cmd, false);
 	return 0;
 }
 
 SEC("kprobe/nvme_ns_chr_uring_cmd_iopoll")
 int BPF_KPROBE(usc_kprobe_nvme_poll, struct io_uring_cmd *cmd)
 {
-	nvme_poll(cmd);
+	nvme_poll(cmd, false);
+	return 0;
+}
+
+/*
+ * Multipath head character devices (/dev/ngXnY of a namespace reachable through several
+ * controllers) have their own iopoll up to 6.x kernels that still use the io_uring_cmd cookie;
+ * later ones poll them through nvme_ns_chr_uring_cmd_iopoll too.
+ */
+SEC("fentry/nvme_ns_head_chr_uring_cmd_iopoll")
+int BPF_PROG(usc_fentry_nvme_head_poll, struct io_uring_cmd *cmd)
+{
+	nvme_poll(cmd, true);
+	return 0;
+}
+
+SEC("kprobe/nvme_ns_head_chr_uring_cmd_iopoll")
+int BPF_KPROBE(usc_kprobe_nvme_head_poll, struct io_uring_cmd *cmd)
+{
+	nvme_poll(cmd, true);
 	return 0;
 }
 

@@ -3,6 +3,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <spdlog/spdlog.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -93,16 +94,32 @@ const std::vector<ProbeSpec>& probe_table() {
            {PROG(usc_kprobe_iopoll), PROG(usc_kretprobe_iopoll)},
            {{K::kprobes}, {K::ksym, "io_do_iopoll"}}}},
          false, true},
+        // nvme_core's end_io callbacks: nvme_uring_cmd_end_io, and for commands with a metadata
+        // buffer nvme_uring_cmd_end_io_meta (6.1-6.7), whence the variants with and without it.
         {"nvme_uring_cmd_end_io",
-         {{"fentry", {PROG(usc_fentry_nvme_end_io)}, {{K::btf_func, "nvme_uring_cmd_end_io"}}},
-          // Before the kprobe: see usc_tp_nvme_complete for the completions kprobes lose.
+         {{"fentry",
+           {PROG(usc_fentry_nvme_end_io), PROG(usc_fentry_nvme_end_io_meta)},
+           {{K::module, "nvme_core"},
+            {K::btf_func, "nvme_uring_cmd_end_io"},
+            {K::btf_func, "nvme_uring_cmd_end_io_meta"}}},
+          {"fentry",
+           {PROG(usc_fentry_nvme_end_io)},
+           {{K::module, "nvme_core"}, {K::btf_func, "nvme_uring_cmd_end_io"}}},
+          // Before the kprobe: see usc_tp_nvme_complete for the completions kprobes lose. It
+          // needs nothing of nvme_core at load, so it also serves a module loaded later
+          // (BpfCollector::refresh_modules()).
           {"tp_btf",
            {PROG(usc_tp_nvme_complete)},
-           {{K::btf_typedef, "btf_trace_block_rq_complete"},
-            {K::btf_func, "nvme_uring_cmd_end_io"}}},
+           {{K::btf_typedef, "btf_trace_block_rq_complete"}, {K::btf_struct, "io_uring_cmd"}}},
+          {"kprobe",
+           {PROG(usc_kprobe_nvme_end_io), PROG(usc_kprobe_nvme_end_io_meta)},
+           {{K::module, "nvme_core"},
+            {K::kprobes},
+            {K::ksym, "nvme_uring_cmd_end_io"},
+            {K::ksym, "nvme_uring_cmd_end_io_meta"}}},
           {"kprobe",
            {PROG(usc_kprobe_nvme_end_io)},
-           {{K::kprobes}, {K::ksym, "nvme_uring_cmd_end_io"}}}},
+           {{K::module, "nvme_core"}, {K::kprobes}, {K::ksym, "nvme_uring_cmd_end_io"}}}},
          false, true},
         // The gaps between an SQ thread's submissions (advise's idle curve): per batch where
         // io_submit_sqes can be hooked, else per SQE from the tracepoint (renamed in 6.4).
@@ -142,13 +159,27 @@ const std::vector<ProbeSpec>& probe_table() {
            {PROG(usc_kprobe_cmd_done_618)},
            {{K::kprobes}, {K::ksym, "__io_uring_cmd_done"}}}},
          false, true},
+        // Multipath head char devices have their own iopoll on the kernels that poll by bio
+        // (6.1); later ones poll every char device through nvme_ns_chr_uring_cmd_iopoll. Both
+        // read nvme_core's structs, so they load only when its BTF is there at start.
         {"nvme_uring_cmd_iopoll",
          {{"fentry",
+           {PROG(usc_fentry_nvme_poll), PROG(usc_fentry_nvme_head_poll)},
+           {{K::module, "nvme_core"},
+            {K::btf_func, "nvme_ns_chr_uring_cmd_iopoll"},
+            {K::btf_func, "nvme_ns_head_chr_uring_cmd_iopoll"}}},
+          {"fentry",
            {PROG(usc_fentry_nvme_poll)},
-           {{K::btf_func, "nvme_ns_chr_uring_cmd_iopoll"}}},
+           {{K::module, "nvme_core"}, {K::btf_func, "nvme_ns_chr_uring_cmd_iopoll"}}},
+          {"kprobe",
+           {PROG(usc_kprobe_nvme_poll), PROG(usc_kprobe_nvme_head_poll)},
+           {{K::module, "nvme_core"},
+            {K::kprobes},
+            {K::ksym, "nvme_ns_chr_uring_cmd_iopoll"},
+            {K::ksym, "nvme_ns_head_chr_uring_cmd_iopoll"}}},
           {"kprobe",
            {PROG(usc_kprobe_nvme_poll)},
-           {{K::kprobes}, {K::ksym, "nvme_ns_chr_uring_cmd_iopoll"}}}},
+           {{K::module, "nvme_core"}, {K::kprobes}, {K::ksym, "nvme_ns_chr_uring_cmd_iopoll"}}}},
          false, true},
     };
 #undef PROG
@@ -233,6 +264,11 @@ std::optional<std::string> missing_requirement(const KernelFeatures& kf,
             break;
         case Requirement::Kind::kprobes:
             if (!kf.has_kprobes()) return std::string("kernel has no kprobes (CONFIG_KPROBES)");
+            break;
+        case Requirement::Kind::module:
+            if (!module_loaded(r.name))
+                return std::string("module ") + r.name + " was not loaded when uringscoped "
+                       "started (load it first, e.g. modprobe nvme, then restart uringscoped)";
             break;
         }
     }
@@ -412,12 +448,22 @@ std::unique_ptr<BpfCollector> BpfCollector::make(const KernelFeatures& kf,
             continue;
         }
         st.attached = true;
+        if (table[i].variants[static_cast<std::size_t>(v)].programs.front()(c->skel_.get()) ==
+            c->skel_->progs.usc_tp_nvme_complete) {
+            c->nvme_tp_probe_ = static_cast<int>(i);
+            // Opened now, while privileged: see module_symbol_addresses().
+            c->kallsyms_ = UniqueFd(::open("/proc/kallsyms", O_RDONLY | O_CLOEXEC));
+        }
         for (auto& l : links) c->links_.push_back(std::move(l));
         for (auto get : table[i].variants[static_cast<std::size_t>(v)].programs)
             c->attached_programs_[i].push_back(get(c->skel_.get()));
     }
+    c->refresh_modules();
     for (const auto& st : c->probes_) {
-        if (st.attached && !st.reason.empty())
+        if (st.attached && !st.waiting_for.empty())
+            spdlog::info("probe {} ({}): attached, waiting for module {} to load; {}", st.probe,
+                         st.kind, st.waiting_for, st.reason);
+        else if (st.attached && !st.reason.empty())
             spdlog::info("probe {} ({}): attached; higher tiers passed over: {}", st.probe,
                          st.kind, st.reason);
         else if (st.attached)
@@ -431,6 +477,40 @@ std::unique_ptr<BpfCollector> BpfCollector::make(const KernelFeatures& kf,
 bool BpfCollector::attached(std::string_view probe) const {
     return std::any_of(probes_.begin(), probes_.end(),
                        [&](const ProbeState& p) { return p.probe == probe && p.attached; });
+}
+
+void BpfCollector::refresh_modules() {
+    if (nvme_tp_probe_ < 0) return;
+    const std::uint64_t instance = module_instance("nvme_core");
+    // An instance is read a few times at most: its symbols are in /proc/kallsyms before its
+    // /sys/module directory appears, so only hidden addresses (no CAP_SYSLOG) keep them 0.
+    constexpr int kReads = 3;
+    if (instance == nvme_core_instance_ && (nvme_resolved_ || nvme_reads_ >= kReads)) return;
+    if (instance != nvme_core_instance_) nvme_reads_ = 0;
+    const bool first = nvme_core_instance_ == 0 && nvme_reads_ == 0 && !nvme_resolved_;
+    std::vector<std::uint64_t> fn(2, 0);
+    if (instance)
+        fn = module_symbol_addresses(kallsyms_.get(), "nvme_core",
+                                     {"nvme_uring_cmd_end_io", "nvme_uring_cmd_end_io_meta"});
+    skel_->bss->nvme_end_io_meta_fn = fn[1];
+    skel_->bss->nvme_end_io_fn = fn[0];
+    const bool was_resolved = nvme_resolved_;
+    nvme_core_instance_ = instance;
+    nvme_resolved_ = fn[0] != 0;
+    nvme_reads_ = instance ? nvme_reads_ + 1 : kReads;
+    auto& st = probes_[static_cast<std::size_t>(nvme_tp_probe_)];
+    st.waiting_for = nvme_resolved_ ? "" : "nvme_core";
+    if (nvme_resolved_ && !first)
+        spdlog::info("probe {} ({}): nvme_core loaded, passthrough completions counted from now",
+                     st.probe, st.kind);
+    else if (instance && !nvme_resolved_ && nvme_reads_ == kReads)
+        spdlog::warn("probe {} ({}): nvme_core is loaded but /proc/kallsyms shows no address for "
+                     "nvme_uring_cmd_end_io (hidden without CAP_SYSLOG?); it will be looked for "
+                     "again when nvme_core is reloaded",
+                     st.probe, st.kind);
+    else if (!instance && was_resolved)
+        spdlog::info("probe {} ({}): nvme_core unloaded, waiting for it to load again", st.probe,
+                     st.kind);
 }
 
 BpfCollector::~BpfCollector() {

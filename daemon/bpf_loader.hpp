@@ -61,6 +61,8 @@ struct Requirement {
         btf_params,   // btf_func with exactly `params` parameters (signature variants)
         ksym,         // a symbol in /proc/kallsyms (kprobe targets, typeless ksyms)
         kprobes,      // the kernel can attach kprobes at all
+        module,       // a module loaded now (/sys/module/<name>): its BTF and symbols are read
+                      // at load, so programs on it cannot follow a module loaded later
     } kind;
     const char* name = "";
     int params = 0;
@@ -108,6 +110,10 @@ public:
     bool attached(std::string_view probe) const;
     // probes() with each attached probe's current count of skipped runs.
     std::vector<ProbeState> probes_with_misses() const;
+    // Follows modules loaded, unloaded or reloaded since the last call: a stat() of
+    // /sys/module/nvme_core, and a /proc/kallsyms scan when its instance changed. Call it before
+    // each sample; probes() says what it found (ProbeState::waiting_for).
+    void refresh_modules();
 
     // One walk of every task's files; appends one record per io_uring file. complete is false
     // when the walk stopped before the end of the task list (the records read are kept); the
@@ -136,6 +142,12 @@ private:
     bpf_link* iter_link_ = nullptr;
     std::vector<ProbeState> probes_;
     std::vector<std::vector<bpf_program*>> attached_programs_;  // per probe, parallel to probes_
+    // The NVMe tracepoint variant, which matches requests by nvme_core's end_io addresses.
+    int nvme_tp_probe_ = -1;                // index into probes_, -1 when another variant runs
+    std::uint64_t nvme_core_instance_ = 0;  // module_instance() the addresses were read for
+    bool nvme_resolved_ = false;
+    int nvme_reads_ = 0;  // /proc/kallsyms scans for this instance
+    UniqueFd kallsyms_;   // /proc/kallsyms, opened before the daemon drops CAP_SYSLOG
 };
 
 }  // namespace uringscope

@@ -1,6 +1,8 @@
 #include "daemon/kernel_features.hpp"
 
 #include <dlfcn.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <sys/utsname.h>
@@ -9,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <string_view>
 #include <mutex>
 #include <utility>
 
@@ -152,6 +155,53 @@ unsigned KernelFeatures::config_hz() const {
         if (hz) return hz;
     }
     return 0;
+}
+
+}  // namespace uringscope
+
+namespace uringscope {
+
+std::uint64_t module_instance(const std::string& name) {
+    struct stat st {};
+    if (::stat(("/sys/module/" + name).c_str(), &st) != 0) return 0;
+    return static_cast<std::uint64_t>(st.st_ino);
+}
+
+// A scan of /proc/kallsyms by hand rather than BCC's symbol cache (ksym_address): the cache
+// is read once and must be rebuilt whole after a module loads, and libbcc costs 55 MB of
+// resident memory (see SymCache), for a few names read again only when a module (re)loads.
+std::vector<std::uint64_t> module_symbol_addresses(int kallsyms_fd, const std::string& module,
+                                                   const std::vector<std::string>& names) {
+    std::vector<std::uint64_t> out(names.size(), 0);
+    // From the start again: the kernel walks its symbol tables afresh, modules loaded since
+    // included, and keeps the address visibility decided when the file was opened.
+    if (::lseek(kallsyms_fd, 0, SEEK_SET) != 0) return out;
+    const std::string tag = "[" + module + "]";
+    std::string pending;
+    std::vector<char> buf(1 << 16);
+    auto line = [&](std::string_view l) {
+        // "ffffffffc0a01230 t nvme_uring_cmd_end_io\t[nvme_core]"; built-in: no tag.
+        const auto sp1 = l.find(' '), sp2 = l.find(' ', sp1 + 1);
+        if (sp1 == std::string_view::npos || sp2 == std::string_view::npos) return;
+        auto rest = l.substr(sp2 + 1);
+        const auto tab = rest.find('\t');
+        const auto sym = rest.substr(0, tab);
+        if (tab != std::string_view::npos && rest.substr(tab + 1) != tag) return;
+        for (std::size_t i = 0; i < names.size(); ++i)
+            if (out[i] == 0 && sym == names[i])
+                out[i] = std::strtoull(std::string(l.substr(0, sp1)).c_str(), nullptr, 16);
+    };
+    for (;;) {
+        const ssize_t n = ::read(kallsyms_fd, buf.data(), buf.size());
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        pending.append(buf.data(), static_cast<std::size_t>(n));
+        std::size_t start = 0;
+        for (std::size_t nl; (nl = pending.find('\n', start)) != std::string::npos; start = nl + 1)
+            line(std::string_view(pending).substr(start, nl - start));
+        pending.erase(0, start);
+    }
+    return out;
 }
 
 }  // namespace uringscope

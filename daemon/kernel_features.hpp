@@ -55,4 +55,19 @@ private:
     std::unique_ptr<SymCache> syms_;
 };
 
+// Modules come and go while the daemon runs; these are asked afresh on every call.
+//
+// The instance of a loaded module: the inode of its /sys/module directory, which sysfs numbers
+// anew on every load (and which built-in modules with parameters have too). 0 when not loaded.
+std::uint64_t module_instance(const std::string& name);
+inline bool module_loaded(const std::string& name) { return module_instance(name) != 0; }
+
+// Addresses of the named symbols of one module (or of the kernel proper, where that module is
+// built in), read from /proc/kallsyms open on kallsyms_fd; 0 for a name not found. The kernel
+// decides at open() whether the file shows addresses (kptr_restrict: to CAP_SYSLOG holders),
+// so a daemon that drops its capabilities keeps a descriptor opened before; all are 0 on one
+// opened without.
+std::vector<std::uint64_t> module_symbol_addresses(int kallsyms_fd, const std::string& module,
+                                                   const std::vector<std::string>& names);
+
 }  // namespace uringscope

@@ -39,6 +39,7 @@ bool Sampler::sample_once() {
     const auto t0 = std::chrono::steady_clock::now();
     RawSample raw;
     raw.work_time_per_thread = work_time_per_thread_;
+    bpf_.refresh_modules();
     // Drain before the walk: a ring created after the drain is walked now and recognised when
     // its record is drained next time; one that died before the walk is counted as short-lived.
     bpf_.drain_created(raw.created);

@@ -169,6 +169,9 @@ struct ProbeState {
     bool attached = false;
     std::string reason;  // why not; when a lower tier attached, why the higher ones did not
     std::uint64_t missed = 0;  // runs the kernel skipped (recursion_misses), e.g. kprobes in IRQs
+    // A module the attached probe waits for: until it loads, the probe can match nothing
+    // (the NVMe tracepoint variant before nvme_core is loaded). Empty when not waiting.
+    std::string waiting_for = {};
 };
 
 // How much of what the iterator saw happen a probe saw too. A function that is partially

@@ -47,7 +47,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DeviceSnapshot, name, polled, ir
                                                 completions_rate, polled_ratio,
                                                 polls_per_completion, iopoll_without_poll_queues,
                                                 has_cqes, cqes, cqe_delay)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ProbeState, probe, kind, attached, reason, missed)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ProbeState, probe, kind, attached, reason, missed,
+                                                waiting_for)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ProbeCoverage, probe, probe_events,
                                                 iterator_events, ratio)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Snapshot, hostname, kernel, seq, timestamp,

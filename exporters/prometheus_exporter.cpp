@@ -357,8 +357,14 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
         coverage_events.counter({{"probe", c.probe}, {"seen_by", "iterator"}},
                                 static_cast<double>(c.iterator_events));
     }
+    Family waiting("uringscope_probe_waiting",
+                   "1 while an attached probe waits for a kernel module to load before it can "
+                   "see anything: the NVMe tracepoint variant until nvme_core is loaded (the log names "
+                   "the module).", G);
     for (const auto& p : s.probes) {
         probe.gauge({{"probe", p.probe}, {"kind", p.kind}}, p.attached ? 1 : 0);
+        if (p.attached)
+            waiting.gauge({{"probe", p.probe}, {"kind", p.kind}}, p.waiting_for.empty() ? 0 : 1);
         if (p.attached) missed.counter({{"probe", p.probe}, {"kind", p.kind}}, static_cast<double>(p.missed));
     }
     Family finding("uringscope_advice_finding",
@@ -422,7 +428,7 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
         f->move_into(out);
     nvme_lat.move_into(out);
     nvme_cqe_delay.move_into(out);
-    for (auto* f : {&finding, &saving, &window, &probe, &coverage, &coverage_events, &missed, &overflow, &entries_now, &replaced, &incomplete, &samples, &duration, &last, &build})
+    for (auto* f : {&finding, &saving, &window, &probe, &waiting, &coverage, &coverage_events, &missed, &overflow, &entries_now, &replaced, &incomplete, &samples, &duration, &last, &build})
         f->move_into(out);
     return out;
 }

@@ -55,6 +55,7 @@ BASE = {
     "uringscope_identities_replaced_total": ("counter", {"kind"}),
     "uringscope_walks_incomplete_total": ("counter", set()),
     "uringscope_probe_missed_total": ("counter", {"probe", "kind"}),
+    "uringscope_probe_waiting": ("gauge", {"probe", "kind"}),
     "uringscope_samples_total": ("counter", set()),
     "uringscope_sample_duration_seconds": ("gauge", set()),
     "uringscope_last_sample_timestamp_seconds": ("gauge", set()),

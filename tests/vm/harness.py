@@ -1128,7 +1128,7 @@ def check_kernel_append(value: str) -> str | None:
 
 def qemu_command(qemu: str, p: Prepared, job_dir: Path, disks: list[Path], memory: str,
                  cpus: int, tcg_thread: str = "single", host_cpu: int | None = None,
-                 extra_append: str = "") -> list[str]:
+                 extra_append: str = "", subsystem_disks: list[Path] | None = None) -> list[str]:
     """QEMU's command line for one boot. extra_append (from --append, already checked by
     check_kernel_append) goes on the kernel command line after the harness's own words."""
     append = " ".join([
@@ -1156,6 +1156,30 @@ def qemu_command(qemu: str, p: Prepared, job_dir: Path, disks: list[Path], memor
                                                  ("usc-polled", "usc-unpolled"))):
         cmd += ["-drive", f"file={disk},if=none,id=nvm{i},format=raw,cache=unsafe",
                 "-device", f"nvme,serial={serial},drive=nvm{i},addr={addr}"]
+    cmd += nvme_subsystem_devices(subsystem_disks)
+    return cmd
+
+
+# PCI addresses of the two controllers of --nvme-subsystem (guest/init binds them in order).
+SUBSYSTEM_ADDRS = ("0x12", "0x13")
+
+
+def nvme_subsystem_devices(disks: list[Path]) -> list[str]:
+    """QEMU arguments for --nvme-subsystem: one NVMe subsystem with two controllers that share
+    two namespaces, so that Linux sees them through multipath (a head disk and char device per
+    namespace, a hidden path disk per controller). disks: the plain namespace's backing file,
+    then the one whose blocks carry 8 bytes of metadata in a separate buffer (ms=8, mset=0), as
+    passthrough users of end-to-end protection send. Empty when disks is."""
+    if not disks:
+        return []
+    plain, meta = disks
+    cmd = ["-device", "nvme-subsys,id=usc-subsys,nqn=usc-multipath"]
+    # One serial number for both: it belongs to the subsystem (QEMU refuses two).
+    for addr in SUBSYSTEM_ADDRS:
+        cmd += ["-device", f"nvme,serial=usc-shared,subsys=usc-subsys,addr={addr}"]
+    for nsid, (disk, extra) in enumerate(((plain, ""), (meta, ",ms=8,mset=0")), start=1):
+        cmd += ["-drive", f"file={disk},if=none,id=usc-ns{nsid},format=raw,cache=unsafe",
+                "-device", f"nvme-ns,drive=usc-ns{nsid},nsid={nsid},shared=on{extra}"]
     return cmd
 
 
@@ -1165,11 +1189,12 @@ class Guest:
     def __init__(self, p: Prepared, argv: list[str], env: dict[str, str], cache: Path,
                  logs: Path, log: Log, timeout: int, boot_timeout: int, expect: int,
                  probe_config: dict[str, str], probe_reason: str, memory: str, cpus: int,
-                 extra_append: str = ""):
+                 extra_append: str = "", nvme_subsystem: bool = False):
         self.p, self.argv, self.env, self.cache, self.logs, self.log = p, argv, env, cache, logs, log
         self.timeout, self.boot_timeout, self.expect = timeout, boot_timeout, expect
         self.probe_config, self.probe_reason = probe_config, probe_reason
         self.memory, self.cpus, self.extra_append = memory, cpus, extra_append
+        self.nvme_subsystem = nvme_subsystem
         self.tail: deque[str] = deque(maxlen=40)
         self.fatal = ""  # the guest's own account of why it failed, if it gave one
 
@@ -1192,7 +1217,14 @@ class Guest:
             with open(disk, "wb") as f:
                 f.truncate(1 << 30)  # sparse: costs no disk space until written
             disks.append(disk)
+        subsystem_disks = []
+        for name in (("nvme-shared.img", "nvme-shared-meta.img") if self.nvme_subsystem else ()):
+            disk = scratch / name
+            with open(disk, "wb") as f:
+                f.truncate(256 << 20)
+            subsystem_disks.append(disk)
         env = {"URINGSCOPE_VM": "1", "URINGSCOPE_VM_KERNEL": self.p.kernel.name,
+               "URINGSCOPE_VM_MODULES": "/run/uringscope-vm-modules",
                "URINGSCOPE_VM_DEB_VERSION": self.p.selection.version, **self.env}
         (job / "job.sh").write_text(job_script(self.argv, CHECKOUT, env))
         # Paths the guest must keep visible even if they lie below a directory it covers with
@@ -1200,6 +1232,8 @@ class Guest:
         keep = [str(CHECKOUT)] + [str(Path(v).parent) for k, v in self.probe_config.items()
                                   if k == "PROBE_CHECK"]
         config = {"KEEP_PATHS": " ".join(keep), **self.probe_config}
+        if self.nvme_subsystem:
+            config["NVME_SUBSYSTEM"] = " ".join(f"0000:00:{a[2:]}.0" for a in SUBSYSTEM_ADDRS)
         if self.probe_reason:
             config["PROBE_CHECK_REASON"] = self.probe_reason
         (job / "config").write_text("".join(f"{k}={shlex.quote(v)}\n" for k, v in config.items()))
@@ -1218,7 +1252,7 @@ class Guest:
         if self.extra_append:
             self.log(f"kernel command line: appended {self.extra_append} (--append)")
         cmd = qemu_command(qemu, self.p, job, disks, self.memory, self.cpus, tcg_thread, host_cpu,
-                           extra_append=self.extra_append)
+                           extra_append=self.extra_append, subsystem_disks=subsystem_disks)
         (self.logs / "qemu.cmdline").write_text(shlex.join(cmd) + "\n")
         console = open(self.logs / "console.log", "w", errors="replace")
         qerr = open(self.logs / "qemu.stderr", "wb")
@@ -1389,6 +1423,13 @@ Every guest has:
                              ng0n1 is the passthrough char device (kernels 5.13 and later)
   /dev/nvme1n1, /dev/ng1n1   a second NVMe controller probed without poll queues (io_poll = 0)
   /dev/nullb0                null_blk, blk-mq, 2 submit queues of which 1 polled
+  $URINGSCOPE_VM_MODULES     a root holding the guest kernel's lib/modules, for
+                             modprobe -d "$URINGSCOPE_VM_MODULES" (/run/uringscope-vm-modules)
+With --nvme-subsystem also, bound after the two above (controllers nvme2 and nvme3), both with
+poll queues: two controllers of one NVMe subsystem sharing namespace 1 (plain) and namespace 2
+(8 bytes of metadata per block in a separate buffer); with multipath (Debian's default) each
+namespace is one head disk and char device (/dev/nvme<S>n1, /dev/ng<S>n1; S is the subsystem's
+instance, 3 on 6.1) over a hidden path disk per controller (nvme<S>c2n1, nvme<S>c3n1).
 Before COMMAND starts the guest reports its kernel's capabilities (BTF, module BTF of nvme,
 which fentry/fexit/kprobe/tp_btf programs load and attach, each block device's io_poll).
 
@@ -1414,7 +1455,7 @@ environment:
   URINGSCOPE_VM_LOGS    logs, one directory per run (the newest 10 are kept, "latest" links
                         to the newest), in it per kernel: console.log, dmesg, capabilities,
                         qemu.cmdline, qemu.stderr, command, status (default {logs})
-  Inside the guest COMMAND sees URINGSCOPE_VM=1, URINGSCOPE_VM_KERNEL=<name>,
+  Inside the guest COMMAND sees URINGSCOPE_VM=1, URINGSCOPE_VM_KERNEL=<name>, URINGSCOPE_VM_MODULES,
   URINGSCOPE_VM_DEB_VERSION=<Debian version> and whatever --env sets; nothing else of the
   caller's environment.
 
@@ -1469,6 +1510,10 @@ def build_parser() -> Parser:
                         "words (repeatable; the words keep their order), e.g. "
                         "--append \"nohz_full=1 isolcpus=1\"; console=, rdinit= and panic= "
                         "are the harness's and are refused")
+    p.add_argument("--nvme-subsystem", action="store_true",
+                   help="also give the guest an NVMe subsystem of two controllers sharing two "
+                        "namespaces, one with 8 bytes of separate metadata per block: Linux "
+                        "reaches them through multipath (see 'Every guest has' below)")
     p.add_argument("--prepare-only", action="store_true",
                    help="download and build what the kernels need, boot nothing")
     p.add_argument("--refresh", action="store_true",
@@ -1588,7 +1633,8 @@ def run_one(kernel: Kernel, args: argparse.Namespace, store: KernelStore, log: L
                           boot_timeout=args.boot_timeout or kernel.boot_timeout,
                           expect=args.expect_status, probe_config=probes[0],
                           probe_reason=probes[1], memory=args.memory or kernel.memory,
-                          cpus=args.cpus or kernel.cpus, extra_append=args.kernel_append)
+                          cpus=args.cpus or kernel.cpus, extra_append=args.kernel_append,
+                          nvme_subsystem=args.nvme_subsystem)
             guest.run(result)
     except HarnessError as e:
         result.reason = str(e)

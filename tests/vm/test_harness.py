@@ -6,6 +6,7 @@ The smoke run that boots every kernel is separate (docs/VM.md)."""
 import contextlib
 import io
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -323,6 +324,32 @@ class Running(unittest.TestCase):
         self.assertIn("addr=0x11", joined)
         self.assertIn("-no-reboot", cmd)
         self.assertNotIn("taskset", cmd)
+
+    def test_nvme_subsystem_is_two_controllers_sharing_a_plain_and_a_metadata_namespace(self):
+        k = matrix(MINIMAL)[0]
+        p = harness.Prepared(k, harness.Selection("i", "1", []), "r", Path("/v"), Path("/i"))
+        plain = harness.qemu_command("qemu", p, Path("/job"), [Path("/d0"), Path("/d1")], "2G", 2)
+        self.assertNotIn("nvme-subsys", " ".join(plain))
+        self.assertFalse(harness.parse_args(["--kernel", "sid", "--", "true"]).nvme_subsystem)
+        self.assertTrue(harness.parse_args(["--kernel", "sid", "--nvme-subsystem", "--",
+                                            "true"]).nvme_subsystem)
+        cmd = harness.qemu_command("qemu", p, Path("/job"), [Path("/d0"), Path("/d1")], "2G", 2,
+                                   subsystem_disks=[Path("/s0"), Path("/s1")])
+        devices = [cmd[i + 1] for i, a in enumerate(cmd) if a == "-device"]
+        subsys = [d for d in devices if d.startswith("nvme-subsys,")]
+        self.assertEqual(len(subsys), 1)
+        subsys_id = re.search(r"id=([^,]+)", subsys[0]).group(1)
+        ctrls = [d for d in devices if d.startswith("nvme,") and f"subsys={subsys_id}" in d]
+        self.assertEqual(len(ctrls), 2)
+        # One serial for the subsystem (QEMU refuses two), at the addresses guest/init binds.
+        self.assertEqual({re.search(r"serial=([^,]+)", c).group(1) for c in ctrls}, {"usc-shared"})
+        self.assertEqual([re.search(r"addr=([^,]+)", c).group(1) for c in ctrls],
+                         list(harness.SUBSYSTEM_ADDRS))
+        namespaces = [d for d in devices if d.startswith("nvme-ns,")]
+        self.assertEqual(len(namespaces), 2)
+        self.assertTrue(all("shared=on" in n for n in namespaces))
+        self.assertNotIn("ms=", namespaces[0])
+        self.assertIn("ms=8,mset=0", namespaces[1])
 
     def test_single_threaded_tcg_runs_pinned_to_one_host_cpu(self):
         # Unpinned, bookworm's QEMU lets the host reorder the NVMe doorbell handshake

@@ -3,6 +3,7 @@
 // pinned alone on an isolated nohz_full CPU. Each test drives its own ring through liburing, so
 // the ground truth (parks, timeouts, the kernel's own switch counts) is exact.
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <liburing.h>
 #include <sched.h>
 #include <sys/uio.h>
@@ -12,6 +13,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -257,6 +259,86 @@ TEST_F(Sched, TimerInterruptWakeupsAreNamedAsInterrupts) {
             EXPECT_EQ(s.labels.at("waker_pid"), "0") << "an interrupt has no waker process";
         }
     }
+}
+
+// The same from a device: reads on an NVMe namespace without poll queues complete in its
+// interrupt handler, which queues the completion's task work on the SQ thread and wakes it when
+// it sleeps. Before, the wake was charged to whatever task the interrupt had interrupted.
+TEST_F(Sched, NvmeCompletionWakeupsAreNamedAsInterrupts) {
+    std::string dev;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator("/sys/block", ec)) {
+        const auto n = e.path().filename().string();
+        std::ifstream poll(e.path() / "queue/io_poll");
+        std::string io_poll;
+        std::getline(poll, io_poll);
+        if (n.rfind("nvme", 0) == 0 && n.find('c') == std::string::npos && io_poll == "0") {
+            dev = "/dev/" + n;
+            break;
+        }
+    }
+    if (dev.empty())
+        GTEST_SKIP() << "no NVMe namespace completing by interrupt (the tests/vm guests' nvme1n1)";
+    const int fd = ::open(dev.c_str(), O_RDONLY | O_DIRECT);
+    ASSERT_GE(fd, 0) << dev << ": " << std::strerror(errno);
+    auto d = start_daemon("100ms");
+    ASSERT_TRUE(d->ready());
+    if (value(d->scrape(), "uringscope_probe_attached", {{"probe", "sched_waking"}}) != 1)
+        GTEST_SKIP() << "sched_waking is not attachable on this kernel";
+    open_sqpoll(1);
+    auto l = thread_labels(*d);
+    ASSERT_FALSE(l.empty()) << "no walk saw ring " << ring_id_;
+
+    // Reads of 32 MiB, one at a time, 30 ms apart. The block layer splits each into requests
+    // the device works through for longer than the thread's 1 ms of polling, and only the last
+    // of them completes the read: the thread is asleep by then, and the interrupt wakes it.
+    constexpr int kReads = 20;
+    constexpr unsigned kSize = 32u << 20;
+    void* buf = std::aligned_alloc(4096, kSize);
+    for (int i = 0; i < kReads; ++i) {
+        io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+        ASSERT_NE(sqe, nullptr);
+        io_uring_prep_read(sqe, fd, buf, kSize, static_cast<__u64>(i % 16) * kSize);
+        ASSERT_EQ(io_uring_submit(&ring_), 1);
+        io_uring_cqe* cqe = nullptr;
+        ASSERT_EQ(io_uring_wait_cqe(&ring_, &cqe), 0);
+        EXPECT_EQ(cqe->res, static_cast<int>(kSize));
+        io_uring_cqe_seen(&ring_, cqe);
+        std::this_thread::sleep_for(milliseconds(30));
+    }
+    std::free(buf);
+    ::close(fd);
+    auto wakeups_in = [&](const std::vector<Series>& m, const std::string& context) {
+        double n = 0;
+        for (const auto& s : m)
+            if (s.name == "uringscope_sqthread_wakeups_by_waker_total" &&
+                s.labels.at("sq_thread") == l.at("sq_thread") &&
+                s.labels.at("waker_context") == context)
+                n += s.value;
+        return n;
+    };
+    std::vector<Series> m;
+    double total = 0;
+    eventually(seconds(3), [&] {
+        m = d->scrape();
+        total = value(m, "uringscope_sqthread_wakeups_total", l);
+        return wakeups_in(m, "irq") + wakeups_in(m, "task") >= total && total > 0;
+    });
+    const double irq = wakeups_in(m, "irq"), task = wakeups_in(m, "task");
+    std::printf("%d reads of 32 MiB on %s: %.0f wakeups, %.0f from interrupts, %.0f from tasks\n",
+                kReads, dev.c_str(), total, irq, task);
+    // Every wakeup is named. A task wakes the thread once per read at most (the submitter's
+    // io_uring_enter), a completion too. Named by the task they interrupted, as before, the
+    // interrupts' wakeups would push the task count past its bound.
+    EXPECT_EQ(irq + task, total);
+    EXPECT_GT(irq, 0) << "no completion came while the thread slept";
+    EXPECT_LE(irq, kReads);
+    EXPECT_LE(task, kReads + 1);
+    for (const auto& s : m)
+        if (s.name == "uringscope_sqthread_wakeups_by_waker_total" &&
+            s.labels.at("waker_context") == "irq") {
+            EXPECT_EQ(s.labels.at("waker_pid"), "0");
+        }
 }
 
 // On a nohz_full CPU a thread that never leaves it has its sum_exec_runtime updated by the remote

@@ -2,10 +2,6 @@
 
 #include <curl/curl.h>
 
-#include <chrono>
-#include <condition_variable>
-#include <mutex>
-
 #include "daemon/bpf_loader.hpp"
 #include "daemon/kernel_features.hpp"
 #include "daemon/privileges.hpp"
@@ -13,30 +9,6 @@
 #include "exporters/json_exporter.hpp"
 
 namespace uringscope::top {
-
-SnapshotSource::SnapshotSource(double interval_s, std::string description)
-    : interval_ms_(static_cast<long>(interval_s * 1000)), description_(std::move(description)) {}
-
-SnapshotSource::~SnapshotSource() = default;
-
-void SnapshotSource::start() {
-    worker_ = std::jthread([this](std::stop_token stop) {
-        std::mutex mu;
-        std::condition_variable_any cv;
-        while (!stop.stop_requested()) {
-            std::string err;
-            if (!fetch(err)) error_ = err;
-            std::unique_lock lock(mu);
-            cv.wait_for(lock, stop, std::chrono::milliseconds(interval_ms_.load()),
-                        [] { return false; });
-        }
-    });
-}
-
-void SnapshotSource::stop() {
-    worker_.request_stop();
-    if (worker_.joinable()) worker_.join();
-}
 
 namespace {
 

@@ -4,6 +4,7 @@
 // only ever reads the latest snapshot, so a slow terminal never stalls sampling.
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -17,7 +18,8 @@ public:
     std::shared_ptr<const Snapshot> latest() const { return store_.latest(); }
     void set_interval(double seconds) { interval_ms_ = static_cast<long>(seconds * 1000); }
     const std::string& description() const { return description_; }
-    const std::string& last_error() const { return error_; }
+    // The last fetch's error; a copy, because the worker thread may be writing the next one.
+    std::string last_error() const;
 
 protected:
     explicit SnapshotSource(double interval_s, std::string description);
@@ -30,9 +32,13 @@ protected:
 private:
     std::atomic<long> interval_ms_;
     std::string description_;
-    std::string error_;
+    mutable std::mutex error_mu_;
+    std::string error_;  // guarded by error_mu_
     std::jthread worker_;
 };
+
+// SnapshotSource's own code (the worker thread) is in cli/snapshot_source.cpp, apart from the
+// sources below, so that it builds and is tested without libcurl or BPF.
 
 // Connects to a daemon at base_url (e.g. http://127.0.0.1:10464). Fails if the first fetch fails.
 std::unique_ptr<SnapshotSource> connect_daemon(const std::string& base_url, double interval_s,

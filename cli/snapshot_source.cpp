@@ -1,0 +1,40 @@
+#include <chrono>
+#include <condition_variable>
+
+#include "cli/top_source.hpp"
+
+namespace uringscope::top {
+
+SnapshotSource::SnapshotSource(double interval_s, std::string description)
+    : interval_ms_(static_cast<long>(interval_s * 1000)), description_(std::move(description)) {}
+
+SnapshotSource::~SnapshotSource() = default;
+
+std::string SnapshotSource::last_error() const {
+    std::lock_guard lock(error_mu_);
+    return error_;
+}
+
+void SnapshotSource::start() {
+    worker_ = std::jthread([this](std::stop_token stop) {
+        std::mutex mu;
+        std::condition_variable_any cv;
+        while (!stop.stop_requested()) {
+            std::string err;
+            if (!fetch(err)) {
+                std::lock_guard lock(error_mu_);
+                error_ = std::move(err);
+            }
+            std::unique_lock lock(mu);
+            cv.wait_for(lock, stop, std::chrono::milliseconds(interval_ms_.load()),
+                        [] { return false; });
+        }
+    });
+}
+
+void SnapshotSource::stop() {
+    worker_.request_stop();
+    if (worker_.joinable()) worker_.join();
+}
+
+}  // namespace uringscope::top

@@ -1,8 +1,8 @@
 #include "cli/advise.hpp"
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
 
@@ -94,14 +94,12 @@ OptionsResult parse_options(int argc, const char* const* argv) {
     return r;
 }
 
-std::optional<std::string> filter_findings(const Snapshot& snap, const Options& o,
-                                           Advice& advice) {
+std::optional<std::string> filter_findings(const Snapshot& snap, const Options& o, Advice& advice) {
     if (o.pid) {
-        const bool known =
-            std::any_of(snap.threads.begin(), snap.threads.end(),
-                        [&](const auto& t) { return t.pid == *o.pid; }) ||
-            std::any_of(snap.rings.begin(), snap.rings.end(),
-                        [&](const auto& r) { return r.pid == *o.pid; });
+        const bool known = std::any_of(snap.threads.begin(), snap.threads.end(),
+                                       [&](const auto& t) { return t.pid == *o.pid; }) ||
+                           std::any_of(snap.rings.begin(), snap.rings.end(),
+                                       [&](const auto& r) { return r.pid == *o.pid; });
         if (!known)
             return fmt::format("no io_uring ring or SQ thread belongs to pid {} (rings seen: {})",
                                *o.pid, snap.rings.size());
@@ -111,7 +109,8 @@ std::optional<std::string> filter_findings(const Snapshot& snap, const Options& 
                                        [&](const auto& t) { return t.tid == *o.thread; });
         if (!known) {
             std::string tids;
-            for (const auto& t : snap.threads) tids += (tids.empty() ? "" : " ") + std::to_string(t.tid);
+            for (const auto& t : snap.threads)
+                tids += (tids.empty() ? "" : " ") + std::to_string(t.tid);
             return fmt::format("no SQ thread with tid {} (SQ threads now: {})", *o.thread,
                                tids.empty() ? "none" : tids);
         }
@@ -138,7 +137,7 @@ std::string fmt_value(const Figure& f) {
     if (f.unit == "ratio") return fmt::format("{:.1f}%", f.value * 100);
     if (f.unit == "s" || f.unit == "s/s") {
         const double v = f.value;
-        std::string s = v >= 1 ? fmt::format("{:.3g} s", v)
+        std::string s = v >= 1      ? fmt::format("{:.3g} s", v)
                         : v >= 1e-3 ? fmt::format("{:.3g} ms", v * 1e3)
                                     : fmt::format("{:.3g} us", v * 1e6);
         return f.unit == "s/s" ? s + "/s" : s;
@@ -175,12 +174,12 @@ std::string wrap(const std::string& text, std::size_t width, const std::string& 
 
 std::string render_text(const Advice& a, const Snapshot& snap) {
     std::string out;
-    out += fmt::format("uringscope advise: {} finding{} over {:.1f} s on {} ({}), {} SQ thread{}, "
-                       "{} ring{}\n",
-                       a.findings.size(), a.findings.size() == 1 ? "" : "s", a.window_seconds,
-                       snap.hostname, snap.kernel, snap.threads.size(),
-                       snap.threads.size() == 1 ? "" : "s", snap.rings.size(),
-                       snap.rings.size() == 1 ? "" : "s");
+    out += fmt::format(
+        "uringscope advise: {} finding{} over {:.1f} s on {} ({}), {} SQ thread{}, "
+        "{} ring{}\n",
+        a.findings.size(), a.findings.size() == 1 ? "" : "s", a.window_seconds, snap.hostname,
+        snap.kernel, snap.threads.size(), snap.threads.size() == 1 ? "" : "s", snap.rings.size(),
+        snap.rings.size() == 1 ? "" : "s");
     if (a.findings.empty()) out += "\nNo findings: nothing to change on this evidence.\n";
     for (const auto& f : a.findings) {
         out += fmt::format("\n[{}] {}", f.id, f.subject);
@@ -196,15 +195,14 @@ std::string render_text(const Advice& a, const Snapshot& snap) {
             out += fmt::format("    {:>12} {:>12} {:>8} {:>10}\n", "setting", "mean spin", "cpu",
                                "wakes/s");
             for (const auto& p : f.curve) {
-                out += fmt::format("    {:>12} {:>9.2f} ms {:>7.1f}% {:>10.1f}{}\n",
-                                   p.setting_seconds >= 1e-3
-                                       ? fmt::format("{:g} ms", p.setting_seconds * 1e3)
-                                       : fmt::format("{:g} us", p.setting_seconds * 1e6),
-                                   p.effective_seconds * 1e3, p.cpu_cores * 100,
-                                   p.wakeups_per_second,
-                                   p.recommended ? "  <- recommended"
-                                   : p.current   ? "  <- current"
-                                                 : "");
+                out += fmt::format(
+                    "    {:>12} {:>9.2f} ms {:>7.1f}% {:>10.1f}{}\n",
+                    p.setting_seconds >= 1e-3 ? fmt::format("{:g} ms", p.setting_seconds * 1e3)
+                                              : fmt::format("{:g} us", p.setting_seconds * 1e6),
+                    p.effective_seconds * 1e3, p.cpu_cores * 100, p.wakeups_per_second,
+                    p.recommended ? "  <- recommended"
+                    : p.current   ? "  <- current"
+                                  : "");
             }
         }
     }

@@ -11,12 +11,12 @@ namespace uringscope::advise {
 
 struct Options {
     std::string daemon_url = "http://127.0.0.1:10464";
-    bool local = false;            // --local: sample in-process for --duration
-    double duration_seconds = 15;  // --duration: window of an in-process run
-    std::optional<std::uint32_t> pid;     // --pid: only findings about this process
-    std::optional<std::int32_t> thread;   // --thread: only findings about this SQ thread
+    bool local = false;                  // --local: sample in-process for --duration
+    double duration_seconds = 15;        // --duration: window of an in-process run
+    std::optional<std::uint32_t> pid;    // --pid: only findings about this process
+    std::optional<std::int32_t> thread;  // --thread: only findings about this SQ thread
     bool json = false;
-    double wake_weight = 100;      // --wake-weight, see AdviseOptions
+    double wake_weight = 100;  // --wake-weight, see AdviseOptions
 };
 
 struct OptionsResult {

@@ -1,11 +1,11 @@
 // `uringscope advise`: gets a window of snapshots (the daemon's, or its own) and prints advice.
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "cli/advise.hpp"
@@ -90,8 +90,8 @@ int run(const Options& o) {
             return print(o, *snap, snap->advice);
         }
         if (geteuid() != 0) {
-            std::cerr << "uringscope advise: no daemon at " << o.daemon_url << " ("
-                      << daemon_err << "), and sampling in-process needs root\n";
+            std::cerr << "uringscope advise: no daemon at " << o.daemon_url << " (" << daemon_err
+                      << "), and sampling in-process needs root\n";
             return 1;
         }
         std::cerr << "uringscope advise: no daemon at " << o.daemon_url

@@ -28,7 +28,9 @@ namespace {
 std::atomic<bool> g_quit{false};
 std::atomic<bool> g_curses_active{false};
 
-void on_quit(int) { g_quit = true; }
+void on_quit(int) {
+    g_quit = true;
+}
 
 // A fatal signal must not leave the user's terminal in raw mode with no echo. endwin() is not
 // async-signal-safe, but the process is about to die anyway and a restored terminal is worth
@@ -207,26 +209,67 @@ int run_interactive(SnapshotSource& src, ViewState v) {
         for (std::size_t i = 0; i < cols.size(); ++i)
             if (cols[i].id == v.sort) sort_idx = static_cast<int>(i);
         switch (ch) {
-        case 'q': case 'Q': g_quit = true; break;
-        case '\t': v.view = v.view == View::threads ? View::polling : View::threads; break;
-        case '\n': case KEY_ENTER: case 'e':
-            if (v.selected < static_cast<int>(rows.size())) {
-                auto tid = rows[static_cast<std::size_t>(v.selected)]->tid;
-                if (!v.expanded.erase(tid)) v.expanded.insert(tid);
-            }
-            break;
-        case KEY_UP: case 'k': v.selected = std::max(0, v.selected - 1); break;
-        case KEY_DOWN: case 'j': ++v.selected; break;
-        case '<': v.sort = cols[static_cast<std::size_t>((sort_idx + static_cast<int>(cols.size()) - 2) % (static_cast<int>(cols.size()) - 1))].id; break;
-        case '>': v.sort = cols[static_cast<std::size_t>((sort_idx + 1) % (static_cast<int>(cols.size()) - 1))].id; break;
-        case 'r': v.descending = !v.descending; break;
-        case '/': v.editing = true; v.editing_filter = v.filter; break;
-        case 'p': case ' ': v.paused = !v.paused; break;
-        case '+': v.refresh_seconds = std::min(60.0, v.refresh_seconds * 2); src.set_interval(v.refresh_seconds); break;
-        case '-': v.refresh_seconds = std::max(0.125, v.refresh_seconds / 2); src.set_interval(v.refresh_seconds); break;
-        case 'h': case '?': v.help = !v.help; break;
-        case KEY_RESIZE: break;
-        default: dirty = false;
+            case 'q':
+            case 'Q':
+                g_quit = true;
+                break;
+            case '\t':
+                v.view = v.view == View::threads ? View::polling : View::threads;
+                break;
+            case '\n':
+            case KEY_ENTER:
+            case 'e':
+                if (v.selected < static_cast<int>(rows.size())) {
+                    auto tid = rows[static_cast<std::size_t>(v.selected)]->tid;
+                    if (!v.expanded.erase(tid)) v.expanded.insert(tid);
+                }
+                break;
+            case KEY_UP:
+            case 'k':
+                v.selected = std::max(0, v.selected - 1);
+                break;
+            case KEY_DOWN:
+            case 'j':
+                ++v.selected;
+                break;
+            case '<':
+                v.sort =
+                    cols[static_cast<std::size_t>((sort_idx + static_cast<int>(cols.size()) - 2) %
+                                                  (static_cast<int>(cols.size()) - 1))]
+                        .id;
+                break;
+            case '>':
+                v.sort = cols[static_cast<std::size_t>((sort_idx + 1) %
+                                                       (static_cast<int>(cols.size()) - 1))]
+                             .id;
+                break;
+            case 'r':
+                v.descending = !v.descending;
+                break;
+            case '/':
+                v.editing = true;
+                v.editing_filter = v.filter;
+                break;
+            case 'p':
+            case ' ':
+                v.paused = !v.paused;
+                break;
+            case '+':
+                v.refresh_seconds = std::min(60.0, v.refresh_seconds * 2);
+                src.set_interval(v.refresh_seconds);
+                break;
+            case '-':
+                v.refresh_seconds = std::max(0.125, v.refresh_seconds / 2);
+                src.set_interval(v.refresh_seconds);
+                break;
+            case 'h':
+            case '?':
+                v.help = !v.help;
+                break;
+            case KEY_RESIZE:
+                break;
+            default:
+                dirty = false;
         }
     }
     return 0;

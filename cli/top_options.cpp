@@ -8,7 +8,8 @@ namespace uringscope::top {
 
 namespace {
 
-const char* const kDescription = R"(uringscope top - live view of io_uring SQ threads, rings and polling
+const char* const kDescription =
+    R"(uringscope top - live view of io_uring SQ threads, rings and polling
 
 Shows every SQ thread with its CPU split into useful work, idle spinning and sleep, its sleep and
 wake rates and wake latency, how many rings it serves and how fairly. Enter lists a thread's
@@ -48,8 +49,7 @@ OptionsResult parse_top_options(int argc, const char* const* argv) {
         ->check(CLI::Range(0.1, 3600.0))
         ->default_str("1");
     app.add_flag("--json", o.json, "Print snapshots as JSON lines (implies -b).");
-    app.add_option("--daemon", o.daemon_url, "Base URL of uringscoped.")
-        ->default_str(o.daemon_url);
+    app.add_option("--daemon", o.daemon_url, "Base URL of uringscoped.")->default_str(o.daemon_url);
     app.add_flag("--local", o.local, "Do not ask a daemon; sample in this process (root).");
     app.add_option("--sort", sort,
                    "Sort column: tid pid comm cpu work spin sleep sleeps wakes p50 p99 rings "

@@ -8,15 +8,15 @@
 namespace uringscope::top {
 
 struct Options {
-    bool batch = false;           // -b: text snapshots to stdout, no terminal
-    int iterations = 0;           // -n: snapshots to print in batch mode, 0 = until interrupted
-    double delay_seconds = 1.0;   // -d: refresh interval
-    bool json = false;            // --json: JSON lines instead of text (implies batch)
+    bool batch = false;          // -b: text snapshots to stdout, no terminal
+    int iterations = 0;          // -n: snapshots to print in batch mode, 0 = until interrupted
+    double delay_seconds = 1.0;  // -d: refresh interval
+    bool json = false;           // --json: JSON lines instead of text (implies batch)
     std::string daemon_url = "http://127.0.0.1:10464";
-    bool local = false;           // --local: never ask the daemon, sample in-process
+    bool local = false;  // --local: never ask the daemon, sample in-process
     Column sort = Column::cpu;
     std::string filter;
-    int width = 0;                // batch output width, 0 = $COLUMNS or 160
+    int width = 0;  // batch output width, 0 = $COLUMNS or 160
 };
 
 struct OptionsResult {

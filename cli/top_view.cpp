@@ -39,49 +39,79 @@ std::string pad(std::string s, int width, bool right) {
     return right ? fill + s : s + fill;
 }
 
-std::string pct(double fraction) { return fmt("%.1f", fraction * 100); }
+std::string pct(double fraction) {
+    return fmt("%.1f", fraction * 100);
+}
 
 double sort_value(const ThreadSnapshot& t, Column c) {
     switch (c) {
-    case Column::tid: return t.tid;
-    case Column::pid: return t.pid;
-    case Column::cpu: return t.cpu_util;
-    case Column::work: return t.work_util;
-    case Column::spin: return t.spin_util;
-    case Column::sleep: return t.sleep_util;
-    case Column::sleeps: return t.sleep_rate;
-    case Column::wakes: return t.wakeup_rate;
-    case Column::p50: return t.wake_p50_seconds;
-    case Column::p99: return t.wake_p99_seconds;
-    case Column::rings: return static_cast<double>(t.rings);
-    case Column::sqes: return t.sqe_rate;
-    case Column::fairness: return t.fairness;
-    case Column::comm:
-    case Column::history: return t.cpu_util;
+        case Column::tid:
+            return t.tid;
+        case Column::pid:
+            return t.pid;
+        case Column::cpu:
+            return t.cpu_util;
+        case Column::work:
+            return t.work_util;
+        case Column::spin:
+            return t.spin_util;
+        case Column::sleep:
+            return t.sleep_util;
+        case Column::sleeps:
+            return t.sleep_rate;
+        case Column::wakes:
+            return t.wakeup_rate;
+        case Column::p50:
+            return t.wake_p50_seconds;
+        case Column::p99:
+            return t.wake_p99_seconds;
+        case Column::rings:
+            return static_cast<double>(t.rings);
+        case Column::sqes:
+            return t.sqe_rate;
+        case Column::fairness:
+            return t.fairness;
+        case Column::comm:
+        case Column::history:
+            return t.cpu_util;
     }
     return 0;
 }
 
 std::string cell(const ThreadSnapshot& t, Column c, int width, const History& h, bool utf8) {
     switch (c) {
-    case Column::tid: return std::to_string(t.tid);
-    case Column::pid: return std::to_string(t.pid);
-    case Column::comm: return field_safe(t.comm);
-    case Column::cpu: return pct(t.cpu_util);
-    case Column::work: return pct(t.work_util) + (t.work_source == WorkSource::estimate ? "~" : "");
-    case Column::spin: return pct(t.spin_util);
-    case Column::sleep: return pct(t.sleep_util);
-    case Column::sleeps: return human_rate(t.sleep_rate);
-    case Column::wakes: return human_rate(t.wakeup_rate);
-    case Column::p50: return human_seconds(t.wake_p50_seconds);
-    case Column::p99: return human_seconds(t.wake_p99_seconds);
-    case Column::rings: return std::to_string(t.rings);
-    case Column::sqes: return human_rate(t.sqe_rate);
-    case Column::fairness: return fmt("%.2f", t.fairness);
-    case Column::history: {
-        const auto* d = h.cpu(t.tid);
-        return d ? sparkline(*d, static_cast<std::size_t>(width), utf8) : std::string();
-    }
+        case Column::tid:
+            return std::to_string(t.tid);
+        case Column::pid:
+            return std::to_string(t.pid);
+        case Column::comm:
+            return field_safe(t.comm);
+        case Column::cpu:
+            return pct(t.cpu_util);
+        case Column::work:
+            return pct(t.work_util) + (t.work_source == WorkSource::estimate ? "~" : "");
+        case Column::spin:
+            return pct(t.spin_util);
+        case Column::sleep:
+            return pct(t.sleep_util);
+        case Column::sleeps:
+            return human_rate(t.sleep_rate);
+        case Column::wakes:
+            return human_rate(t.wakeup_rate);
+        case Column::p50:
+            return human_seconds(t.wake_p50_seconds);
+        case Column::p99:
+            return human_seconds(t.wake_p99_seconds);
+        case Column::rings:
+            return std::to_string(t.rings);
+        case Column::sqes:
+            return human_rate(t.sqe_rate);
+        case Column::fairness:
+            return fmt("%.2f", t.fairness);
+        case Column::history: {
+            const auto* d = h.cpu(t.tid);
+            return d ? sparkline(*d, static_cast<std::size_t>(width), utf8) : std::string();
+        }
     }
     return "";
 }
@@ -105,14 +135,13 @@ std::vector<std::pair<ColumnInfo, int>> layout(int width) {
     std::vector<std::pair<ColumnInfo, int>> out;
     for (const auto& c : cols)
         if (chosen.count(c.id)) out.emplace_back(c, c.width);
-    if (!out.empty() && out.back().first.id == Column::history)
-        out.back().second += width - used;
+    if (!out.empty() && out.back().first.id == Column::history) out.back().second += width - used;
     return out;
 }
 
 std::string ring_line(const RingSnapshot& r, int width) {
-    std::string s = "   + ring " + pad(r.id, 13, false) + " " + pad(r.mode, 7, false) +
-                    " SQE/s " + pad(human_rate(r.sqe_rate), 7, true) + "  CQE/s " +
+    std::string s = "   + ring " + pad(r.id, 13, false) + " " + pad(r.mode, 7, false) + " SQE/s " +
+                    pad(human_rate(r.sqe_rate), 7, true) + "  CQE/s " +
                     pad(human_rate(r.cqe_rate), 7, true) + "  share " +
                     pad(fmt("%.0f%%", r.sqthread_share * 100), 4, true) + "  backlog " +
                     std::to_string(r.sq_backlog);
@@ -123,13 +152,13 @@ std::string ring_line(const RingSnapshot& r, int width) {
 
 const std::vector<ColumnInfo>& thread_columns() {
     static const std::vector<ColumnInfo> cols = {
-        {Column::tid, "TID", 7, 0, true},       {Column::pid, "PID", 7, 3, true},
-        {Column::comm, "COMM", 12, 1, false},   {Column::cpu, "CPU%", 6, 0, true},
-        {Column::work, "WORK%", 6, 2, true},    {Column::spin, "SPIN%", 6, 1, true},
-        {Column::sleep, "SLEEP%", 6, 4, true},  {Column::sleeps, "SLP/s", 6, 5, true},
-        {Column::wakes, "WAKE/s", 6, 4, true},  {Column::p50, "P50", 7, 6, true},
-        {Column::p99, "P99", 7, 5, true},       {Column::rings, "RINGS", 5, 3, true},
-        {Column::sqes, "SQE/s", 7, 2, true},    {Column::fairness, "FAIR", 5, 4, true},
+        {Column::tid, "TID", 7, 0, true},          {Column::pid, "PID", 7, 3, true},
+        {Column::comm, "COMM", 12, 1, false},      {Column::cpu, "CPU%", 6, 0, true},
+        {Column::work, "WORK%", 6, 2, true},       {Column::spin, "SPIN%", 6, 1, true},
+        {Column::sleep, "SLEEP%", 6, 4, true},     {Column::sleeps, "SLP/s", 6, 5, true},
+        {Column::wakes, "WAKE/s", 6, 4, true},     {Column::p50, "P50", 7, 6, true},
+        {Column::p99, "P99", 7, 5, true},          {Column::rings, "RINGS", 5, 3, true},
+        {Column::sqes, "SQE/s", 7, 2, true},       {Column::fairness, "FAIR", 5, 4, true},
         {Column::history, "HISTORY", 8, 7, false},
     };
     return cols;
@@ -142,8 +171,9 @@ std::optional<Column> column_by_name(const std::string& name) {
 }
 
 std::string column_name(Column c) {
-    static const char* names[] = {"tid",  "pid",    "comm",  "cpu", "work", "spin",  "sleep", "sleeps",
-                                  "wakes", "p50", "p99", "rings", "sqes", "fairness", "history"};
+    static const char* names[] = {"tid",  "pid",   "comm",   "cpu",      "work",
+                                  "spin", "sleep", "sleeps", "wakes",    "p50",
+                                  "p99",  "rings", "sqes",   "fairness", "history"};
     return names[static_cast<int>(c)];
 }
 
@@ -199,7 +229,7 @@ std::string human_seconds(double s) {
 }
 
 std::string sparkline(const std::deque<double>& values, std::size_t width, bool utf8) {
-    static const char* blocks[] = {" ", "\u2581", "\u2582", "\u2583", "\u2584",
+    static const char* blocks[] = {" ",      "\u2581", "\u2582", "\u2583", "\u2584",
                                    "\u2585", "\u2586", "\u2587", "\u2588"};
     static const char ascii[] = " .:-=+*#%@";
     std::string out;
@@ -218,8 +248,10 @@ std::string field_safe(const std::string& comm) {
     std::string out = comm;
     for (char& c : out) {
         auto u = static_cast<unsigned char>(c);
-        if (u < 0x20 || u == 0x7f) c = '?';
-        else if (c == ' ') c = '_';
+        if (u < 0x20 || u == 0x7f)
+            c = '?';
+        else if (c == ' ')
+            c = '_';
     }
     return out;
 }
@@ -306,9 +338,9 @@ std::vector<std::string> render(const Snapshot& s, const ViewState& v, const His
                 r.comm.find(v.filter) == std::string::npos)
                 continue;
             ++n;
-            const std::string head = pad(r.id, 14, false) + " " + pad(field_safe(r.comm), 12, false) +
-                                     " " + pad(r.mode, 6, false) + " " +
-                                     pad(human_rate(r.cqe_rate), 7, true) + " ";
+            const std::string head =
+                pad(r.id, 14, false) + " " + pad(field_safe(r.comm), 12, false) + " " +
+                pad(r.mode, 6, false) + " " + pad(human_rate(r.cqe_rate), 7, true) + " ";
             const std::string tail = " " + pad(std::to_string(r.sq_backlog), 7, true);
             if (r.iopoll.empty()) {
                 body.push_back(head + pad("-", 9, false) + " " + pad("-", 8, true) + " " +
@@ -330,14 +362,15 @@ std::vector<std::string> render(const Snapshot& s, const ViewState& v, const His
                        pad("P50", 8, true) + " " + pad("P99", 8, true) + "  NOTE");
         for (const auto& d : s.devices) {
             if (!v.filter.empty() && d.name.find(v.filter) == std::string::npos) continue;
-            body.push_back(pad(d.name, 10, false) + " " + pad(human_rate(d.completions_rate), 8, true) +
-                           " " + pad(fmt("%.1f", d.polled_ratio * 100), 7, true) + " " +
-                           pad(fmt("%.2f", d.polls_per_completion), 10, true) + " " +
-                           pad(human_seconds(d.latency_p50_seconds), 8, true) + " " +
-                           pad(human_seconds(d.latency_p99_seconds), 8, true) + "  " +
-                           (d.iopoll_without_poll_queues
-                                ? "NO POLL QUEUES: polled I/O completes by IRQ; set nvme poll_queues"
-                                : ""));
+            body.push_back(
+                pad(d.name, 10, false) + " " + pad(human_rate(d.completions_rate), 8, true) + " " +
+                pad(fmt("%.1f", d.polled_ratio * 100), 7, true) + " " +
+                pad(fmt("%.2f", d.polls_per_completion), 10, true) + " " +
+                pad(human_seconds(d.latency_p50_seconds), 8, true) + " " +
+                pad(human_seconds(d.latency_p99_seconds), 8, true) + "  " +
+                (d.iopoll_without_poll_queues
+                     ? "NO POLL QUEUES: polled I/O completes by IRQ; set nvme poll_queues"
+                     : ""));
         }
         bool deep_attached = false;
         for (const auto& p : s.probes)
@@ -346,8 +379,9 @@ std::vector<std::string> render(const Snapshot& s, const ViewState& v, const His
         if (s.devices.empty()) body.push_back("no NVMe passthrough completions seen");
         if (!deep_attached && !any_deep) {
             body.push_back("");
-            body.push_back("Poll efficiency and NVMe completions come from the deep tier "
-                           "(uringscoped --probes.deep), which is");
+            body.push_back(
+                "Poll efficiency and NVMe completions come from the deep tier "
+                "(uringscoped --probes.deep), which is");
             body.push_back("not attached here: only ring counters are shown.");
         }
     }

@@ -17,7 +17,21 @@ enum class View { threads, polling };
 
 // Sortable thread columns, in display order.
 enum class Column {
-    tid, pid, comm, cpu, work, spin, sleep, sleeps, wakes, p50, p99, rings, sqes, fairness, history
+    tid,
+    pid,
+    comm,
+    cpu,
+    work,
+    spin,
+    sleep,
+    sleeps,
+    wakes,
+    p50,
+    p99,
+    rings,
+    sqes,
+    fairness,
+    history
 };
 
 struct ColumnInfo {
@@ -36,14 +50,14 @@ struct ViewState {
     View view = View::threads;
     Column sort = Column::cpu;
     bool descending = true;
-    std::string filter;           // substring of comm, or exact pid; empty = everything
+    std::string filter;               // substring of comm, or exact pid; empty = everything
     std::set<std::int32_t> expanded;  // SQ threads whose rings are listed
-    int selected = 0;             // index into the visible thread rows
+    int selected = 0;                 // index into the visible thread rows
     bool paused = false;
     bool help = false;
     double refresh_seconds = 1.0;
-    std::string source;           // "daemon http://..." or "in-process"
-    std::string editing_filter;   // non-empty while the user types a filter ("/" pressed)
+    std::string source;          // "daemon http://..." or "in-process"
+    std::string editing_filter;  // non-empty while the user types a filter ("/" pressed)
     bool editing = false;
 };
 
@@ -64,12 +78,12 @@ std::vector<const ThreadSnapshot*> visible_threads(const Snapshot& s, const View
 
 // One full screen, exactly `height` lines of at most `width` columns (fewer lines if height <= 0
 // means "unbounded", as batch mode wants). `utf8` allows block characters in sparklines.
-std::vector<std::string> render(const Snapshot& s, const ViewState& v, const History& h,
-                                int width, int height, bool utf8);
+std::vector<std::string> render(const Snapshot& s, const ViewState& v, const History& h, int width,
+                                int height, bool utf8);
 
 // Formatting helpers, exposed for tests.
-std::string human_rate(double per_second);     // 999, 1.23k, 45.6M
-std::string human_seconds(double seconds);     // 850ns, 12.3us, 1.20ms, 1.05s, "-" if < 0
+std::string human_rate(double per_second);  // 999, 1.23k, 45.6M
+std::string human_seconds(double seconds);  // 850ns, 12.3us, 1.20ms, 1.05s, "-" if < 0
 std::string sparkline(const std::deque<double>& values, std::size_t width, bool utf8);
 // Makes a process name safe for one whitespace-separated field: control characters become '?',
 // spaces '_'.

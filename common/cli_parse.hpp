@@ -2,7 +2,6 @@
 // The one way uringscoped and the uringscope subcommands turn CLI11's outcome into their result
 // structs (fields output and exit_code): help text with status 0, a parse error with status 2.
 #include <CLI/CLI.hpp>
-
 #include <string>
 
 namespace uringscope::cli {

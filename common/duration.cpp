@@ -30,8 +30,8 @@ std::optional<std::chrono::nanoseconds> parse_duration(std::string_view text) {
     while (i < text.size()) {
         std::size_t start = i;
         bool dot = false;
-        while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) ||
-                                   (text[i] == '.' && !dot))) {
+        while (i < text.size() &&
+               (std::isdigit(static_cast<unsigned char>(text[i])) || (text[i] == '.' && !dot))) {
             dot = dot || text[i] == '.';
             ++i;
         }

@@ -10,9 +10,9 @@ namespace uringscope {
 
 // One measured or predicted quantity, machine-readable: the JSON keeps name, value and unit.
 struct Figure {
-    std::string name;   // e.g. "cpu_cores", "wakeups_per_second"
+    std::string name;  // e.g. "cpu_cores", "wakeups_per_second"
     double value = 0;
-    std::string unit;   // "cores", "1/s", "s", "ratio", "sqes/s", ...
+    std::string unit;  // "cores", "1/s", "s", "ratio", "sqes/s", ...
 };
 
 // One point of the sq_thread_idle curve: what the thread would cost with that setting.
@@ -30,25 +30,25 @@ struct Finding {
     //   sq_idle_too_long, sq_spinning_without_work, shared_thread_backlog,
     //   sq_threads_should_share, iopoll_without_poll_queues
     std::string id;
-    std::string subject;           // "sq_thread 1234", "ring 1234:5", "device nvme1n1"
-    std::int32_t sq_thread = -1;   // the thread concerned, -1 if none
-    std::string ring;              // ring id ("pid:fd") concerned, empty if none
-    std::string device;            // device concerned, empty if none
-    std::uint32_t pid = 0;         // owner process, 0 if none
+    std::string subject;          // "sq_thread 1234", "ring 1234:5", "device nvme1n1"
+    std::int32_t sq_thread = -1;  // the thread concerned, -1 if none
+    std::string ring;             // ring id ("pid:fd") concerned, empty if none
+    std::string device;           // device concerned, empty if none
+    std::uint32_t pid = 0;        // owner process, 0 if none
     std::string comm;
-    std::string summary;           // one line: what is wrong, with the key figure
-    std::vector<Figure> evidence;  // measured over the window
-    std::string change;            // what to change: flag, parameter, sharing, module option
-    std::vector<Figure> predicted; // the effect predicted for that change
-    std::string assumption;        // what the prediction takes for granted
+    std::string summary;                // one line: what is wrong, with the key figure
+    std::vector<Figure> evidence;       // measured over the window
+    std::string change;                 // what to change: flag, parameter, sharing, module option
+    std::vector<Figure> predicted;      // the effect predicted for that change
+    std::string assumption;             // what the prediction takes for granted
     std::vector<IdleCurvePoint> curve;  // sq_idle_too_long only
 };
 
 struct Advice {
-    double window_seconds = 0;      // time between the two snapshots compared, 0 = no advice yet
-    bool gaps_available = false;    // the work-gap probe ran (deep tier), so idle curves exist
+    double window_seconds = 0;    // time between the two snapshots compared, 0 = no advice yet
+    bool gaps_available = false;  // the work-gap probe ran (deep tier), so idle curves exist
     std::vector<Finding> findings;
-    std::vector<std::string> notes; // what could not be judged, and why
+    std::vector<std::string> notes;  // what could not be judged, and why
 };
 
 }  // namespace uringscope

@@ -1,13 +1,13 @@
 #include "daemon/advisor.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
 #include <numeric>
 #include <set>
 #include <string>
-
-#include <fmt/format.h>
 
 #include "daemon/counters.hpp"
 #include "uringscope/records.h"
@@ -61,8 +61,12 @@ const DeviceSnapshot* find_device(const Snapshot& s, const std::string& name) {
     return nullptr;
 }
 
-double delta(double a, double b) { return std::max(0.0, b - a); }
-double delta(std::uint64_t a, std::uint64_t b) { return b > a ? static_cast<double>(b - a) : 0; }
+double delta(double a, double b) {
+    return std::max(0.0, b - a);
+}
+double delta(std::uint64_t a, std::uint64_t b) {
+    return b > a ? static_cast<double>(b - a) : 0;
+}
 
 // Wake latency over the window: the median of the difference of the log2 histograms.
 double wake_latency(const ThreadSnapshot& a, const ThreadSnapshot& b, const AdviseOptions& o,
@@ -84,8 +88,8 @@ struct ThreadWindow {
     const ThreadSnapshot* a;
     const ThreadSnapshot* b;
     double cpu = 0, work = 0, spin = 0, wakeups = 0, sleeps = 0;  // per second
-    double sqes = 0;                                               // per second, its rings
-    std::vector<const RingSnapshot*> rings;                        // in `to`
+    double sqes = 0;                                              // per second, its rings
+    std::vector<const RingSnapshot*> rings;                       // in `to`
 };
 
 Finding thread_finding(const char* id, const ThreadSnapshot& t) {
@@ -106,19 +110,23 @@ std::string ring_list(const std::vector<const RingSnapshot*>& rings) {
 
 // --- sq_idle_too_long ---------------------------------------------------------------------
 
-bool idle_finding(const ThreadWindow& tw, const Snapshot& to, const AdviseOptions& o,
-                  double window, Advice& out) {
+bool idle_finding(const ThreadWindow& tw, const Snapshot& to, const AdviseOptions& o, double window,
+                  Advice& out) {
     const ThreadSnapshot& a = *tw.a;
     const ThreadSnapshot& b = *tw.b;
     if (!b.has_gaps) return false;
     if (!a.has_gaps) {
-        out.notes.push_back(fmt::format("sq_thread {}: its SQE gaps are tracked only since inside "
-                                        "the window; the idle curve waits for a full one", b.tid));
+        out.notes.push_back(
+            fmt::format("sq_thread {}: its SQE gaps are tracked only since inside "
+                        "the window; the idle curve waits for a full one",
+                        b.tid));
         return false;
     }
     if (!b.idle_ns_granular && to.hz == 0) {
-        out.notes.push_back(fmt::format("sq_thread {}: HZ is not known yet, so the idle curve "
-                                        "waits for the next sample", b.tid));
+        out.notes.push_back(
+            fmt::format("sq_thread {}: HZ is not known yet, so the idle curve "
+                        "waits for the next sample",
+                        b.tid));
         return false;
     }
     const GapWindow gw = gap_window(a.gaps, b.gaps, window);
@@ -162,12 +170,11 @@ bool idle_finding(const ThreadWindow& tw, const Snapshot& to, const AdviseOption
         f.evidence.push_back({"spin_before_sleep_seconds",
                               delta(a.gaps.sleep_spin_seconds, b.gaps.sleep_spin_seconds) / sleeps,
                               "s"});
-    f.change = fmt::format(
-        "set io_uring_params.sq_thread_idle = {}{} for ring{} {}", 
-        b.idle_ns_granular ? std::llround(rec.setting_seconds * 1e9)
-                           : std::llround(rec.setting_seconds * 1e3),
-        b.idle_ns_granular ? " (ns, IORING_SETUP_IDLE_NS)" : " (ms)",
-        tw.rings.size() > 1 ? "s" : "", ring_list(tw.rings));
+    f.change = fmt::format("set io_uring_params.sq_thread_idle = {}{} for ring{} {}",
+                           b.idle_ns_granular ? std::llround(rec.setting_seconds * 1e9)
+                                              : std::llround(rec.setting_seconds * 1e3),
+                           b.idle_ns_granular ? " (ns, IORING_SETUP_IDLE_NS)" : " (ms)",
+                           tw.rings.size() > 1 ? "s" : "", ring_list(tw.rings));
     f.predicted = {{"cpu_cores", rec.cpu_cores, "cores"},
                    {"cpu_cores_saved", saving, "cores"},
                    {"wakeups_per_second", rec.wakeups_per_second, "1/s"},
@@ -192,8 +199,7 @@ bool idle_finding(const ThreadWindow& tw, const Snapshot& to, const AdviseOption
 
 // --- sq_spinning_without_work ---------------------------------------------------------------
 
-bool idle_ring_finding(const ThreadWindow& tw, const AdviseOptions& o, double window,
-                       Advice& out) {
+bool idle_ring_finding(const ThreadWindow& tw, const AdviseOptions& o, double window, Advice& out) {
     if (tw.cpu < o.spinning_min_cpu_cores || tw.sqes >= o.idle_ring_max_sqe_rate) return false;
     const ThreadSnapshot& b = *tw.b;
     Finding f = thread_finding("sq_spinning_without_work", b);
@@ -258,8 +264,8 @@ void backlog_findings(const ThreadWindow& tw, const FromIndex& from, const Advis
     f.summary = fmt::format(
         "ring {} had SQEs waiting in {:.0f}% of samples (mean {:.1f}) on SQ thread {}, which "
         "serves {} rings and is busy {:.0f}% of a CPU; it got {:.0f}% of the thread's SQEs",
-        worst->ring->id, worst->fraction * 100, worst->mean, b.tid, tw.rings.size(),
-        tw.cpu * 100, share * 100);
+        worst->ring->id, worst->fraction * 100, worst->mean, b.tid, tw.rings.size(), tw.cpu * 100,
+        share * 100);
     f.evidence = {{"backlog_sample_fraction", worst->fraction, "ratio"},
                   {"backlog_mean_sqes", worst->mean, "sqes"},
                   {"ring_sqes_per_second", worst->sqes, "1/s"},
@@ -280,17 +286,17 @@ void backlog_findings(const ThreadWindow& tw, const FromIndex& from, const Advis
     const double capacity = tw.cpu > 0 ? total_sqes / std::min(1.0, tw.cpu) : 0;
     f.predicted = {{"ring_sqes_per_second_up_to", std::max(capacity, worst->sqes), "1/s"},
                    {"cpu_cores_added", std::min(1.0, tw.cpu), "cores"}};
-    f.assumption = "a CPU is free for the new thread; the ring's SQEs cost the same alone, so "
-                   "its own thread can move as many per second as the shared one moves for all "
-                   "rings now; whether the ring then keeps up depends on how fast the application "
-                   "submits, which a backlog hides";
+    f.assumption =
+        "a CPU is free for the new thread; the ring's SQEs cost the same alone, so "
+        "its own thread can move as many per second as the shared one moves for all "
+        "rings now; whether the ring then keeps up depends on how fast the application "
+        "submits, which a backlog hides";
     out.findings.push_back(std::move(f));
 }
 
 // --- sq_threads_should_share ----------------------------------------------------------------
 
-void share_findings(const std::vector<ThreadWindow>& windows, const AdviseOptions& o,
-                    Advice& out) {
+void share_findings(const std::vector<ThreadWindow>& windows, const AdviseOptions& o, Advice& out) {
     std::map<std::uint32_t, std::vector<const ThreadWindow*>> by_pid;
     for (const auto& tw : windows) {
         if (tw.cpu < 0.05 || tw.cpu <= 0) continue;
@@ -388,11 +394,13 @@ void poll_queue_findings(const Snapshot& from, const Snapshot& to, Advice& out) 
         f.evidence = {{"polled_requests_completed_by_irq", intent, "requests"},
                       {"irq_completed_share", share, "ratio"},
                       {"polls_per_completion", d.polls_per_completion, "ratio"}};
-        f.change = "give the nvme driver poll queues: nvme.poll_queues=N on the kernel command "
-                   "line, or 'options nvme poll_queues=N' in /etc/modprobe.d and reload nvme";
+        f.change =
+            "give the nvme driver poll queues: nvme.poll_queues=N on the kernel command "
+            "line, or 'options nvme poll_queues=N' in /etc/modprobe.d and reload nvme";
         f.predicted = {{"irq_completed_share", 0, "ratio"}, {"polled_share", 1, "ratio"}};
-        f.assumption = "the controller grants the extra queue pairs; until then every polled "
-                       "request waits for its interrupt while the poller spins";
+        f.assumption =
+            "the controller grants the extra queue pairs; until then every polled "
+            "request waits for its interrupt while the poller spins";
         out.findings.push_back(std::move(f));
     }
 }
@@ -506,9 +514,9 @@ Advice make_advice(const Snapshot& from, const Snapshot& to, const AdviseOptions
     Advice out;
     const double window = to.timestamp - from.timestamp;
     if (window < o.min_window_seconds) {
-        out.notes.push_back(fmt::format(
-            "not enough data yet: {:.1f} s observed, advice needs {:.0f} s", std::max(0.0, window),
-            o.min_window_seconds));
+        out.notes.push_back(
+            fmt::format("not enough data yet: {:.1f} s observed, advice needs {:.0f} s",
+                        std::max(0.0, window), o.min_window_seconds));
         return out;
     }
     out.window_seconds = window;
@@ -549,8 +557,9 @@ Advice make_advice(const Snapshot& from, const Snapshot& to, const AdviseOptions
     share_findings(windows, o, out);
     poll_queue_findings(from, to, out);
     if (!out.gaps_available && !windows.empty())
-        out.notes.push_back("no idle-time curves: they need the deep tier's work_gaps probe "
-                            "(uringscoped --probes.deep)");
+        out.notes.push_back(
+            "no idle-time curves: they need the deep tier's work_gaps probe "
+            "(uringscoped --probes.deep)");
     return out;
 }
 

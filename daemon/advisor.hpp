@@ -12,16 +12,16 @@
 namespace uringscope {
 
 struct AdviseOptions {
-    double min_window_seconds = 5;      // shorter windows give no advice
-    double min_cpu_saving_cores = 0.10; // smaller predicted savings are not worth a finding
+    double min_window_seconds = 5;       // shorter windows give no advice
+    double min_cpu_saving_cores = 0.10;  // smaller predicted savings are not worth a finding
     // How many CPU-seconds one second of I/O delayed by a wake is worth: the exchange rate
     // between the two costs of sq_thread_idle. 100 means that spinning 5 ms more is worth it
     // to save one 50 us wake.
     double wake_weight = 100;
     double assumed_wake_latency_seconds = 50e-6;  // used while no wake has been measured
-    double idle_ring_max_sqe_rate = 10;            // SQEs/s below which a ring counts as idle
+    double idle_ring_max_sqe_rate = 10;           // SQEs/s below which a ring counts as idle
     double spinning_min_cpu_cores = 0.20;
-    double backlog_min_fraction = 0.5;  // share of samples with SQEs waiting
+    double backlog_min_fraction = 0.5;     // share of samples with SQEs waiting
     double share_min_spin_fraction = 0.5;  // spin / CPU of a thread worth merging
     double share_max_work_cores = 0.8;     // combined work must fit in one thread
 };

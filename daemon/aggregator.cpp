@@ -124,10 +124,14 @@ double gap_bucket_upper_ns(std::size_t i) {
 
 const char* to_string(WorkSource s) {
     switch (s) {
-    case WorkSource::kernel: return "kernel";
-    case WorkSource::loop_passes: return "loop_passes";
-    case WorkSource::submit_and_poll: return "submit_and_poll";
-    case WorkSource::estimate: break;
+        case WorkSource::kernel:
+            return "kernel";
+        case WorkSource::loop_passes:
+            return "loop_passes";
+        case WorkSource::submit_and_poll:
+            return "submit_and_poll";
+        case WorkSource::estimate:
+            break;
     }
     return "estimate";
 }
@@ -258,8 +262,7 @@ Snapshot Aggregator::update(const RawSample& raw) {
         if (w != work.end()) {
             rs.has_sqthread_work = true;
             rs.sqthread_submit_seconds = w->second->submit_ns / 1e9;
-            rs.sqthread_work_seconds =
-                raw.ring_turns ? w->second->turn_ns / 1e9 : deep_ns / 1e9;
+            rs.sqthread_work_seconds = raw.ring_turns ? w->second->turn_ns / 1e9 : deep_ns / 1e9;
             rs.sqthread_batches = w->second->batches;
         } else if (sq_poll_ns > 0) {
             rs.has_sqthread_work = true;
@@ -305,9 +308,8 @@ Snapshot Aggregator::update(const RawSample& raw) {
         // BPF entries under this tid count only if they are this thread's (records.h).
         const auto owned = [&](const auto& index) -> decltype(index.begin()->second) {
             auto it = index.find(static_cast<std::uint32_t>(tid));
-            return it != index.end() && it->second->owner_start_ns == rec.sq_start_ns
-                       ? it->second
-                       : nullptr;
+            return it != index.end() && it->second->owner_start_ns == rec.sq_start_ns ? it->second
+                                                                                      : nullptr;
         };
 
         ThreadSnapshot ts;
@@ -341,8 +343,7 @@ Snapshot Aggregator::update(const RawSample& raw) {
         const std::uint64_t pass_work = own_passes ? own_passes->work_ns : 0;
         const std::uint64_t dpass = pass_work - std::min(pass_work, st.prev_pass_work_ns);
         st.prev_pass_work_ns = pass_work;
-        const bool kernel_work =
-            raw.work_time_per_thread && (rec.caps & USC_CAP_WORK_TIME) != 0;
+        const bool kernel_work = raw.work_time_per_thread && (rec.caps & USC_CAP_WORK_TIME) != 0;
         // The loop passes are timed on the monotonic clock; the kernel's work_time is built from
         // tick-sampled cputime, which short passes fall between (a quarter to all of the
         // passes' time on the same loads in the guests, docs/BENCHMARKS.md).
@@ -463,8 +464,8 @@ Snapshot Aggregator::update(const RawSample& raw) {
         for (const auto& [idx, d] : members) {
             const auto& ring = snap.rings[idx];
             if (ring.has_sqthread_work)
-                ts.rings_work_seconds = std::max(0.0, ts.rings_work_seconds) +
-                                        ring.sqthread_work_seconds;
+                ts.rings_work_seconds =
+                    std::max(0.0, ts.rings_work_seconds) + ring.sqthread_work_seconds;
         }
 
         if (const usc_work_gaps* own_gaps = owned(gaps)) {
@@ -573,7 +574,8 @@ Snapshot Aggregator::update(const RawSample& raw) {
             if (interval > 0) d.completions_rate = (dpolled + dirq) / interval;
             if (dpolled + dirq) d.polled_ratio = static_cast<double>(dpolled) / (dpolled + dirq);
             if (dpolled) d.polls_per_completion = static_cast<double>(dpolls) / dpolled;
-            if (n.polled_intent_irq > st.prev.polled_intent_irq) st.last_intent_irq_ns = raw.mono_ns;
+            if (n.polled_intent_irq > st.prev.polled_intent_irq)
+                st.last_intent_irq_ns = raw.mono_ns;
         } else if (n.polled_intent_irq > 0) {
             st.last_intent_irq_ns = raw.mono_ns;
         }
@@ -597,7 +599,8 @@ Snapshot Aggregator::update(const RawSample& raw) {
     }
 
     for (const auto& [m, n] : created_by_mode_) snap.rings_created_by_mode.emplace_back(m, n);
-    for (const auto& [m, n] : short_lived_by_mode_) snap.rings_short_lived_by_mode.emplace_back(m, n);
+    for (const auto& [m, n] : short_lived_by_mode_)
+        snap.rings_short_lived_by_mode.emplace_back(m, n);
     snap.map_overflows = {{"created_rings", raw.stats.created_dropped},
                           {"ring_births", raw.stats.births_dropped},
                           {"sched_state", raw.stats.sched_dropped},
@@ -699,8 +702,8 @@ void Aggregator::plan_waker_cleanup(const RawSample& raw) {
     std::set<std::tuple<std::uint32_t, std::uint32_t, std::uint32_t>> orphans;
     for (const auto& [k, v] : raw.wakers) {
         const auto t = threads_.find(k.sq_tid);
-        const bool stale = t != threads_.end() && t->second.start_ns &&
-                           v.sq_start_ns != t->second.start_ns;
+        const bool stale =
+            t != threads_.end() && t->second.start_ns && v.sq_start_ns != t->second.start_ns;
         if (expired.count(k.sq_tid) || stale) {
             cleanup_.wakers.push_back(k);
         } else if (t == threads_.end()) {

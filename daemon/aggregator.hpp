@@ -27,17 +27,17 @@ struct RawSample {
     bool walk_complete = true;
     std::vector<std::pair<std::uint64_t, std::uint64_t>> births;  // ring_births: ctx -> born_ns
     usc_stats stats{};
-    bool work_time_per_thread = false;       // kernel_features: sqd->work_time is per thread
+    bool work_time_per_thread = false;  // kernel_features: sqd->work_time is per thread
     // Deep tier (empty when off).
     std::vector<std::pair<std::uint64_t, usc_ring_work>> ring_work;
     std::vector<std::pair<usc_iopoll_key, usc_iopoll_stats>> iopoll;
     std::vector<std::pair<usc_dev_key, usc_nvme_stats>> nvme;
-    std::vector<std::pair<std::uint32_t, usc_work_gaps>> gaps;  // by SQ thread tid
+    std::vector<std::pair<std::uint32_t, usc_work_gaps>> gaps;    // by SQ thread tid
     std::vector<std::pair<std::uint32_t, usc_sq_passes>> passes;  // by SQ thread tid
     // The loop-pass probe is attached, so a ring's SQ thread work is its turn time (which adds up
     // to the thread's pass work) rather than its time in io_submit_sqes and io_do_iopoll.
     bool ring_turns = false;
-    bool cmd_done = false;  // the io_uring_cmd_done probe is attached: devices have CQE counts
+    bool cmd_done = false;      // the io_uring_cmd_done probe is attached: devices have CQE counts
     bool submit_probe = false;  // io_submit_sqes is attached: ring_work counts SQ thread SQEs
 };
 
@@ -58,9 +58,9 @@ SpinModel spin_model(const usc_ring_record& r, unsigned hz);
 // BPF map entries whose owner is gone, for the sampler to delete after an update. Each list is
 // built in one pass over what the sample read, so a sample costs what is alive plus what changed.
 struct MapCleanup {
-    std::vector<std::uint32_t> threads;      // sched_state, work_gaps, sq_passes keys
-    std::vector<usc_waker_key> wakers;       // waker pairs of threads that are gone or replaced
-    std::vector<std::uint64_t> rings;        // ctx keys of ring_births, ring_work, iopoll_stats
+    std::vector<std::uint32_t> threads;  // sched_state, work_gaps, sq_passes keys
+    std::vector<usc_waker_key> wakers;   // waker pairs of threads that are gone or replaced
+    std::vector<std::uint64_t> rings;    // ctx keys of ring_births, ring_work, iopoll_stats
     bool empty() const { return threads.empty() && wakers.empty() && rings.empty(); }
 };
 
@@ -89,14 +89,14 @@ public:
 private:
     struct RingState {
         std::string id;
-        std::uint64_t born_ns = 0;       // from the record; with ctx, the ring's identity
-        double start_time_unix = 0;      // its birth, or first sight if it predates uringscope
+        std::uint64_t born_ns = 0;   // from the record; with ctx, the ring's identity
+        double start_time_unix = 0;  // its birth, or first sight if it predates uringscope
         WrappingCounter32 sqes, cqes;
         std::uint64_t prev_sqes = 0, prev_cqes = 0;
         std::uint64_t samples = 0, samples_with_backlog = 0, backlog_sum = 0;
         std::map<std::uint32_t, usc_iopoll_stats> prev_iopoll;  // by caller
         std::uint64_t prev_deep_work_ns = 0;  // io_submit_sqes + SQ-thread io_do_iopoll time
-        std::uint64_t prev_probe_sqes = 0;  // ring_work.sqes at the last sample (0: no entry)
+        std::uint64_t prev_probe_sqes = 0;    // ring_work.sqes at the last sample (0: no entry)
         bool seen_before = false;
     };
     struct DeviceState {
@@ -112,9 +112,9 @@ private:
         std::uint64_t prev_cpu_ns = 0, prev_work_ns = 0, prev_sleep_ns = 0;
         std::uint64_t prev_sleeps = 0, prev_wakeups = 0, prev_blocks = 0;
         std::uint64_t block_ns = 0;
-        bool split_started = false;     // work/spin hold the thread's history split
-        bool estimate_started = false;  // estimate_work_ns holds the estimate's history split
-        std::uint64_t estimate_work_ns = 0;   // the estimate, kept beside whichever source rules
+        bool split_started = false;          // work/spin hold the thread's history split
+        bool estimate_started = false;       // estimate_work_ns holds the estimate's history split
+        std::uint64_t estimate_work_ns = 0;  // the estimate, kept beside whichever source rules
         std::uint64_t submit_poll_work_ns = 0;  // its rings' deep submit+poll time since seen
         std::uint64_t prev_pass_work_ns = 0;
         std::uint64_t prev_passes = 0, prev_busy_passes = 0;
@@ -124,8 +124,8 @@ private:
         int missing = 0;
     };
 
-    std::map<std::uint64_t, RingState> rings_;     // by ctx
-    std::map<std::uint32_t, ThreadState> threads_; // by tid
+    std::map<std::uint64_t, RingState> rings_;      // by ctx
+    std::map<std::uint32_t, ThreadState> threads_;  // by tid
     std::map<std::string, std::uint64_t> created_by_mode_, short_lived_by_mode_;
     std::map<std::string, DeviceState> devices_;
     // io_do_iopoll totals of rings that were closed, by caller, so host totals never go back.

@@ -2,8 +2,8 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
-#include <spdlog/spdlog.h>
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -38,149 +38,185 @@ std::unique_ptr<AttachedProbe> AttachedProbe::make(bpf_program* prog, std::strin
     return std::unique_ptr<AttachedProbe>(new AttachedProbe(l));
 }
 
-AttachedProbe::~AttachedProbe() { bpf_link__destroy(link_); }
+AttachedProbe::~AttachedProbe() {
+    bpf_link__destroy(link_);
+}
 
-void SkeletonDeleter::operator()(uringscope_bpf* s) const { uringscope_bpf__destroy(s); }
+void SkeletonDeleter::operator()(uringscope_bpf* s) const {
+    uringscope_bpf__destroy(s);
+}
 
 const std::vector<ProbeSpec>& probe_table() {
     using K = Requirement::Kind;
 #define PROG(p) [](uringscope_bpf* s) { return s->progs.p; }
     static const std::vector<ProbeSpec> table = {
-        {"iter_rings",
-         {{"iter",
-           {PROG(usc_iter_rings)},
-           {{K::btf_struct, "bpf_iter__task_file"},
-            {K::btf_struct, "io_ring_ctx"},
-            // libbpf resolves the typeless ksym itself; BTF says the function exists.
-            {K::btf_func, "io_uring_poll"}}}},
-         true, false},
-        {"sched_switch",
-         {{"tp_btf", {PROG(usc_sched_switch)}, {{K::btf_typedef, "btf_trace_sched_switch"}}}},
-         false, false},
-        {"sched_wakeup",
-         {{"tp_btf", {PROG(usc_sched_wakeup)}, {{K::btf_typedef, "btf_trace_sched_wakeup"}}}},
-         false, false},
-        {"sched_waking",
-         {{"tp_btf", {PROG(usc_sched_waking)}, {{K::btf_typedef, "btf_trace_sched_waking"}}}},
-         false, false},
-        {"io_uring_create",
-         {{"tp_btf", {PROG(usc_io_uring_create)}, {{K::btf_typedef, "btf_trace_io_uring_create"}}}},
-         false, false},
+        {.name = "iter_rings",
+         .variants = {{"iter",
+                       {PROG(usc_iter_rings)},
+                       {{K::btf_struct, "bpf_iter__task_file"},
+                        {K::btf_struct, "io_ring_ctx"},
+                        // libbpf resolves the typeless ksym itself; BTF says the function exists.
+                        {K::btf_func, "io_uring_poll"}}}},
+         .essential = true,
+         .deep = false},
+        {.name = "sched_switch",
+         .variants = {{"tp_btf",
+                       {PROG(usc_sched_switch)},
+                       {{K::btf_typedef, "btf_trace_sched_switch"}}}},
+         .essential = false,
+         .deep = false},
+        {.name = "sched_wakeup",
+         .variants = {{"tp_btf",
+                       {PROG(usc_sched_wakeup)},
+                       {{K::btf_typedef, "btf_trace_sched_wakeup"}}}},
+         .essential = false,
+         .deep = false},
+        {.name = "sched_waking",
+         .variants = {{"tp_btf",
+                       {PROG(usc_sched_waking)},
+                       {{K::btf_typedef, "btf_trace_sched_waking"}}}},
+         .essential = false,
+         .deep = false},
+        {.name = "io_uring_create",
+         .variants = {{"tp_btf",
+                       {PROG(usc_io_uring_create)},
+                       {{K::btf_typedef, "btf_trace_io_uring_create"}}}},
+         .essential = false,
+         .deep = false},
         // Deep tier. io_sq_thread fires once per SQ thread start: thread -> sqd, also for the
         // kthread-era 5.10/5.11 threads.
-        {"io_sq_thread",
-         {{"fentry", {PROG(usc_fentry_sq_thread)}, {{K::btf_func, "io_sq_thread"}}},
-          {"kprobe", {PROG(usc_kprobe_sq_thread)}, {{K::kprobes}, {K::ksym, "io_sq_thread"}}}},
-         false, true},
+        {.name = "io_sq_thread",
+         .variants = {{"fentry", {PROG(usc_fentry_sq_thread)}, {{K::btf_func, "io_sq_thread"}}},
+                      {"kprobe",
+                       {PROG(usc_kprobe_sq_thread)},
+                       {{K::kprobes}, {K::ksym, "io_sq_thread"}}}},
+         .essential = false,
+         .deep = true},
         // Static and sometimes inlined before 6.0: then it has neither BTF nor a symbol.
-        {"io_submit_sqes",
-         {{"fentry",
-           {PROG(usc_fentry_submit), PROG(usc_fexit_submit)},
-           {{K::btf_func, "io_submit_sqes"}}},
-          {"kprobe",
-           {PROG(usc_kprobe_submit), PROG(usc_kretprobe_submit)},
-           {{K::kprobes}, {K::ksym, "io_submit_sqes"}}}},
-         false, true},
+        {.name = "io_submit_sqes",
+         .variants = {{"fentry",
+                       {PROG(usc_fentry_submit), PROG(usc_fexit_submit)},
+                       {{K::btf_func, "io_submit_sqes"}}},
+                      {"kprobe",
+                       {PROG(usc_kprobe_submit), PROG(usc_kretprobe_submit)},
+                       {{K::kprobes}, {K::ksym, "io_submit_sqes"}}}},
+         .essential = false,
+         .deep = true},
         // Two prototypes (see bpf/uringscope.bpf.c): the fexit that reads the return value at
         // the right position is chosen by the BTF parameter count.
-        {"io_do_iopoll",
-         {{"fentry",
-           {PROG(usc_fentry_iopoll), PROG(usc_fexit_iopoll)},
-           {{K::btf_params, "io_do_iopoll", 2}}},
-          {"fentry",
-           {PROG(usc_fentry_iopoll_v510), PROG(usc_fexit_iopoll_v510)},
-           {{K::btf_params, "io_do_iopoll", 3}}},
-          {"kprobe",
-           {PROG(usc_kprobe_iopoll), PROG(usc_kretprobe_iopoll)},
-           {{K::kprobes}, {K::ksym, "io_do_iopoll"}}}},
-         false, true},
+        {.name = "io_do_iopoll",
+         .variants = {{"fentry",
+                       {PROG(usc_fentry_iopoll), PROG(usc_fexit_iopoll)},
+                       {{K::btf_params, "io_do_iopoll", 2}}},
+                      {"fentry",
+                       {PROG(usc_fentry_iopoll_v510), PROG(usc_fexit_iopoll_v510)},
+                       {{K::btf_params, "io_do_iopoll", 3}}},
+                      {"kprobe",
+                       {PROG(usc_kprobe_iopoll), PROG(usc_kretprobe_iopoll)},
+                       {{K::kprobes}, {K::ksym, "io_do_iopoll"}}}},
+         .essential = false,
+         .deep = true},
         // nvme_core's end_io callbacks: nvme_uring_cmd_end_io, and for commands with a metadata
         // buffer nvme_uring_cmd_end_io_meta (6.1-6.7), whence the variants with and without it.
-        {"nvme_uring_cmd_end_io",
-         {{"fentry",
-           {PROG(usc_fentry_nvme_end_io), PROG(usc_fentry_nvme_end_io_meta)},
-           {{K::module, "nvme_core"},
-            {K::btf_func, "nvme_uring_cmd_end_io"},
-            {K::btf_func, "nvme_uring_cmd_end_io_meta"}}},
-          {"fentry",
-           {PROG(usc_fentry_nvme_end_io)},
-           {{K::module, "nvme_core"}, {K::btf_func, "nvme_uring_cmd_end_io"}}},
-          // Before the kprobe: see usc_tp_nvme_complete for the completions kprobes lose. It
-          // needs nothing of nvme_core at load, so it also serves a module loaded later
-          // (BpfCollector::refresh_modules()).
-          {"tp_btf",
-           {PROG(usc_tp_nvme_complete)},
-           {{K::btf_typedef, "btf_trace_block_rq_complete"}, {K::btf_struct, "io_uring_cmd"}}},
-          {"kprobe",
-           {PROG(usc_kprobe_nvme_end_io), PROG(usc_kprobe_nvme_end_io_meta)},
-           {{K::module, "nvme_core"},
-            {K::kprobes},
-            {K::ksym, "nvme_uring_cmd_end_io"},
-            {K::ksym, "nvme_uring_cmd_end_io_meta"}}},
-          {"kprobe",
-           {PROG(usc_kprobe_nvme_end_io)},
-           {{K::module, "nvme_core"}, {K::kprobes}, {K::ksym, "nvme_uring_cmd_end_io"}}}},
-         false, true},
+        {.name = "nvme_uring_cmd_end_io",
+         .variants =
+             {{"fentry",
+               {PROG(usc_fentry_nvme_end_io), PROG(usc_fentry_nvme_end_io_meta)},
+               {{K::module, "nvme_core"},
+                {K::btf_func, "nvme_uring_cmd_end_io"},
+                {K::btf_func, "nvme_uring_cmd_end_io_meta"}}},
+              {"fentry",
+               {PROG(usc_fentry_nvme_end_io)},
+               {{K::module, "nvme_core"}, {K::btf_func, "nvme_uring_cmd_end_io"}}},
+              // Before the kprobe: see usc_tp_nvme_complete for the completions kprobes lose. It
+              // needs nothing of nvme_core at load, so it also serves a module loaded later
+              // (BpfCollector::refresh_modules()).
+              {"tp_btf",
+               {PROG(usc_tp_nvme_complete)},
+               {{K::btf_typedef, "btf_trace_block_rq_complete"}, {K::btf_struct, "io_uring_cmd"}}},
+              {"kprobe",
+               {PROG(usc_kprobe_nvme_end_io), PROG(usc_kprobe_nvme_end_io_meta)},
+               {{K::module, "nvme_core"},
+                {K::kprobes},
+                {K::ksym, "nvme_uring_cmd_end_io"},
+                {K::ksym, "nvme_uring_cmd_end_io_meta"}}},
+              {"kprobe",
+               {PROG(usc_kprobe_nvme_end_io)},
+               {{K::module, "nvme_core"}, {K::kprobes}, {K::ksym, "nvme_uring_cmd_end_io"}}}},
+         .essential = false,
+         .deep = true},
         // The gaps between an SQ thread's submissions (advise's idle curve): per batch where
         // io_submit_sqes can be hooked, else per SQE from the tracepoint (renamed in 6.4).
-        {"work_gaps",
-         {{"fentry", {PROG(usc_fexit_submit_gaps)}, {{K::btf_func, "io_submit_sqes"}}},
-          {"kprobe",
-           {PROG(usc_kretprobe_submit_gaps)},
-           {{K::kprobes}, {K::ksym, "io_submit_sqes"}}},
-          {"tp_btf", {PROG(usc_submit_req)}, {{K::btf_typedef, "btf_trace_io_uring_submit_req"}}},
-          {"tp_btf", {PROG(usc_submit_sqe)}, {{K::btf_typedef, "btf_trace_io_uring_submit_sqe"}}}},
-         false, true},
+        {.name = "work_gaps",
+         .variants = {{"fentry", {PROG(usc_fexit_submit_gaps)}, {{K::btf_func, "io_submit_sqes"}}},
+                      {"kprobe",
+                       {PROG(usc_kretprobe_submit_gaps)},
+                       {{K::kprobes}, {K::ksym, "io_submit_sqes"}}},
+                      {"tp_btf",
+                       {PROG(usc_submit_req)},
+                       {{K::btf_typedef, "btf_trace_io_uring_submit_req"}}},
+                      {"tp_btf",
+                       {PROG(usc_submit_sqe)},
+                       {{K::btf_typedef, "btf_trace_io_uring_submit_sqe"}}}},
+         .essential = false,
+         .deep = true},
         // Loop passes and the on-CPU work of the busy ones: io_sq_tw ends every pass (6.9+;
         // before, the loop runs task work inline and has no per-pass function).
         // The entry separates the pass's task work (every ring's completions) from the last
         // ring's turn.
-        {"loop_passes",
-         {{"fentry",
-           {PROG(usc_fentry_sq_tw), PROG(usc_fexit_sq_tw)},
-           {{K::btf_params, "io_sq_tw", 2}}},
-          {"fentry",
-           {PROG(usc_fentry_sq_tw), PROG(usc_fexit_sq_tw_1arg)},
-           {{K::btf_params, "io_sq_tw", 1}}},
-          {"kprobe",
-           {PROG(usc_kprobe_sq_tw), PROG(usc_kretprobe_sq_tw)},
-           {{K::kprobes}, {K::ksym, "io_sq_tw"}}}},
-         false, true},
+        {.name = "loop_passes",
+         .variants = {{"fentry",
+                       {PROG(usc_fentry_sq_tw), PROG(usc_fexit_sq_tw)},
+                       {{K::btf_params, "io_sq_tw", 2}}},
+                      {"fentry",
+                       {PROG(usc_fentry_sq_tw), PROG(usc_fexit_sq_tw_1arg)},
+                       {{K::btf_params, "io_sq_tw", 1}}},
+                      {"kprobe",
+                       {PROG(usc_kprobe_sq_tw), PROG(usc_kretprobe_sq_tw)},
+                       {{K::kprobes}, {K::ksym, "io_sq_tw"}}}},
+         .essential = false,
+         .deep = true},
         // Completions reaching the ring: io_uring_cmd_done, exported as __io_uring_cmd_done from
         // 6.18 (io_uring_cmd_done becomes an inline wrapper). Counts only commands whose NVMe
         // end_io was seen, so it needs nvme_uring_cmd_end_io attached to say anything.
-        {"io_uring_cmd_done",
-         {{"fentry", {PROG(usc_fentry_cmd_done)}, {{K::btf_func, "io_uring_cmd_done"}}},
-          {"fentry", {PROG(usc_fentry_cmd_done_618)}, {{K::btf_func, "__io_uring_cmd_done"}}},
-          {"kprobe",
-           {PROG(usc_kprobe_cmd_done)},
-           {{K::kprobes}, {K::ksym, "io_uring_cmd_done"}}},
-          {"kprobe",
-           {PROG(usc_kprobe_cmd_done_618)},
-           {{K::kprobes}, {K::ksym, "__io_uring_cmd_done"}}}},
-         false, true},
+        {.name = "io_uring_cmd_done",
+         .variants = {{"fentry", {PROG(usc_fentry_cmd_done)}, {{K::btf_func, "io_uring_cmd_done"}}},
+                      {"fentry",
+                       {PROG(usc_fentry_cmd_done_618)},
+                       {{K::btf_func, "__io_uring_cmd_done"}}},
+                      {"kprobe",
+                       {PROG(usc_kprobe_cmd_done)},
+                       {{K::kprobes}, {K::ksym, "io_uring_cmd_done"}}},
+                      {"kprobe",
+                       {PROG(usc_kprobe_cmd_done_618)},
+                       {{K::kprobes}, {K::ksym, "__io_uring_cmd_done"}}}},
+         .essential = false,
+         .deep = true},
         // Multipath head char devices have their own iopoll on the kernels that poll by bio
         // (6.1); later ones poll every char device through nvme_ns_chr_uring_cmd_iopoll. Both
         // read nvme_core's structs, so they load only when its BTF is there at start.
-        {"nvme_uring_cmd_iopoll",
-         {{"fentry",
-           {PROG(usc_fentry_nvme_poll), PROG(usc_fentry_nvme_head_poll)},
-           {{K::module, "nvme_core"},
-            {K::btf_func, "nvme_ns_chr_uring_cmd_iopoll"},
-            {K::btf_func, "nvme_ns_head_chr_uring_cmd_iopoll"}}},
-          {"fentry",
-           {PROG(usc_fentry_nvme_poll)},
-           {{K::module, "nvme_core"}, {K::btf_func, "nvme_ns_chr_uring_cmd_iopoll"}}},
-          {"kprobe",
-           {PROG(usc_kprobe_nvme_poll), PROG(usc_kprobe_nvme_head_poll)},
-           {{K::module, "nvme_core"},
-            {K::kprobes},
-            {K::ksym, "nvme_ns_chr_uring_cmd_iopoll"},
-            {K::ksym, "nvme_ns_head_chr_uring_cmd_iopoll"}}},
-          {"kprobe",
-           {PROG(usc_kprobe_nvme_poll)},
-           {{K::module, "nvme_core"}, {K::kprobes}, {K::ksym, "nvme_ns_chr_uring_cmd_iopoll"}}}},
-         false, true},
+        {.name = "nvme_uring_cmd_iopoll",
+         .variants = {{"fentry",
+                       {PROG(usc_fentry_nvme_poll), PROG(usc_fentry_nvme_head_poll)},
+                       {{K::module, "nvme_core"},
+                        {K::btf_func, "nvme_ns_chr_uring_cmd_iopoll"},
+                        {K::btf_func, "nvme_ns_head_chr_uring_cmd_iopoll"}}},
+                      {"fentry",
+                       {PROG(usc_fentry_nvme_poll)},
+                       {{K::module, "nvme_core"}, {K::btf_func, "nvme_ns_chr_uring_cmd_iopoll"}}},
+                      {"kprobe",
+                       {PROG(usc_kprobe_nvme_poll), PROG(usc_kprobe_nvme_head_poll)},
+                       {{K::module, "nvme_core"},
+                        {K::kprobes},
+                        {K::ksym, "nvme_ns_chr_uring_cmd_iopoll"},
+                        {K::ksym, "nvme_ns_head_chr_uring_cmd_iopoll"}}},
+                      {"kprobe",
+                       {PROG(usc_kprobe_nvme_poll)},
+                       {{K::module, "nvme_core"},
+                        {K::kprobes},
+                        {K::ksym, "nvme_ns_chr_uring_cmd_iopoll"}}}},
+         .essential = false,
+         .deep = true},
     };
 #undef PROG
     return table;
@@ -242,34 +278,37 @@ std::optional<std::string> missing_requirement(const KernelFeatures& kf,
                                                const ProbeVariant& variant) {
     for (const auto& r : variant.needs) {
         switch (r.kind) {
-        case Requirement::Kind::btf_typedef:
-            if (!kf.has_btf_typedef(r.name)) return std::string("no BTF type ") + r.name;
-            break;
-        case Requirement::Kind::btf_struct:
-            if (!kf.has_btf_struct(r.name)) return std::string("no BTF struct ") + r.name;
-            break;
-        case Requirement::Kind::btf_func:
-            if (!kf.has_btf_func(r.name)) return std::string("no BTF for function ") + r.name;
-            break;
-        case Requirement::Kind::btf_params: {
-            auto n = kf.btf_func_params(r.name);
-            if (!n) return std::string("no BTF for function ") + r.name;
-            if (*n != r.params)
-                return std::string(r.name) + " has " + std::to_string(*n) + " parameters, this "
-                       "variant expects " + std::to_string(r.params);
-            break;
-        }
-        case Requirement::Kind::ksym:
-            if (!kf.has_ksym(r.name)) return std::string("no kernel symbol ") + r.name;
-            break;
-        case Requirement::Kind::kprobes:
-            if (!kf.has_kprobes()) return std::string("kernel has no kprobes (CONFIG_KPROBES)");
-            break;
-        case Requirement::Kind::module:
-            if (!module_loaded(r.name))
-                return std::string("module ") + r.name + " was not loaded when uringscoped "
-                       "started (load it first, e.g. modprobe nvme, then restart uringscoped)";
-            break;
+            case Requirement::Kind::btf_typedef:
+                if (!kf.has_btf_typedef(r.name)) return std::string("no BTF type ") + r.name;
+                break;
+            case Requirement::Kind::btf_struct:
+                if (!kf.has_btf_struct(r.name)) return std::string("no BTF struct ") + r.name;
+                break;
+            case Requirement::Kind::btf_func:
+                if (!kf.has_btf_func(r.name)) return std::string("no BTF for function ") + r.name;
+                break;
+            case Requirement::Kind::btf_params: {
+                auto n = kf.btf_func_params(r.name);
+                if (!n) return std::string("no BTF for function ") + r.name;
+                if (*n != r.params)
+                    return std::string(r.name) + " has " + std::to_string(*n) +
+                           " parameters, this "
+                           "variant expects " +
+                           std::to_string(r.params);
+                break;
+            }
+            case Requirement::Kind::ksym:
+                if (!kf.has_ksym(r.name)) return std::string("no kernel symbol ") + r.name;
+                break;
+            case Requirement::Kind::kprobes:
+                if (!kf.has_kprobes()) return std::string("kernel has no kprobes (CONFIG_KPROBES)");
+                break;
+            case Requirement::Kind::module:
+                if (!module_loaded(r.name))
+                    return std::string("module ") + r.name +
+                           " was not loaded when uringscoped "
+                           "started (load it first, e.g. modprobe nvme, then restart uringscoped)";
+                break;
         }
     }
     return std::nullopt;
@@ -436,7 +475,8 @@ std::unique_ptr<BpfCollector> BpfCollector::make(const KernelFeatures& kf,
         for (auto get : table[i].variants[static_cast<std::size_t>(v)].programs) {
             auto probe = AttachedProbe::make(get(c->skel_.get()), why);
             if (!probe) break;
-            if (get(c->skel_.get()) == c->skel_->progs.usc_iter_rings) c->iter_link_ = probe->link();
+            if (get(c->skel_.get()) == c->skel_->progs.usc_iter_rings)
+                c->iter_link_ = probe->link();
             links.push_back(std::move(probe));
         }
         if (!why.empty()) {
@@ -464,8 +504,8 @@ std::unique_ptr<BpfCollector> BpfCollector::make(const KernelFeatures& kf,
             spdlog::info("probe {} ({}): attached, waiting for module {} to load; {}", st.probe,
                          st.kind, st.waiting_for, st.reason);
         else if (st.attached && !st.reason.empty())
-            spdlog::info("probe {} ({}): attached; higher tiers passed over: {}", st.probe,
-                         st.kind, st.reason);
+            spdlog::info("probe {} ({}): attached; higher tiers passed over: {}", st.probe, st.kind,
+                         st.reason);
         else if (st.attached)
             spdlog::info("probe {} ({}): attached", st.probe, st.kind);
         else
@@ -504,10 +544,11 @@ void BpfCollector::refresh_modules() {
         spdlog::info("probe {} ({}): nvme_core loaded, passthrough completions counted from now",
                      st.probe, st.kind);
     else if (instance && !nvme_resolved_ && nvme_reads_ == kReads)
-        spdlog::warn("probe {} ({}): nvme_core is loaded but /proc/kallsyms shows no address for "
-                     "nvme_uring_cmd_end_io (hidden without CAP_SYSLOG?); it will be looked for "
-                     "again when nvme_core is reloaded",
-                     st.probe, st.kind);
+        spdlog::warn(
+            "probe {} ({}): nvme_core is loaded but /proc/kallsyms shows no address for "
+            "nvme_uring_cmd_end_io (hidden without CAP_SYSLOG?); it will be looked for "
+            "again when nvme_core is reloaded",
+            st.probe, st.kind);
     else if (!instance && was_resolved)
         spdlog::info("probe {} ({}): nvme_core unloaded, waiting for it to load again", st.probe,
                      st.kind);
@@ -546,8 +587,9 @@ bool BpfCollector::walk_rings(std::vector<usc_ring_record>& out, bool& complete,
         have += static_cast<std::size_t>(n);
     }
     if (have % sizeof(usc_ring_record) != 0) {
-        error = "ring iterator returned a partial record: BPF object and daemon disagree on "
-                "struct usc_ring_record";
+        error =
+            "ring iterator returned a partial record: BPF object and daemon disagree on "
+            "struct usc_ring_record";
         return false;
     }
     if (!complete && have == 0) return false;
@@ -586,11 +628,11 @@ bool read_hash_batch(int map_fd, std::vector<std::pair<K, V>>& out, bool drain) 
     bool first = true;
     for (;;) {
         std::uint32_t count = chunk;
-        int rc = drain ? bpf_map_lookup_and_delete_batch(map_fd, first ? nullptr : &in_batch,
-                                                         &out_batch, keys.data(), vals.data(),
-                                                         &count, nullptr)
-                       : bpf_map_lookup_batch(map_fd, first ? nullptr : &in_batch, &out_batch,
-                                              keys.data(), vals.data(), &count, nullptr);
+        int rc =
+            drain ? bpf_map_lookup_and_delete_batch(map_fd, first ? nullptr : &in_batch, &out_batch,
+                                                    keys.data(), vals.data(), &count, nullptr)
+                  : bpf_map_lookup_batch(map_fd, first ? nullptr : &in_batch, &out_batch,
+                                         keys.data(), vals.data(), &count, nullptr);
         const int err = rc < 0 ? -rc : 0;
         for (std::uint32_t i = 0; i < count && i < chunk; ++i) out.emplace_back(keys[i], vals[i]);
         if (err == ENOENT) return true;  // the end of the map
@@ -602,7 +644,8 @@ bool read_hash_batch(int map_fd, std::vector<std::pair<K, V>>& out, bool drain) 
             continue;
         }
         if (err) {
-            if (out.size() != start && drain) return true;  // drained what it read; the rest next time
+            if (out.size() != start && drain)
+                return true;  // drained what it read; the rest next time
             out.resize(start);
             return false;
         }

@@ -50,9 +50,9 @@ CpuSplit estimate_split(std::uint64_t cpu_ns, std::uint64_t sleeps, std::uint64_
 // Converts a log2 histogram (bucket i counts values in [2^i, 2^(i+1)), the last bucket open) into
 // cumulative counts at the upper bounds 2^(i+1) for i in [first, last bucket), plus the total.
 struct CumulativeBuckets {
-    std::vector<double> upper_bounds;          // in the source unit
-    std::vector<std::uint64_t> cumulative;     // same length as upper_bounds
-    std::uint64_t count = 0;                   // everything, i.e. the +Inf bucket
+    std::vector<double> upper_bounds;       // in the source unit
+    std::vector<std::uint64_t> cumulative;  // same length as upper_bounds
+    std::uint64_t count = 0;                // everything, i.e. the +Inf bucket
 };
 CumulativeBuckets log2_to_cumulative(std::span<const std::uint64_t> hist, std::size_t first);
 

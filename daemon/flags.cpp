@@ -139,8 +139,7 @@ FlagsResult parse_daemon_flags(int argc, const char* const* argv) {
     };
     if (auto err = check_listen_address(cfg.listen_address)) return fail(*err);
     if (cfg.telemetry_path.empty() || cfg.telemetry_path.front() != '/')
-        return fail("--web.telemetry-path must start with '/', got \"" + cfg.telemetry_path +
-                    "\"");
+        return fail("--web.telemetry-path must start with '/', got \"" + cfg.telemetry_path + "\"");
     auto interval = parse_duration(interval_text);
     if (!interval)
         return fail("--sample.interval: \"" + interval_text +
@@ -160,8 +159,8 @@ FlagsResult parse_daemon_flags(int argc, const char* const* argv) {
                         advise_text);
         if (*window < 2 * cfg.interval)
             return fail("--advise.window (" + advise_text +
-                        ") must span at least two samples of --sample.interval (" +
-                        interval_text + ")");
+                        ") must span at least two samples of --sample.interval (" + interval_text +
+                        ")");
         cfg.advise_window = *window;
     }
     if (cfg.log_level != "debug" && cfg.log_level != "info" && cfg.log_level != "warn" &&

@@ -1,18 +1,18 @@
 #include "daemon/kernel_features.hpp"
 
-#include <dlfcn.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
+#include <dlfcn.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <string_view>
 #include <mutex>
+#include <string_view>
 #include <utility>
 
 namespace uringscope {
@@ -31,8 +31,8 @@ struct KernelFeatures::SymCache {
         lib = dlopen("libbcc.so.0", RTLD_NOW | RTLD_LOCAL);
         if (!lib) return;
         auto make = reinterpret_cast<void* (*)(int, void*)>(dlsym(lib, "bcc_symcache_new"));
-        resolve_name = reinterpret_cast<decltype(resolve_name)>(
-            dlsym(lib, "bcc_symcache_resolve_name"));
+        resolve_name =
+            reinterpret_cast<decltype(resolve_name)>(dlsym(lib, "bcc_symcache_resolve_name"));
         free_cache = reinterpret_cast<decltype(free_cache)>(dlsym(lib, "bcc_free_symcache"));
         if (make && resolve_name && free_cache) cache = make(-1, nullptr);  // -1: the kernel
     }
@@ -52,7 +52,9 @@ struct KernelFeatures::ModuleBtfs {
 
 KernelFeatures::KernelFeatures()
     : modules_(std::make_shared<ModuleBtfs>()), syms_(std::make_unique<SymCache>()) {}
-KernelFeatures::~KernelFeatures() { btf__free(btf_); }
+KernelFeatures::~KernelFeatures() {
+    btf__free(btf_);
+}
 KernelFeatures::KernelFeatures(KernelFeatures&& o) noexcept
     : btf_(std::exchange(o.btf_, nullptr)),
       modules_(std::move(o.modules_)),

@@ -60,7 +60,9 @@ private:
 // The instance of a loaded module: the inode of its /sys/module directory, which sysfs numbers
 // anew on every load (and which built-in modules with parameters have too). 0 when not loaded.
 std::uint64_t module_instance(const std::string& name);
-inline bool module_loaded(const std::string& name) { return module_instance(name) != 0; }
+inline bool module_loaded(const std::string& name) {
+    return module_instance(name) != 0;
+}
 
 // Addresses of the named symbols of one module (or of the kernel proper, where that module is
 // built in), read from /proc/kallsyms open on kallsyms_fd; 0 for a name not found. The kernel

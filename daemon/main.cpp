@@ -80,8 +80,10 @@ int main(int argc, char** argv) {
     }
     auto http = HttpServer::make(cfg.listen_address, web, err);
     if (!http) {
-        spdlog::error("cannot serve on {}: {} (address in use or not on this host, or the TLS files in the web config)",
-                      cfg.listen_address, err);
+        spdlog::error(
+            "cannot serve on {}: {} (address in use or not on this host, or the TLS files in the "
+            "web config)",
+            cfg.listen_address, err);
         return 1;
     }
 

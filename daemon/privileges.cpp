@@ -8,7 +8,6 @@
 
 #include <cerrno>
 #include <cstring>
-
 #include <memory>
 #include <vector>
 
@@ -29,7 +28,7 @@ bool effective(cap_t caps, cap_value_t cap) {
 
 std::optional<std::string> missing_bpf_privileges() {
     std::unique_ptr<std::remove_pointer_t<cap_t>, decltype(&cap_free)> caps(cap_get_proc(),
-                                                                           cap_free);
+                                                                            cap_free);
     if (!caps) return std::nullopt;  // cannot tell; let the load itself report
     const bool admin = effective(caps.get(), CAP_SYS_ADMIN);
     std::vector<std::string> missing;
@@ -68,7 +67,8 @@ std::optional<std::string> drop_privileges(const std::string& user) {
     // bullseye guest: sampling stopped after the drop.
     // A process started with CAP_SYS_ADMIN instead of CAP_BPF keeps that one: it is what grants
     // bpf() to it, and a capability not held cannot be kept.
-    std::unique_ptr<std::remove_pointer_t<cap_t>, decltype(&cap_free)> now(cap_get_proc(), cap_free);
+    std::unique_ptr<std::remove_pointer_t<cap_t>, decltype(&cap_free)> now(cap_get_proc(),
+                                                                           cap_free);
     cap_flag_value_t has_bpf = CAP_CLEAR;
     if (now) cap_get_flag(now.get(), kCapBpf, CAP_PERMITTED, &has_bpf);
     std::unique_ptr<std::remove_pointer_t<cap_t>, decltype(&cap_free)> keep(cap_init(), cap_free);

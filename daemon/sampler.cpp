@@ -19,9 +19,8 @@ std::uint64_t mono_ns() {
 
 }  // namespace
 
-Sampler::Sampler(BpfCollector& bpf, bool work_time_per_thread,
-                 std::shared_ptr<SnapshotStore> store, std::string kernel_release,
-                 unsigned config_hz)
+Sampler::Sampler(BpfCollector& bpf, bool work_time_per_thread, std::shared_ptr<SnapshotStore> store,
+                 std::string kernel_release, unsigned config_hz)
     : bpf_(bpf),
       work_time_per_thread_(work_time_per_thread),
       ring_turns_(bpf.attached("loop_passes")),
@@ -45,9 +44,8 @@ bool Sampler::sample_once() {
     bpf_.drain_created(raw.created);
     std::string err;
     raw.mono_ns = mono_ns();
-    raw.unix_time = std::chrono::duration<double>(
-                        std::chrono::system_clock::now().time_since_epoch())
-                        .count();
+    raw.unix_time =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     bool complete = true;
     if (!bpf_.walk_rings(raw.rings, complete, err)) {
         spdlog::error("sample failed: {}", err);
@@ -83,12 +81,13 @@ bool Sampler::sample_once() {
         bool was = flagged_.count(d.name) != 0;
         if (d.iopoll_without_poll_queues && !was) {
             flagged_.insert(d.name);
-            spdlog::warn("device {}: polled (IOPOLL) requests are completed by interrupts ({} so "
-                         "far): the device has no poll queues. Load the nvme driver with "
-                         "poll_queues=N (e.g. nvme.poll_queues=2 on the kernel command line, or "
-                         "options nvme poll_queues=2 in /etc/modprobe.d), then re-create the "
-                         "namespace's queues.",
-                         d.name, d.polled_intent_irq);
+            spdlog::warn(
+                "device {}: polled (IOPOLL) requests are completed by interrupts ({} so "
+                "far): the device has no poll queues. Load the nvme driver with "
+                "poll_queues=N (e.g. nvme.poll_queues=2 on the kernel command line, or "
+                "options nvme poll_queues=2 in /etc/modprobe.d), then re-create the "
+                "namespace's queues.",
+                d.name, d.polled_intent_irq);
         } else if (!d.iopoll_without_poll_queues && was) {
             flagged_.erase(d.name);
             spdlog::info("device {}: no more polled requests completed by interrupts", d.name);
@@ -108,14 +107,10 @@ bool Sampler::sample_once() {
             if (!now.count({id, subject})) spdlog::info("advice cleared: {} ({})", id, subject);
         logged_findings_ = std::move(now);
     }
-    snap->map_entries = {{"ring_births", raw.births.size()},
-                         {"sched_state", raw.sched.size()},
-                         {"wakers", raw.wakers.size()},
-                         {"ring_work", raw.ring_work.size()},
-                         {"iopoll_stats", raw.iopoll.size()},
-                         {"nvme_stats", raw.nvme.size()},
-                         {"work_gaps", raw.gaps.size()},
-                         {"sq_passes", raw.passes.size()}};
+    snap->map_entries = {{"ring_births", raw.births.size()},  {"sched_state", raw.sched.size()},
+                         {"wakers", raw.wakers.size()},       {"ring_work", raw.ring_work.size()},
+                         {"iopoll_stats", raw.iopoll.size()}, {"nvme_stats", raw.nvme.size()},
+                         {"work_gaps", raw.gaps.size()},      {"sq_passes", raw.passes.size()}};
     snap->hostname = hostname_;
     snap->kernel = kernel_;
     snap->sample_duration_seconds =

@@ -3,8 +3,8 @@
 // reads the sched maps, aggregates and publishes a Snapshot. Readers never call into it.
 #include <chrono>
 #include <memory>
-#include <stop_token>
 #include <set>
+#include <stop_token>
 #include <string>
 #include <utility>
 

@@ -21,10 +21,10 @@ enum class WorkSource {
 const char* to_string(WorkSource s);
 
 struct LatencyHistogram {
-    std::vector<double> upper_bounds_s;      // Prometheus "le" bounds, seconds, ascending
-    std::vector<std::uint64_t> cumulative;   // cumulative counts at each bound
-    std::uint64_t count = 0;                 // all observations (+Inf)
-    double sum_s = 0;                        // sum of observations, seconds
+    std::vector<double> upper_bounds_s;     // Prometheus "le" bounds, seconds, ascending
+    std::vector<std::uint64_t> cumulative;  // cumulative counts at each bound
+    std::uint64_t count = 0;                // all observations (+Inf)
+    double sum_s = 0;                       // sum of observations, seconds
 };
 
 // Gaps between consecutive SQEs of one SQ thread (deep tier), cumulative since it was first
@@ -44,64 +44,65 @@ double gap_bucket_upper_ns(std::size_t i);
 std::size_t gap_bucket_index(std::uint64_t ns);
 
 struct WakerSnapshot {
-    std::uint32_t pid = 0;     // tgid of the waking task, 0 for an interrupt
-    std::string comm;          // comm of the waking thread; "irq" for an interrupt
-    std::uint64_t wakeups = 0; // cumulative
-    std::string context;       // "task" or "irq": where the wakeup ran
+    std::uint32_t pid = 0;      // tgid of the waking task, 0 for an interrupt
+    std::string comm;           // comm of the waking thread; "irq" for an interrupt
+    std::uint64_t wakeups = 0;  // cumulative
+    std::string context;        // "task" or "irq": where the wakeup ran
 };
 
 struct ThreadSnapshot {
-    std::int32_t tid = -1;           // SQ thread tid: the sq_thread label
-    std::uint32_t pid = 0;           // the thread's own process (tgid)
-    std::string comm;                // that process's comm (group leader)
-    double start_time_seconds = 0;   // Unix time the thread started: a reused tid under the same
-                                     // labels is another thread when this changes
-    double cpu_seconds = 0;          // cumulative on-CPU time since the thread started
-    double work_seconds = 0;         // cumulative, see work_source
-    double spin_seconds = 0;         // cumulative idle spinning (cpu - work)
-    double sleep_seconds = 0;        // cumulative time in idle sleeps since uringscope attached
+    std::int32_t tid = -1;          // SQ thread tid: the sq_thread label
+    std::uint32_t pid = 0;          // the thread's own process (tgid)
+    std::string comm;               // that process's comm (group leader)
+    double start_time_seconds = 0;  // Unix time the thread started: a reused tid under the same
+                                    // labels is another thread when this changes
+    double cpu_seconds = 0;         // cumulative on-CPU time since the thread started
+    double work_seconds = 0;        // cumulative, see work_source
+    double spin_seconds = 0;        // cumulative idle spinning (cpu - work)
+    double sleep_seconds = 0;       // cumulative time in idle sleeps since uringscope attached
     WorkSource work_source = WorkSource::estimate;
     // Every source this kernel and tier give, cumulative, side by side: the estimate and the
     // kernel's since the thread started, the deep tier's since uringscope attached.
     std::vector<std::pair<WorkSource, double>> work_by_source_seconds;
-    std::uint64_t sleeps = 0;        // idle sleeps (the loop's own, after sq_thread_idle) since attach
-    std::uint64_t blocks = 0;        // other voluntary switch-outs since attach: locks, parking, I/O
-    double block_seconds = 0;        // cumulative time blocked since attach
+    std::uint64_t sleeps = 0;  // idle sleeps (the loop's own, after sq_thread_idle) since attach
+    std::uint64_t blocks = 0;  // other voluntary switch-outs since attach: locks, parking, I/O
+    double block_seconds = 0;  // cumulative time blocked since attach
     // How the estimate charges spin per idle sleep on this kernel (see docs/ARCHITECTURE.md,
     // "Derived values"): "after_last_work" (5.11+, idle counted from the last work, ticks of
     // 1/HZ), "after_wakeup" (5.10, from the last wakeup: spin is an upper bound), "ns" (seeds
     // patch 002, no tick rounding). Empty while the split is not known (HZ not yet measured).
     std::string spin_model;
-    bool split_known = true;         // false until HZ is known for a jiffies idle setting
-    std::uint64_t wakeups = 0;       // since attach
+    bool split_known = true;                 // false until HZ is known for a jiffies idle setting
+    std::uint64_t wakeups = 0;               // since attach
     std::uint64_t voluntary_switches = 0;    // since the thread started (task->nvcsw)
     std::uint64_t involuntary_switches = 0;  // since the thread started (task->nivcsw)
-    std::uint32_t state = 0;         // task __state bits, 0 = running
-    std::int32_t sq_cpu = -1;        // sqd->sq_cpu: pinned CPU, or where it last ran; -1 unknown
-    bool pinned = false;             // a ring on it asked for IORING_SETUP_SQ_AFF
-    double idle_setting_seconds = 0; // sq_thread_idle
-    bool idle_ns_granular = false;   // the kernel takes sq_thread_idle in ns (seeds patch 002)
+    std::uint32_t state = 0;                 // task __state bits, 0 = running
+    std::int32_t sq_cpu = -1;         // sqd->sq_cpu: pinned CPU, or where it last ran; -1 unknown
+    bool pinned = false;              // a ring on it asked for IORING_SETUP_SQ_AFF
+    double idle_setting_seconds = 0;  // sq_thread_idle
+    bool idle_ns_granular = false;    // the kernel takes sq_thread_idle in ns (seeds patch 002)
     LatencyHistogram wake_latency;
     std::vector<std::uint64_t> wake_latency_log2;  // raw log2 buckets in ns, cumulative
-    double wake_p50_seconds = -1;    // wake latency quantiles over the last interval, -1 if none
+    double wake_p50_seconds = -1;  // wake latency quantiles over the last interval, -1 if none
     double wake_p99_seconds = -1;
     std::size_t rings = 0;
-    double fairness = 1;             // Jain's index over rings with demand in the last interval
-    double rings_work_seconds = -1;  // sum of its rings' sqthread_work_seconds (deep tier), -1 if none
+    double fairness = 1;  // Jain's index over rings with demand in the last interval
+    double rings_work_seconds =
+        -1;  // sum of its rings' sqthread_work_seconds (deep tier), -1 if none
     // Rates over the last interval, for views; Prometheus users derive their own from counters.
     double cpu_util = 0, work_util = 0, spin_util = 0, sleep_util = 0;  // fraction of one CPU
     double sqe_rate = 0, sleep_rate = 0, wakeup_rate = 0, block_rate = 0;
     std::vector<WakerSnapshot> wakers;
-    bool has_gaps = false;           // the deep tier's work-gap probe saw this thread submit
+    bool has_gaps = false;  // the deep tier's work-gap probe saw this thread submit
     WorkGaps gaps;
     // Loop passes (deep tier, kernels where io_sq_tw can be hooked), cumulative since attach.
-    bool has_passes = false;         // the loop-pass probe saw this thread
+    bool has_passes = false;  // the loop-pass probe saw this thread
     std::uint64_t loop_passes = 0;
-    std::uint64_t busy_passes = 0;   // passes that served a ring or ran task work
-    double pass_work_seconds = 0;    // on-CPU time of the passes that served a ring
-    double task_work_seconds = 0;    // the part of it in io_sq_tw: every ring's completions
-    double pass_rate = 0;            // passes per second over the last interval
-    double empty_pass_ratio = 0;     // passes that did nothing / passes, last interval
+    std::uint64_t busy_passes = 0;  // passes that served a ring or ran task work
+    double pass_work_seconds = 0;   // on-CPU time of the passes that served a ring
+    double task_work_seconds = 0;   // the part of it in io_sq_tw: every ring's completions
+    double pass_rate = 0;           // passes per second over the last interval
+    double empty_pass_ratio = 0;    // passes that did nothing / passes, last interval
 };
 
 // io_do_iopoll on one ring by one kind of caller (deep tier).
@@ -124,14 +125,14 @@ struct RingSnapshot {
     std::uint32_t pid = 0;
     std::uint32_t fd = 0;
     std::string comm;
-    std::string mode;               // sqpoll | iopoll | both | plain
+    std::string mode;  // sqpoll | iopoll | both | plain
     std::int32_t sq_thread = -1;
     std::uint32_t setup_flags = 0;
     std::uint32_t sq_entries = 0;
-    std::uint64_t sqes_total = 0;   // cumulative SQEs consumed since the ring was created
-    std::uint64_t cqes_total = 0;   // cumulative CQEs posted since the ring was created
-    std::uint32_t sq_backlog = 0;   // SQEs published but not consumed yet
-    double sqthread_share = 0;      // share of its SQ thread's SQEs in the last interval
+    std::uint64_t sqes_total = 0;  // cumulative SQEs consumed since the ring was created
+    std::uint64_t cqes_total = 0;  // cumulative CQEs posted since the ring was created
+    std::uint32_t sq_backlog = 0;  // SQEs published but not consumed yet
+    double sqthread_share = 0;     // share of its SQ thread's SQEs in the last interval
     double sqe_rate = 0, cqe_rate = 0;
     // Backlog seen by successive samples, cumulative, so any two snapshots give the fraction of
     // samples in which the ring had SQEs waiting and their mean.
@@ -148,12 +149,12 @@ struct RingSnapshot {
 
 // NVMe passthrough (uring_cmd) completions of one namespace (deep tier).
 struct DeviceSnapshot {
-    std::string name;                      // e.g. nvme0n1
-    std::uint64_t polled = 0, irq = 0;     // completions by queue type, cumulative
-    std::uint64_t polled_intent_irq = 0;   // asked for polling, completed by IRQ
-    std::uint64_t polls = 0;               // nvme_ns_chr_uring_cmd_iopoll calls
+    std::string name;                     // e.g. nvme0n1
+    std::uint64_t polled = 0, irq = 0;    // completions by queue type, cumulative
+    std::uint64_t polled_intent_irq = 0;  // asked for polling, completed by IRQ
+    std::uint64_t polls = 0;              // nvme_ns_chr_uring_cmd_iopoll calls
     LatencyHistogram latency;
-    double latency_p50_seconds = -1, latency_p99_seconds = -1;  // last interval
+    double latency_p50_seconds = -1, latency_p99_seconds = -1;                // last interval
     double completions_rate = 0, polled_ratio = 0, polls_per_completion = 0;  // last interval
     bool iopoll_without_poll_queues = false;  // polled requests completed by IRQ recently
     // Where the io_uring_cmd_done probe is attached: completions handed to io_uring, and the
@@ -164,10 +165,10 @@ struct DeviceSnapshot {
 };
 
 struct ProbeState {
-    std::string probe;   // program name without the usc_ prefix
-    std::string kind;    // tp_btf, iter, ...
+    std::string probe;  // program name without the usc_ prefix
+    std::string kind;   // tp_btf, iter, ...
     bool attached = false;
-    std::string reason;  // why not; when a lower tier attached, why the higher ones did not
+    std::string reason;        // why not; when a lower tier attached, why the higher ones did not
     std::uint64_t missed = 0;  // runs the kernel skipped (recursion_misses), e.g. kprobes in IRQs
     // A module the attached probe waits for: until it loads, the probe can match nothing
     // (the NVMe tracepoint variant before nvme_core is loaded). Empty when not waiting.
@@ -188,13 +189,13 @@ struct ProbeCoverage {
 };
 
 struct Snapshot {
-    std::string hostname;               // where it was taken
-    std::string kernel;                 // uname -r of that host
-    std::uint64_t seq = 0;              // samples taken so far
-    double timestamp = 0;               // Unix time of the sample, seconds
-    double interval_seconds = 0;        // time since the previous sample
-    double sample_duration_seconds = 0; // time the sample itself took
-    unsigned hz = 0;                    // CONFIG_HZ (configured or measured), 0 = not known yet
+    std::string hostname;                // where it was taken
+    std::string kernel;                  // uname -r of that host
+    std::uint64_t seq = 0;               // samples taken so far
+    double timestamp = 0;                // Unix time of the sample, seconds
+    double interval_seconds = 0;         // time since the previous sample
+    double sample_duration_seconds = 0;  // time the sample itself took
+    unsigned hz = 0;                     // CONFIG_HZ (configured or measured), 0 = not known yet
     std::vector<ThreadSnapshot> threads;
     std::vector<RingSnapshot> rings;
     std::vector<DeviceSnapshot> devices;
@@ -202,9 +203,9 @@ struct Snapshot {
     std::vector<IopollSnapshot> iopoll_host;
     std::vector<ProbeState> probes;
     std::vector<ProbeCoverage> coverage;  // deep probes cross-checked against the iterator
-    std::vector<std::pair<std::string, std::uint64_t>> rings_created_by_mode;     // cumulative
-    std::vector<std::pair<std::string, std::uint64_t>> rings_short_lived_by_mode; // cumulative
-    std::vector<std::pair<std::string, std::uint64_t>> map_overflows;             // map -> drops
+    std::vector<std::pair<std::string, std::uint64_t>> rings_created_by_mode;      // cumulative
+    std::vector<std::pair<std::string, std::uint64_t>> rings_short_lived_by_mode;  // cumulative
+    std::vector<std::pair<std::string, std::uint64_t>> map_overflows;              // map -> drops
     std::vector<std::pair<std::string, std::uint64_t>> map_entries;  // map -> entries now
     std::uint64_t rings_replaced = 0;    // rings that took a closed ring's address, cumulative
     std::uint64_t threads_replaced = 0;  // SQ threads that took an exited one's tid, cumulative
@@ -213,4 +214,3 @@ struct Snapshot {
 };
 
 }  // namespace uringscope
-

@@ -62,7 +62,9 @@ Log& server_log() {
     return log;
 }
 
-void free_body(void* cls) { delete static_cast<std::string*>(cls); }
+void free_body(void* cls) {
+    delete static_cast<std::string*>(cls);
+}
 
 enum MHD_Result reply(MHD_Connection* conn, HttpResponse r,
                       std::initializer_list<std::pair<const char*, const char*>> extra = {}) {
@@ -122,8 +124,7 @@ int HttpServer::answer(MHD_Connection* conn, const char* url, const char* method
     if (!authorized(web_, MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                       MHD_HTTP_HEADER_AUTHORIZATION)))
         return reply(conn, {401, "text/plain; charset=utf-8", "unauthorized\n"},
-                     {{MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Basic realm=\"uringscope\""}}) ==
-               MHD_YES;
+                     {{MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Basic realm=\"uringscope\""}}) == MHD_YES;
     HttpResponse r;
     try {
         r = handler();
@@ -212,15 +213,14 @@ std::unique_ptr<HttpServer> HttpServer::make(const std::string& listen_address,
     opts.push_back({MHD_OPTION_END, 0, nullptr});
 
     // The port argument is ignored when MHD_OPTION_SOCK_ADDR is given.
-    s->daemon_ = MHD_start_daemon(flags, static_cast<uint16_t>(port), nullptr, nullptr,
-                                  &on_request, s.get(), MHD_OPTION_ARRAY, opts.data(),
-                                  MHD_OPTION_END);
+    s->daemon_ = MHD_start_daemon(flags, static_cast<uint16_t>(port), nullptr, nullptr, &on_request,
+                                  s.get(), MHD_OPTION_ARRAY, opts.data(), MHD_OPTION_END);
     {
         std::lock_guard lock(log.mu);
         log.starting = false;
         if (!s->daemon_) {
-            error = log.start_messages.empty() ? "libmicrohttpd could not start"
-                                               : log.start_messages;
+            error =
+                log.start_messages.empty() ? "libmicrohttpd could not start" : log.start_messages;
             return nullptr;
         }
     }

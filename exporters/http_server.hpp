@@ -35,8 +35,8 @@ public:
     // nullptr and sets error if the address cannot be bound or the TLS files are unusable.
     // With web.tls() it serves HTTPS only (TLS 1.2 and 1.3); with users it requires HTTP basic
     // auth on every known path. The TLS files are read here, before privileges are dropped.
-    static std::unique_ptr<HttpServer> make(const std::string& listen_address,
-                                            const WebConfig& web, std::string& error);
+    static std::unique_ptr<HttpServer> make(const std::string& listen_address, const WebConfig& web,
+                                            std::string& error);
     ~HttpServer();
     HttpServer(const HttpServer&) = delete;
     HttpServer& operator=(const HttpServer&) = delete;

@@ -11,36 +11,37 @@ NLOHMANN_JSON_SERIALIZE_ENUM(WorkSource, {{WorkSource::kernel, "kernel"},
                                           {WorkSource::loop_passes, "loop_passes"},
                                           {WorkSource::submit_and_poll, "submit_and_poll"},
                                           {WorkSource::estimate, "estimate"}})
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LatencyHistogram, upper_bounds_s, cumulative,
-                                                count, sum_s)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LatencyHistogram, upper_bounds_s, cumulative, count,
+                                                sum_s)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(WakerSnapshot, pid, comm, wakeups, context)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(WorkGaps, count, sum_ns, sleep_spins,
                                                 sleep_spin_seconds, open_gap_seconds)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Figure, name, value, unit)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(IdleCurvePoint, setting_seconds,
-                                                effective_seconds, cpu_cores, wakeups_per_second,
-                                                current, recommended)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(IdleCurvePoint, setting_seconds, effective_seconds,
+                                                cpu_cores, wakeups_per_second, current, recommended)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Finding, id, subject, sq_thread, ring, device, pid,
                                                 comm, summary, evidence, change, predicted,
                                                 assumption, curve)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Advice, window_seconds, gaps_available, findings,
                                                 notes)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
-    ThreadSnapshot, tid, pid, comm, start_time_seconds, cpu_seconds, work_seconds, spin_seconds, sleep_seconds,
-    work_source, work_by_source_seconds, sleeps, blocks, block_seconds, spin_model, split_known, wakeups, voluntary_switches, involuntary_switches, state, sq_cpu, pinned,
+    ThreadSnapshot, tid, pid, comm, start_time_seconds, cpu_seconds, work_seconds, spin_seconds,
+    sleep_seconds, work_source, work_by_source_seconds, sleeps, blocks, block_seconds, spin_model,
+    split_known, wakeups, voluntary_switches, involuntary_switches, state, sq_cpu, pinned,
     idle_setting_seconds, idle_ns_granular, wake_latency, wake_latency_log2, wake_p50_seconds,
-    wake_p99_seconds, rings, fairness, rings_work_seconds, cpu_util, work_util, spin_util, sleep_util, sqe_rate,
-    sleep_rate, wakeup_rate, block_rate, wakers, has_gaps, gaps, has_passes, loop_passes, busy_passes,
-    pass_work_seconds, task_work_seconds, pass_rate, empty_pass_ratio)
+    wake_p99_seconds, rings, fairness, rings_work_seconds, cpu_util, work_util, spin_util,
+    sleep_util, sqe_rate, sleep_rate, wakeup_rate, block_rate, wakers, has_gaps, gaps, has_passes,
+    loop_passes, busy_passes, pass_work_seconds, task_work_seconds, pass_rate, empty_pass_ratio)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(IopollSnapshot, caller, calls, empty, completions,
                                                 seconds, calls_rate, empty_ratio,
                                                 completions_per_call)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RingSnapshot, id, start_time_seconds, pid, fd, comm, mode, sq_thread,
-                                                setup_flags, sq_entries, sqes_total, cqes_total,
-                                                sq_backlog, sqthread_share, sqe_rate, cqe_rate,
-                                                samples, samples_with_backlog, backlog_sum,
-                                                has_sqthread_work, sqthread_work_seconds,
-                                                sqthread_submit_seconds, sqthread_batches, iopoll)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RingSnapshot, id, start_time_seconds, pid, fd, comm,
+                                                mode, sq_thread, setup_flags, sq_entries,
+                                                sqes_total, cqes_total, sq_backlog, sqthread_share,
+                                                sqe_rate, cqe_rate, samples, samples_with_backlog,
+                                                backlog_sum, has_sqthread_work,
+                                                sqthread_work_seconds, sqthread_submit_seconds,
+                                                sqthread_batches, iopoll)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DeviceSnapshot, name, polled, irq,
                                                 polled_intent_irq, polls, latency,
                                                 latency_p50_seconds, latency_p99_seconds,
@@ -49,14 +50,15 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DeviceSnapshot, name, polled, ir
                                                 has_cqes, cqes, cqe_delay)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ProbeState, probe, kind, attached, reason, missed,
                                                 waiting_for)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ProbeCoverage, probe, probe_events,
-                                                iterator_events, ratio)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ProbeCoverage, probe, probe_events, iterator_events,
+                                                ratio)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Snapshot, hostname, kernel, seq, timestamp,
-                                                interval_seconds, sample_duration_seconds, hz, threads,
-                                                rings, devices, iopoll_host, probes, coverage, rings_created_by_mode,
-                                                rings_short_lived_by_mode, map_overflows, map_entries,
-                                                rings_replaced, threads_replaced, walks_incomplete,
-                                                advice)
+                                                interval_seconds, sample_duration_seconds, hz,
+                                                threads, rings, devices, iopoll_host, probes,
+                                                coverage, rings_created_by_mode,
+                                                rings_short_lived_by_mode, map_overflows,
+                                                map_entries, rings_replaced, threads_replaced,
+                                                walks_incomplete, advice)
 
 std::string snapshot_to_json(const Snapshot& snap) {
     nlohmann::json j = snap;

@@ -70,8 +70,11 @@ std::string sanitize_utf8(std::string_view in) {
     std::size_t i = 0;
     while (i < in.size()) {
         auto c = static_cast<unsigned char>(in[i]);
-        std::size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3
-                                        : (c >> 3) == 0x1E ? 4 : 0;
+        std::size_t len = c < 0x80           ? 1
+                          : (c >> 5) == 0x6  ? 2
+                          : (c >> 4) == 0xE  ? 3
+                          : (c >> 3) == 0x1E ? 4
+                                             : 0;
         bool ok = len != 0 && i + len <= in.size();
         for (std::size_t k = 1; ok && k < len; ++k)
             ok = (static_cast<unsigned char>(in[i + k]) & 0xC0) == 0x80;
@@ -102,7 +105,8 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
                "CPU time used by the SQ thread since it started.", C);
     Family work("uringscope_sqthread_work_seconds_total",
                 "SQ thread CPU time spent doing work (submitting, reaping, task work); see "
-                "uringscope_sqthread_work_time_source.", C);
+                "uringscope_sqthread_work_time_source.",
+                C);
     Family spin("uringscope_sqthread_spin_seconds_total",
                 "SQ thread CPU time spent polling idle rings: CPU minus work.", C);
     Family sleep("uringscope_sqthread_sleep_seconds_total",
@@ -110,19 +114,22 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
     Family blocks("uringscope_sqthread_blocks_total",
                   "Times the SQ thread blocked other than in its idle sleep since uringscope "
                   "attached: waits on sqd->lock, parking (ring exit, io-wq registration), I/O a "
-                  "submission waited for. They charge no idle spin.", C);
+                  "submission waited for. They charge no idle spin.",
+                  C);
     Family blocked("uringscope_sqthread_blocked_seconds_total",
                    "Time the SQ thread spent blocked (see uringscope_sqthread_blocks_total).", C);
     Family model("uringscope_sqthread_spin_model",
                  "1 for how the estimate charges spin to each idle sleep on this kernel: "
                  "after_last_work (5.11+: sq_thread_idle plus half a tick after the last work), "
                  "after_wakeup (5.10: counted from the wakeup, an upper bound), ns (nanosecond "
-                 "idle, no tick). Absent while HZ is being measured.", G);
+                 "idle, no tick). Absent while HZ is being measured.",
+                 G);
     Family source("uringscope_sqthread_work_time_source",
                   "1 for the source of the work/spin split, the best this kernel and tier give: "
                   "loop_passes (deep tier, 6.9+: the loop passes that served a ring, timed), "
                   "kernel (per-thread sqd->work_time, tick-sampled), submit_and_poll (deep tier: "
-                  "io_submit_sqes and io_do_iopoll time), estimate.", G);
+                  "io_submit_sqes and io_do_iopoll time), estimate.",
+                  G);
     Family by_source("uringscope_sqthread_work_by_source_seconds_total",
                      "SQ thread work as each available source counts it, side by side (see "
                      "uringscope_sqthread_work_time_source): the estimate and kernel since the "
@@ -130,49 +137,61 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
                      C);
     Family sleeps("uringscope_sqthread_sleeps_total",
                   "Idle sleeps of the SQ thread since uringscope attached: its loop found no "
-                  "work for sq_thread_idle and slept until woken.", C);
+                  "work for sq_thread_idle and slept until woken.",
+                  C);
     Family wakeups("uringscope_sqthread_wakeups_total",
                    "Times the SQ thread was woken since uringscope attached.", C);
     Family vcsw("uringscope_sqthread_voluntary_switches_total",
                 "Voluntary context switches of the SQ thread since it started.", C);
     Family ivcsw("uringscope_sqthread_involuntary_switches_total",
-                 "Involuntary context switches (preemptions) of the SQ thread since it started.", C);
+                 "Involuntary context switches (preemptions) of the SQ thread since it started.",
+                 C);
     Family by_waker("uringscope_sqthread_wakeups_by_waker_total",
                     "Wakeups of the SQ thread by the waking process, or by an interrupt "
                     "(waker_context=\"irq\", waker_pid=\"0\"): a "
-                    "completion's task work, a timeout.", C);
+                    "completion's task work, a timeout.",
+                    C);
     Family rings("uringscope_sqthread_rings", "Rings served by the SQ thread.", G);
     Family fairness("uringscope_sqthread_fairness",
                     "Jain's fairness index of SQEs served among the thread's rings that had "
-                    "demand in the last sample interval (1 = equal, 1/n = one ring took all).", G);
+                    "demand in the last sample interval (1 = equal, 1/n = one ring took all).",
+                    G);
     Family thread_start("uringscope_sqthread_start_time_seconds",
                         "Unix time the SQ thread started. A tid is reused once its thread exits: "
                         "when this changes under the same labels, the counters restart from the "
-                        "new thread's own (a counter reset, never a jump).", G);
+                        "new thread's own (a counter reset, never a jump).",
+                        G);
     Family idle("uringscope_sqthread_idle_setting_seconds",
                 "sq_thread_idle: how long the thread polls idle rings before sleeping.", G);
     Family running("uringscope_sqthread_running",
-                   "1 if the SQ thread was running or runnable at the last sample, 0 if asleep.", G);
+                   "1 if the SQ thread was running or runnable at the last sample, 0 if asleep.",
+                   G);
     Family sq_cpu("uringscope_sqthread_sq_cpu",
                   "sqd->sq_cpu: the CPU the SQ thread is pinned to (pinned=\"true\", "
-                  "IORING_SETUP_SQ_AFF), or on newer kernels the CPU it last started on.", G);
+                  "IORING_SETUP_SQ_AFF), or on newer kernels the CPU it last started on.",
+                  G);
     Family latency("uringscope_sqthread_wakeup_latency_seconds",
-                   "Time from the SQ thread's wakeup until it ran on a CPU.", MetricType::Histogram);
+                   "Time from the SQ thread's wakeup until it ran on a CPU.",
+                   MetricType::Histogram);
     Family passes("uringscope_sqthread_loop_passes_total",
                   "Passes of the SQ thread's loop over its rings since uringscope attached. Deep "
-                  "tier, kernels with io_sq_tw (6.9+).", C);
+                  "tier, kernels with io_sq_tw (6.9+).",
+                  C);
     Family busy_passes("uringscope_sqthread_busy_loop_passes_total",
                        "Loop passes that served a ring or ran task work; the rest polled idle "
-                       "rings. Deep tier.", C);
+                       "rings. Deep tier.",
+                       C);
     Family pass_work("uringscope_sqthread_pass_work_seconds_total",
                      "On-CPU time of the loop passes that served a ring, from the first ring's "
                      "work to the end of the pass: the kernel's work-time bracket, measured with "
-                     "the monotonic clock. Deep tier.", C);
+                     "the monotonic clock. Deep tier.",
+                     C);
     Family task_work("uringscope_sqthread_task_work_seconds_total",
                      "The part of the pass work spent in io_sq_tw running task work: under "
                      "SQPOLL the completions of every ring the thread serves, charged to none of "
                      "them. The rings' uringscope_ring_sqthread_work_seconds_total and this add up "
-                     "to the pass work. Deep tier, 6.9+.", C);
+                     "to the pass work. Deep tier, 6.9+.",
+                     C);
 
     for (const auto& t : s.threads) {
         auto l = thread_labels(t);
@@ -239,17 +258,20 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
     Family start("uringscope_ring_start_time_seconds",
                  "Unix time the ring was created (or first seen, if it predates uringscope). "
                  "When a ring closes and a new one gets the same pid:fd, its counters restart "
-                 "from zero and this changes: a counter reset, never a jump.", G);
+                 "from zero and this changes: a counter reset, never a jump.",
+                 G);
     Family ring_work("uringscope_ring_sqthread_work_seconds_total",
                      "SQ thread on-CPU time spent on this ring. Where uringscope_probe_attached"
                      "{probe=\"loop_passes\"} is 1: the ring's turns in the thread's loop passes, "
                      "which add up to uringscope_sqthread_pass_work_seconds_total; elsewhere its "
-                     "time submitting (io_submit_sqes) and polling (io_do_iopoll). Deep tier.", C);
+                     "time submitting (io_submit_sqes) and polling (io_do_iopoll). Deep tier.",
+                     C);
     Family ring_submit("uringscope_ring_sqthread_submit_seconds_total",
                        "SQ thread time inside io_submit_sqes for this ring. Deep tier.", C);
     Family ring_batches("uringscope_ring_sqthread_batches_total",
                         "io_submit_sqes calls made by the SQ thread for this ring. Deep tier.", C);
-    Family io_calls("uringscope_iopoll_calls_total", "io_do_iopoll calls on the ring. Deep tier.", C);
+    Family io_calls("uringscope_iopoll_calls_total", "io_do_iopoll calls on the ring. Deep tier.",
+                    C);
     Family io_empty("uringscope_iopoll_empty_total",
                     "io_do_iopoll calls that reaped nothing: spinning. Deep tier.", C);
     Family io_comp("uringscope_iopoll_completions_total",
@@ -271,7 +293,9 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
             ring_batches.counter(l, static_cast<double>(r.sqthread_batches));
         }
         for (const auto& io : r.iopoll) {
-            Labels li{{"ring", r.id}, {"pid", std::to_string(r.pid)}, {"comm", r.comm},
+            Labels li{{"ring", r.id},
+                      {"pid", std::to_string(r.pid)},
+                      {"comm", r.comm},
                       {"caller", io.caller}};
             io_calls.counter(li, static_cast<double>(io.calls));
             io_empty.counter(li, static_cast<double>(io.empty));
@@ -288,29 +312,34 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
         created.counter({{"mode", mode}}, static_cast<double>(n));
     Family short_lived("uringscope_rings_short_lived_total",
                        "Rings created and destroyed between two samples: never walked, so their "
-                       "counts are not in uringscope_ring_*.", C);
+                       "counts are not in uringscope_ring_*.",
+                       C);
     for (const auto& [mode, n] : s.rings_short_lived_by_mode)
         short_lived.counter({{"mode", mode}}, static_cast<double>(n));
 
     Family nvme_comp("uringscope_nvme_uring_cmd_completions_total",
                      "NVMe passthrough (uring_cmd) completions, by whether the request sat on a "
-                     "poll queue. Deep tier.", C);
+                     "poll queue. Deep tier.",
+                     C);
     Family nvme_polls("uringscope_nvme_uring_cmd_polls_total",
                       "nvme_ns_chr_uring_cmd_iopoll calls: poll attempts. Deep tier.", C);
     Family nvme_intent("uringscope_nvme_uring_cmd_polled_irq_total",
                        "Requests that asked to be polled but were completed by an interrupt.", C);
     Family no_pollq("uringscope_device_iopoll_without_poll_queues",
                     "1 if polled requests to the device were completed by interrupts in the last "
-                    "minute: it has no poll queues (nvme poll_queues=0).", G);
+                    "minute: it has no poll queues (nvme poll_queues=0).",
+                    G);
     Family nvme_lat("uringscope_nvme_uring_cmd_latency_seconds",
                     "NVMe passthrough request latency, from request start to end_io. Deep tier.",
                     MetricType::Histogram);
     Family nvme_cqes("uringscope_nvme_uring_cmd_cqes_total",
                      "NVMe passthrough completions handed to io_uring (io_uring_cmd_done). Deep "
-                     "tier.", C);
+                     "tier.",
+                     C);
     Family nvme_cqe_delay("uringscope_nvme_uring_cmd_cqe_delay_seconds",
                           "Time from a passthrough request's end_io to io_uring_cmd_done: the "
-                          "task-work hop before its CQE. Deep tier.", MetricType::Histogram);
+                          "task-work hop before its CQE. Deep tier.",
+                          MetricType::Histogram);
     for (const auto& d : s.devices) {
         if (d.has_cqes) {
             nvme_cqes.counter({{"device", d.name}}, static_cast<double>(d.cqes));
@@ -341,7 +370,8 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
     Family missed("uringscope_probe_missed_total",
                   "Runs of an attached probe the kernel skipped because another BPF program was "
                   "running on the CPU (kprobes hit from interrupts): its counts are short by "
-                  "this much.", C);
+                  "this much.",
+                  C);
     Family coverage("uringscope_probe_coverage_ratio",
                     "SQEs a deep probe saw submitted over the SQEs the rings' heads passed, on "
                     "SQPOLL rings, over the last sample interval (absent below 100 SQEs). Under 1: "
@@ -349,7 +379,8 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
                     G);
     Family coverage_events("uringscope_probe_coverage_sqes_total",
                            "The two sides of uringscope_probe_coverage_ratio, cumulative: "
-                           "seen_by=\"probe\" or \"iterator\".", C);
+                           "seen_by=\"probe\" or \"iterator\".",
+                           C);
     for (const auto& c : s.coverage) {
         if (c.ratio >= 0) coverage.gauge({{"probe", c.probe}}, c.ratio);
         coverage_events.counter({{"probe", c.probe}, {"seen_by", "probe"}},
@@ -357,21 +388,25 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
         coverage_events.counter({{"probe", c.probe}, {"seen_by", "iterator"}},
                                 static_cast<double>(c.iterator_events));
     }
-    Family waiting("uringscope_probe_waiting",
-                   "1 while an attached probe waits for a kernel module to load before it can "
-                   "see anything: the NVMe tracepoint variant until nvme_core is loaded (the log names "
-                   "the module).", G);
+    Family waiting(
+        "uringscope_probe_waiting",
+        "1 while an attached probe waits for a kernel module to load before it can "
+        "see anything: the NVMe tracepoint variant until nvme_core is loaded (the log names "
+        "the module).",
+        G);
     for (const auto& p : s.probes) {
         probe.gauge({{"probe", p.probe}, {"kind", p.kind}}, p.attached ? 1 : 0);
         if (p.attached)
             waiting.gauge({{"probe", p.probe}, {"kind", p.kind}}, p.waiting_for.empty() ? 0 : 1);
-        if (p.attached) missed.counter({{"probe", p.probe}, {"kind", p.kind}}, static_cast<double>(p.missed));
+        if (p.attached)
+            missed.counter({{"probe", p.probe}, {"kind", p.kind}}, static_cast<double>(p.missed));
     }
     Family finding("uringscope_advice_finding",
                    "1 for each tuning finding of the advisor over its window (uringscope advise "
                    "explains it). The finding label is stable: sq_idle_too_long, "
                    "sq_spinning_without_work, shared_thread_backlog, sq_threads_should_share, "
-                   "iopoll_without_poll_queues.", G);
+                   "iopoll_without_poll_queues.",
+                   G);
     Family saving("uringscope_advice_predicted_cpu_saving_cores",
                   "CPU (cores) the advisor predicts its recommended change would save.", G);
     for (const auto& f : s.advice.findings) {
@@ -382,7 +417,8 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
                  {"device", f.device}};
         finding.gauge(l, 1);
         for (const auto& p : f.predicted)
-            if (p.name == "cpu_cores_saved") saving.gauge({{"finding", f.id}, {"subject", f.subject}}, p.value);
+            if (p.name == "cpu_cores_saved")
+                saving.gauge({{"finding", f.id}, {"subject", f.subject}}, p.value);
     }
     Family window("uringscope_advice_window_seconds",
                   "Length of the window the advisor judged; 0 while it has too little data.", G);
@@ -393,17 +429,20 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
         overflow.counter({{"map", map}}, static_cast<double>(n));
     Family entries_now("uringscope_map_entries",
                        "Entries in each bounded BPF map at the last sample; they must stay flat "
-                       "when rings and threads come and go.", G);
+                       "when rings and threads come and go.",
+                       G);
     for (const auto& [map, n] : s.map_entries)
         entries_now.gauge({{"map", map}}, static_cast<double>(n));
     Family replaced("uringscope_identities_replaced_total",
                     "Rings that took a closed ring's kernel address, and SQ threads that took an "
-                    "exited thread's tid: each started from its own counts.", C);
+                    "exited thread's tid: each started from its own counts.",
+                    C);
     replaced.counter({{"kind", "ring"}}, static_cast<double>(s.rings_replaced));
     replaced.counter({{"kind", "sq_thread"}}, static_cast<double>(s.threads_replaced));
     Family incomplete("uringscope_walks_incomplete_total",
                       "Ring walks that stopped before the end of the task list (an error); rings "
-                      "they did not reach kept their state.", C);
+                      "they did not reach kept their state.",
+                      C);
     incomplete.counter({}, static_cast<double>(s.walks_incomplete));
     Family samples("uringscope_samples_total", "Samples taken since the daemon started.", C);
     samples.counter({}, static_cast<double>(s.seq));
@@ -415,20 +454,23 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
     Family build("uringscope_build_info", "Version of uringscope, always 1.", G);
     build.gauge({{"version", URINGSCOPE_VERSION}}, 1);
 
-    for (auto* f : {&cpu, &work, &by_source, &spin, &sleep, &blocks, &blocked, &model, &source, &sleeps, &wakeups, &vcsw, &ivcsw,
-                    &by_waker, &rings, &fairness, &idle, &thread_start, &running, &sq_cpu})
+    for (auto* f : {&cpu,   &work,     &by_source, &spin,         &sleep,   &blocks, &blocked,
+                    &model, &source,   &sleeps,    &wakeups,      &vcsw,    &ivcsw,  &by_waker,
+                    &rings, &fairness, &idle,      &thread_start, &running, &sq_cpu})
         f->move_into(out);
     latency.move_into(out);
     for (auto* f : {&passes, &busy_passes, &pass_work, &task_work}) f->move_into(out);
-    for (auto* f : {&sqes, &cqes, &backlog, &share, &entries, &start, &ring_work, &ring_submit, &ring_batches,
-                    &io_calls,
-                    &io_empty, &io_comp, &io_secs, &rings_by_mode, &created, &short_lived,
-                    &nvme_comp, &nvme_polls, &nvme_intent, &no_pollq, &host_calls, &host_empty,
-                    &host_comp, &nvme_cqes})
+    for (auto* f :
+         {&sqes,        &cqes,          &backlog,      &share,       &entries,   &start,
+          &ring_work,   &ring_submit,   &ring_batches, &io_calls,    &io_empty,  &io_comp,
+          &io_secs,     &rings_by_mode, &created,      &short_lived, &nvme_comp, &nvme_polls,
+          &nvme_intent, &no_pollq,      &host_calls,   &host_empty,  &host_comp, &nvme_cqes})
         f->move_into(out);
     nvme_lat.move_into(out);
     nvme_cqe_delay.move_into(out);
-    for (auto* f : {&finding, &saving, &window, &probe, &waiting, &coverage, &coverage_events, &missed, &overflow, &entries_now, &replaced, &incomplete, &samples, &duration, &last, &build})
+    for (auto* f :
+         {&finding, &saving, &window, &probe, &waiting, &coverage, &coverage_events, &missed,
+          &overflow, &entries_now, &replaced, &incomplete, &samples, &duration, &last, &build})
         f->move_into(out);
     return out;
 }

@@ -20,5 +20,4 @@ std::vector<prometheus::MetricFamily> to_metric_families(const Snapshot& snap);
 // Text exposition format 0.0.4 of a snapshot, as served on /metrics.
 std::string render_text(const Snapshot& snap);
 
-
 }  // namespace uringscope

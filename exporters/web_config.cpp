@@ -21,15 +21,15 @@ std::optional<std::string> check_not_world_writable(const std::string& path, con
     if (st.st_mode & S_IWOTH)
         return std::string(what) + " " + path +
                " is world-writable: anyone could change who may read the metrics. "
-               "Fix it with chmod o-w " + path;
+               "Fix it with chmod o-w " +
+               path;
     return std::nullopt;
 }
 
 // Reads a PEM file far enough to give a clear start-up error for the usual mistakes (a path to
 // the wrong file, key and certificate swapped, DER instead of PEM). The TLS library checks the
 // rest (key matches certificate, format) when the server starts.
-std::optional<std::string> check_pem(const std::string& path, const char* what,
-                                     const char* label) {
+std::optional<std::string> check_pem(const std::string& path, const char* what, const char* label) {
     std::ifstream in(path, std::ios::binary);
     if (!in) return std::string(what) + " " + path + ": " + std::strerror(errno);
     std::string text((std::istreambuf_iterator<char>(in)), {});
@@ -94,7 +94,8 @@ std::optional<std::string> load_web_config(const std::string& path, WebConfig& o
                 // rather than ignored: a silently ignored client_auth_type would leave the
                 // operator believing that only clients with certificates get in.
                 if (!kv.second.IsMap())
-                    return "web config " + path + ": tls_server_config must be a map with "
+                    return "web config " + path +
+                           ": tls_server_config must be a map with "
                            "cert_file and key_file";
                 for (const auto& t : kv.second) {
                     const auto tkey = t.first.as<std::string>();
@@ -107,9 +108,11 @@ std::optional<std::string> load_web_config(const std::string& path, WebConfig& o
                 out.key_file = resolve(kv.second["key_file"].as<std::string>(""));
                 if (kv.second["cert_file"].as<std::string>("").empty() ||
                     kv.second["key_file"].as<std::string>("").empty())
-                    return "web config " + path + ": tls_server_config needs cert_file and key_file";
+                    return "web config " + path +
+                           ": tls_server_config needs cert_file and key_file";
                 if (auto err = check_not_world_writable(out.key_file, "TLS key")) return err;
-                if (auto err = check_not_world_writable(out.cert_file, "TLS certificate")) return err;
+                if (auto err = check_not_world_writable(out.cert_file, "TLS certificate"))
+                    return err;
                 if (auto err = check_pem(out.key_file, "TLS key", "PRIVATE KEY")) return err;
                 if (auto err = check_pem(out.cert_file, "TLS certificate", "CERTIFICATE"))
                     return err;

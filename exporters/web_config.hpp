@@ -10,8 +10,8 @@
 namespace uringscope {
 
 struct WebConfig {
-    std::string cert_file, key_file;             // both set: serve HTTPS only
-    std::map<std::string, std::string> users;    // user -> bcrypt hash; empty: no auth
+    std::string cert_file, key_file;           // both set: serve HTTPS only
+    std::map<std::string, std::string> users;  // user -> bcrypt hash; empty: no auth
     bool tls() const { return !cert_file.empty(); }
 };
 

@@ -1,11 +1,11 @@
 #include "ring_spec.hpp"
 
-#include "common/duration.hpp"
-
 #include <algorithm>
 #include <charconv>
 #include <limits>
 #include <system_error>
+
+#include "common/duration.hpp"
 
 namespace uringscope::load {
 
@@ -31,8 +31,8 @@ ParseResult<std::uint64_t> parse_u64(std::string_view text, std::string_view wha
                           " is negative; only non-negative integers are allowed"};
     }
     std::uint64_t value = 0;
-    const auto *first = text.data();
-    const auto *last = text.data() + text.size();
+    const auto* first = text.data();
+    const auto* last = text.data() + text.size();
     const auto [ptr, ec] = std::from_chars(first, last, value);
     if (ec == std::errc::result_out_of_range) {
         return ParseError{std::string(what) + ": " + quoted(text) + " is out of range"};
@@ -47,7 +47,7 @@ ParseResult<std::uint64_t> parse_u64(std::string_view text, std::string_view wha
 ParseResult<unsigned> parse_bounded(std::string_view text, std::string_view what, std::uint64_t lo,
                                     std::uint64_t hi) {
     auto parsed = parse_u64(text, what);
-    if (auto *err = std::get_if<ParseError>(&parsed)) {
+    if (auto* err = std::get_if<ParseError>(&parsed)) {
         return *err;
     }
     const std::uint64_t value = std::get<std::uint64_t>(parsed);
@@ -82,7 +82,7 @@ std::vector<std::string_view> split(std::string_view text, char sep) {
     }
 }
 
-} // namespace
+}  // namespace
 
 bool uses_sqpoll(RingMode mode) {
     return mode == RingMode::Sqpoll || mode == RingMode::SqpollIopoll;
@@ -94,21 +94,21 @@ bool uses_iopoll(RingMode mode) {
 
 std::string_view mode_name(RingMode mode) {
     switch (mode) {
-    case RingMode::Plain:
-        return "plain";
-    case RingMode::Sqpoll:
-        return "sqpoll";
-    case RingMode::Iopoll:
-        return "iopoll";
-    case RingMode::SqpollIopoll:
-        return "sqpoll+iopoll";
+        case RingMode::Plain:
+            return "plain";
+        case RingMode::Sqpoll:
+            return "sqpoll";
+        case RingMode::Iopoll:
+            return "iopoll";
+        case RingMode::SqpollIopoll:
+            return "sqpoll+iopoll";
     }
     return "?";
 }
 
 ParseResult<RingSpec> parse_ring_spec(std::string_view spec) {
     const std::string where = "ring spec " + quoted(spec);
-    const auto fail = [&](const std::string &msg) { return ParseError{where + ": " + msg}; };
+    const auto fail = [&](const std::string& msg) { return ParseError{where + ": " + msg}; };
 
     const auto parts = split(spec, ',');
     RingSpec out;
@@ -143,7 +143,7 @@ ParseResult<RingSpec> parse_ring_spec(std::string_view spec) {
 
         if (key == "count" || key == "rate" || key == "share") {
             auto parsed = parse_u64(value, what);
-            if (auto *err = std::get_if<ParseError>(&parsed)) {
+            if (auto* err = std::get_if<ParseError>(&parsed)) {
                 return fail(err->message);
             }
             const std::uint64_t v = std::get<std::uint64_t>(parsed);
@@ -176,7 +176,7 @@ ParseResult<RingSpec> parse_ring_spec(std::string_view spec) {
             return fail("unknown key " + quoted(key) +
                         " (expected count, rate, share, idle, cpu, depth, batch or n)");
         }
-        if (auto *err = std::get_if<ParseError>(&parsed)) {
+        if (auto* err = std::get_if<ParseError>(&parsed)) {
             return fail(err->message);
         }
         const unsigned v = std::get<unsigned>(parsed);
@@ -202,25 +202,27 @@ ParseResult<RingSpec> parse_ring_spec(std::string_view spec) {
         return fail("idle= needs an sqpoll mode (sq_thread_idle only applies to an SQ thread)");
     }
     if (idle_given && out.share) {
-        return fail("idle= cannot be combined with share= (the shared SQ thread's idle time is "
-                    "set by the ring that owns it)");
+        return fail(
+            "idle= cannot be combined with share= (the shared SQ thread's idle time is "
+            "set by the ring that owns it)");
     }
     if (out.cpu && !sqpoll) {
         return fail("cpu= needs an sqpoll mode (it pins the SQ thread)");
     }
     if (out.cpu && out.share) {
-        return fail("cpu= cannot be combined with share= (the kernel ignores affinity when "
-                    "attaching to an existing SQ thread)");
+        return fail(
+            "cpu= cannot be combined with share= (the kernel ignores affinity when "
+            "attaching to an existing SQ thread)");
     }
     out.batch = std::min(out.batch, out.depth);
     return out;
 }
 
-ParseResult<std::vector<RingSpec>> expand_ring_specs(const std::vector<std::string> &specs) {
+ParseResult<std::vector<RingSpec>> expand_ring_specs(const std::vector<std::string>& specs) {
     std::vector<RingSpec> rings;
     for (std::size_t arg = 0; arg < specs.size(); ++arg) {
         auto parsed = parse_ring_spec(specs[arg]);
-        if (auto *err = std::get_if<ParseError>(&parsed)) {
+        if (auto* err = std::get_if<ParseError>(&parsed)) {
             return ParseError{"--ring #" + std::to_string(arg + 1) + ": " + err->message};
         }
         RingSpec spec = std::get<RingSpec>(parsed);
@@ -258,11 +260,14 @@ ParseResult<std::vector<RingSpec>> expand_ring_specs(const std::vector<std::stri
 
 ParseResult<std::chrono::nanoseconds> parse_duration(std::string_view text) {
     // One duration grammar for the whole project (common/duration), with messages for a CLI.
-    if (text.empty()) return ParseError{"empty duration (use a number with a unit: ns, us, ms, s, m or h, e.g. 500ms)"};
+    if (text.empty())
+        return ParseError{
+            "empty duration (use a number with a unit: ns, us, ms, s, m or h, e.g. 500ms)"};
     if (text.front() == '-') return ParseError{"duration " + quoted(text) + " is negative"};
     if (auto d = uringscope::parse_duration(text)) return *d;
-    return ParseError{"duration " + quoted(text) +
-                      " is not a number followed by a unit (use ns, us, ms, s, m or h, e.g. 500ms)"};
+    return ParseError{
+        "duration " + quoted(text) +
+        " is not a number followed by a unit (use ns, us, ms, s, m or h, e.g. 500ms)"};
 }
 
 ParseResult<HoldSpec> parse_hold(std::string_view text) {
@@ -270,7 +275,7 @@ ParseResult<HoldSpec> parse_hold(std::string_view text) {
         return HoldSpec{true, std::chrono::nanoseconds{0}};
     }
     auto parsed = parse_duration(text);
-    if (auto *err = std::get_if<ParseError>(&parsed)) {
+    if (auto* err = std::get_if<ParseError>(&parsed)) {
         return ParseError{"--hold: " + err->message + "; or use inf to hold until a signal"};
     }
     return HoldSpec{false, std::get<std::chrono::nanoseconds>(parsed)};
@@ -286,7 +291,7 @@ ParseResult<Op> parse_op(std::string_view text) {
     return ParseError{"unknown --op " + quoted(text) + " (expected nop or read)"};
 }
 
-ParseResult<LoadConfig> build_config(const RawOptions &raw) {
+ParseResult<LoadConfig> build_config(const RawOptions& raw) {
     LoadConfig cfg;
     cfg.json = raw.json;
 
@@ -294,14 +299,14 @@ ParseResult<LoadConfig> build_config(const RawOptions &raw) {
         return ParseError{"missing --ring: at least one --ring SPEC is required"};
     }
     auto rings = expand_ring_specs(raw.rings);
-    if (auto *err = std::get_if<ParseError>(&rings)) {
+    if (auto* err = std::get_if<ParseError>(&rings)) {
         return *err;
     }
     cfg.rings = std::move(std::get<std::vector<RingSpec>>(rings));
 
     if (raw.op) {
         auto op = parse_op(*raw.op);
-        if (auto *err = std::get_if<ParseError>(&op)) {
+        if (auto* err = std::get_if<ParseError>(&op)) {
             return *err;
         }
         cfg.op = std::get<Op>(op);
@@ -317,13 +322,13 @@ ParseResult<LoadConfig> build_config(const RawOptions &raw) {
     }
 
     const auto duration_option =
-        [](const std::optional<std::string> &text,
+        [](const std::optional<std::string>& text,
            std::string_view name) -> ParseResult<std::optional<std::chrono::nanoseconds>> {
         if (!text) {
             return std::optional<std::chrono::nanoseconds>{};
         }
         auto parsed = parse_duration(*text);
-        if (auto *err = std::get_if<ParseError>(&parsed)) {
+        if (auto* err = std::get_if<ParseError>(&parsed)) {
             return ParseError{std::string(name) + ": " + err->message};
         }
         return std::optional{std::get<std::chrono::nanoseconds>(parsed)};
@@ -331,17 +336,17 @@ ParseResult<LoadConfig> build_config(const RawOptions &raw) {
     using OptNanos = std::optional<std::chrono::nanoseconds>;
 
     auto duration = duration_option(raw.duration, "--duration");
-    if (auto *err = std::get_if<ParseError>(&duration)) {
+    if (auto* err = std::get_if<ParseError>(&duration)) {
         return *err;
     }
     cfg.duration = std::get<OptNanos>(duration);
 
     auto every = duration_option(raw.pause_every, "--pause-every");
-    if (auto *err = std::get_if<ParseError>(&every)) {
+    if (auto* err = std::get_if<ParseError>(&every)) {
         return *err;
     }
     auto length = duration_option(raw.pause_for, "--pause-for");
-    if (auto *err = std::get_if<ParseError>(&length)) {
+    if (auto* err = std::get_if<ParseError>(&length)) {
         return *err;
     }
     const OptNanos every_value = std::get<OptNanos>(every);
@@ -363,14 +368,14 @@ ParseResult<LoadConfig> build_config(const RawOptions &raw) {
 
     if (raw.hold) {
         auto hold = parse_hold(*raw.hold);
-        if (auto *err = std::get_if<ParseError>(&hold)) {
+        if (auto* err = std::get_if<ParseError>(&hold)) {
             return *err;
         }
         cfg.hold = std::get<HoldSpec>(hold);
     }
 
     if (raw.cycles) {
-        const auto &text = *raw.cycles;
+        const auto& text = *raw.cycles;
         std::uint64_t n = 0;
         const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
         if (ec != std::errc{} || end != text.data() + text.size() || n == 0 || n > 10'000'000) {
@@ -380,7 +385,7 @@ ParseResult<LoadConfig> build_config(const RawOptions &raw) {
     }
     if (raw.gap) {
         auto gap = parse_duration(*raw.gap);
-        if (auto *err = std::get_if<ParseError>(&gap)) {
+        if (auto* err = std::get_if<ParseError>(&gap)) {
             return ParseError{"--gap: " + err->message};
         }
         cfg.gap = std::get<std::chrono::nanoseconds>(gap);
@@ -393,7 +398,7 @@ ParseResult<LoadConfig> build_config(const RawOptions &raw) {
     }
 
     const bool any_count = std::any_of(cfg.rings.begin(), cfg.rings.end(),
-                                       [](const RingSpec &r) { return r.count > 0; });
+                                       [](const RingSpec& r) { return r.count > 0; });
     if (!any_count && !cfg.duration) {
         return ParseError{
             "nothing ends the run: give --duration D or count=N on at least one ring"};
@@ -401,4 +406,4 @@ ParseResult<LoadConfig> build_config(const RawOptions &raw) {
     return cfg;
 }
 
-} // namespace uringscope::load
+}  // namespace uringscope::load

@@ -24,7 +24,8 @@ struct ParseError {
     std::string message;
 };
 
-template <typename T> using ParseResult = std::variant<T, ParseError>;
+template <typename T>
+using ParseResult = std::variant<T, ParseError>;
 
 inline constexpr unsigned kDefaultDepth = 64;
 // IORING_MAX_ENTRIES; larger requests fail in io_uring_setup with an unhelpful EINVAL.
@@ -36,8 +37,8 @@ inline constexpr unsigned kMaxReplicas = 100000;
 
 struct RingSpec {
     RingMode mode = RingMode::Plain;
-    std::uint64_t count = 0; // 0 = unbounded
-    std::uint64_t rate = 0;  // SQEs per second, 0 = unlimited
+    std::uint64_t count = 0;  // 0 = unbounded
+    std::uint64_t rate = 0;   // SQEs per second, 0 = unlimited
     // Index into the expanded ring list (the index= printed in the report), not into --ring order.
     std::optional<std::size_t> share;
     // Effective sq_thread_idle. For a shared ring, expand_ring_specs() copies the owner's value:
@@ -46,8 +47,8 @@ struct RingSpec {
     unsigned idle_ms = kDefaultIdleMs;
     std::optional<unsigned> cpu;
     unsigned depth = kDefaultDepth;
-    unsigned batch = kDefaultBatch; // already clamped to depth
-    unsigned replicas = 1;          // n=; expand_ring_specs() resets it to 1 on every copy
+    unsigned batch = kDefaultBatch;  // already clamped to depth
+    unsigned replicas = 1;           // n=; expand_ring_specs() resets it to 1 on every copy
 };
 
 bool uses_sqpoll(RingMode mode);
@@ -60,7 +61,7 @@ ParseResult<RingSpec> parse_ring_spec(std::string_view spec);
 
 // Parses every --ring value in order, expands n= replicas and checks share= references. The
 // result has one element per ring that will be created, in creation order.
-ParseResult<std::vector<RingSpec>> expand_ring_specs(const std::vector<std::string> &specs);
+ParseResult<std::vector<RingSpec>> expand_ring_specs(const std::vector<std::string>& specs);
 
 // "<number>[.<fraction>]<unit>" with unit ns, us, ms, s, m or h, e.g. "10s", "500ms", "1.5m".
 // A unit is mandatory so that "10" cannot be misread as milliseconds or seconds.
@@ -77,8 +78,8 @@ ParseResult<HoldSpec> parse_hold(std::string_view text);
 ParseResult<Op> parse_op(std::string_view text);
 
 struct PauseSpec {
-    std::chrono::nanoseconds every{0};  // submitting time between pauses
-    std::chrono::nanoseconds length{0}; // length of each pause
+    std::chrono::nanoseconds every{0};   // submitting time between pauses
+    std::chrono::nanoseconds length{0};  // length of each pause
 };
 
 // Option values exactly as given on the command line; unset optionals mean "not given".
@@ -96,9 +97,9 @@ struct RawOptions {
 };
 
 struct LoadConfig {
-    std::vector<RingSpec> rings; // expanded, see expand_ring_specs()
+    std::vector<RingSpec> rings;  // expanded, see expand_ring_specs()
     Op op = Op::Nop;
-    std::string file; // empty unless given
+    std::string file;  // empty unless given
     std::optional<std::chrono::nanoseconds> duration;
     std::optional<PauseSpec> pause;
     HoldSpec hold;
@@ -111,6 +112,6 @@ struct LoadConfig {
 
 // Validates everything that can be decided without touching the system (the --file is not
 // opened here).
-ParseResult<LoadConfig> build_config(const RawOptions &raw);
+ParseResult<LoadConfig> build_config(const RawOptions& raw);
 
-} // namespace uringscope::load
+}  // namespace uringscope::load

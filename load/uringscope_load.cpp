@@ -1,12 +1,8 @@
 // uringscope-load: io_uring load generator whose printed per-ring SQE counts are the ground truth
 // the daemon's metrics are tested against. See kHelp for the user-facing contract.
 
-#include "ring_spec.hpp"
-
-#include <CLI/CLI.hpp>
-#include <liburing.h>
-
 #include <fcntl.h>
+#include <liburing.h>
 #include <linux/fs.h>
 #include <pthread.h>
 #include <signal.h>
@@ -15,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -39,6 +36,8 @@
 #include <variant>
 #include <vector>
 
+#include "ring_spec.hpp"
+
 namespace {
 
 namespace ul = uringscope::load;
@@ -49,10 +48,10 @@ using namespace std::chrono_literals;
 constexpr int kExitOk = 0;
 constexpr int kExitFailure = 1;
 constexpr int kExitUsage = 2;
-constexpr const char *kProg = "uringscope-load";
+constexpr const char* kProg = "uringscope-load";
 constexpr std::size_t kBlockSize = 4096;
 
-constexpr const char *kHelp = R"(NAME
+constexpr const char* kHelp = R"(NAME
     uringscope-load - io_uring load generator with exact per-ring SQE counts
 
 SYNOPSIS
@@ -182,13 +181,13 @@ EXIT STATUS
         --op read without a usable --file
 )";
 
-[[noreturn]] void die_usage(const std::string &msg) {
+[[noreturn]] void die_usage(const std::string& msg) {
     std::fprintf(stderr, "%s: %s\nTry '%s --help' for more information.\n", kProg, msg.c_str(),
                  kProg);
     std::exit(kExitUsage);
 }
 
-[[noreturn]] void die(const std::string &msg) {
+[[noreturn]] void die(const std::string& msg) {
     std::fprintf(stderr, "%s: %s\n", kProg, msg.c_str());
     std::exit(kExitFailure);
 }
@@ -202,7 +201,7 @@ std::string errno_text(int err) {
 
 // One schedule for all rings so that pause windows line up and every ring sees the same deadline.
 class Schedule {
-  public:
+public:
     Schedule(Clock::time_point start, std::optional<nanoseconds> duration,
              std::optional<ul::PauseSpec> pause)
         : start_(start), pause_(pause) {
@@ -257,7 +256,7 @@ class Schedule {
         return start_ + cycles * cycle + (active - cycles * pause_->every);
     }
 
-  private:
+private:
     nanoseconds since_start(Clock::time_point now) const {
         return std::max(nanoseconds{0}, std::chrono::duration_cast<nanoseconds>(now - start_));
     }
@@ -286,15 +285,18 @@ nanoseconds due_at(std::uint64_t k, std::uint64_t rate) {
 }
 
 class RunControl {
-  public:
+public:
     RunControl(std::optional<nanoseconds> duration, std::optional<ul::PauseSpec> pause,
                std::size_t counted_rings, bool stop_when_counted_done)
         // The placeholder schedule is replaced by start() before any worker may read it.
-        : duration_(duration), pause_(pause), schedule_(Clock::now(), duration, pause),
-          counted_left_(counted_rings), stop_when_counted_done_(stop_when_counted_done) {}
+        : duration_(duration),
+          pause_(pause),
+          schedule_(Clock::now(), duration, pause),
+          counted_left_(counted_rings),
+          stop_when_counted_done_(stop_when_counted_done) {}
 
     // Only valid once wait_for_start() has returned.
-    const Schedule &schedule() const { return schedule_; }
+    const Schedule& schedule() const { return schedule_; }
 
     // Workers are held back until all threads exist: with hundreds of rings, threads that start
     // early would otherwise starve the main thread of CPU while it is still spawning the rest,
@@ -342,7 +344,7 @@ class RunControl {
     void ring_done() { done_.fetch_add(1, std::memory_order_acq_rel); }
     std::size_t rings_done() const { return done_.load(std::memory_order_acquire); }
 
-  private:
+private:
     const std::optional<nanoseconds> duration_;
     const std::optional<ul::PauseSpec> pause_;
     Schedule schedule_;
@@ -360,7 +362,7 @@ class RunControl {
 struct Workload {
     ul::Op op = ul::Op::Nop;
     int fd = -1;
-    std::uint64_t blocks = 0; // number of 4 KiB blocks in the file
+    std::uint64_t blocks = 0;  // number of 4 KiB blocks in the file
 };
 
 struct RingState {
@@ -378,18 +380,18 @@ struct RingState {
     std::uint64_t cqes = 0;
     std::uint64_t cqe_errors = 0;
     int first_cqe_error = 0;
-    std::string failure_call; // non-empty after a fatal io_uring error
+    std::string failure_call;  // non-empty after a fatal io_uring error
     int failure_errno = 0;
     std::string failure_detail;
 };
 
 struct FreeDeleter {
-    void operator()(void *p) const { std::free(p); }
+    void operator()(void* p) const { std::free(p); }
 };
 
 class RingWorker {
-  public:
-    RingWorker(RingState &st, RunControl &ctl, const Workload &wl)
+public:
+    RingWorker(RingState& st, RunControl& ctl, const Workload& wl)
         : st_(st), ctl_(ctl), wl_(wl), ring_(st.ring), rng_(0x5eed0000u + st.index) {}
 
     void run() {
@@ -411,10 +413,10 @@ class RingWorker {
         ctl_.ring_done();
     }
 
-  private:
+private:
     bool failed() const { return !st_.failure_call.empty(); }
 
-    void fail(const char *call, int err, std::string detail = {}) {
+    void fail(const char* call, int err, std::string detail = {}) {
         st_.failure_call = call;
         st_.failure_errno = err;
         st_.failure_detail = std::move(detail);
@@ -425,8 +427,7 @@ class RingWorker {
             return true;
         }
         const std::size_t slots = st_.spec.depth;
-        buffers_.reset(
-            static_cast<std::byte *>(std::aligned_alloc(kBlockSize, slots * kBlockSize)));
+        buffers_.reset(static_cast<std::byte*>(std::aligned_alloc(kBlockSize, slots * kBlockSize)));
         if (!buffers_) {
             fail("aligned_alloc", ENOMEM);
             return false;
@@ -439,8 +440,8 @@ class RingWorker {
     }
 
     void submit_loop() {
-        const ul::RingSpec &spec = st_.spec;
-        const Schedule &sched = ctl_.schedule();
+        const ul::RingSpec& spec = st_.spec;
+        const Schedule& sched = ctl_.schedule();
         const std::uint64_t target =
             spec.count > 0 ? spec.count : std::numeric_limits<std::uint64_t>::max();
         const std::uint64_t depth = spec.depth;
@@ -485,7 +486,7 @@ class RingWorker {
     unsigned queue_sqes(unsigned n) {
         unsigned queued = 0;
         for (; queued < n; ++queued) {
-            io_uring_sqe *sqe = io_uring_get_sqe(&ring_);
+            io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
             if (sqe == nullptr) {
                 break;
             }
@@ -538,7 +539,7 @@ class RingWorker {
     void reap_ready() {
         unsigned head = 0;
         unsigned seen = 0;
-        io_uring_cqe *cqe = nullptr;
+        io_uring_cqe* cqe = nullptr;
         io_uring_for_each_cqe(&ring_, head, cqe) {
             account(*cqe);
             ++seen;
@@ -546,7 +547,7 @@ class RingWorker {
         io_uring_cq_advance(&ring_, seen);
     }
 
-    void account(const io_uring_cqe &cqe) {
+    void account(const io_uring_cqe& cqe) {
         ++cqes_;
         if (cqe.res < 0) {
             if (st_.cqe_errors++ == 0) {
@@ -607,11 +608,11 @@ class RingWorker {
         }
     }
 
-    RingState &st_;
-    RunControl &ctl_;
-    const Workload &wl_;
-    io_uring &ring_;
-    std::uint64_t queued_ = 0; // SQEs written to the SQ ring; flushed by every enter()
+    RingState& st_;
+    RunControl& ctl_;
+    const Workload& wl_;
+    io_uring& ring_;
+    std::uint64_t queued_ = 0;  // SQEs written to the SQ ring; flushed by every enter()
     std::uint64_t cqes_ = 0;
     unsigned head_at_start_ = 0;
     std::unique_ptr<std::byte, FreeDeleter> buffers_;
@@ -621,7 +622,7 @@ class RingWorker {
 
 // ---- Setup helpers ------------------------------------------------------------------------------
 
-std::string describe(const ul::RingSpec &spec) {
+std::string describe(const ul::RingSpec& spec) {
     std::string out =
         "mode=" + std::string(ul::mode_name(spec.mode)) + " depth=" + std::to_string(spec.depth);
     if (ul::uses_sqpoll(spec.mode)) {
@@ -666,7 +667,7 @@ void ensure_fd_limit(std::size_t rings) {
 
 // Kernels before 5.12 charge ring memory to RLIMIT_MEMLOCK; newer ones use the memory cgroup.
 // Only called after an ENOMEM so that well-configured systems never see a limit change.
-bool try_raise_memlock(std::string &why) {
+bool try_raise_memlock(std::string& why) {
     rlimit lim{};
     if (getrlimit(RLIMIT_MEMLOCK, &lim) != 0) {
         why = "getrlimit(RLIMIT_MEMLOCK): " + errno_text(errno);
@@ -691,7 +692,7 @@ bool try_raise_memlock(std::string &why) {
     return false;
 }
 
-std::string completion_hint(int err, const ul::RingSpec &spec, ul::Op op) {
+std::string completion_hint(int err, const ul::RingSpec& spec, ul::Op op) {
     if (err == EOPNOTSUPP && ul::uses_iopoll(spec.mode)) {
         return op == ul::Op::Read ? "; the device does not support polled I/O (see "
                                     "/sys/block/<dev>/queue/io_poll and the driver's poll queues)"
@@ -703,28 +704,28 @@ std::string completion_hint(int err, const ul::RingSpec &spec, ul::Op op) {
     return {};
 }
 
-std::string setup_hint(int err, const ul::RingSpec &spec) {
+std::string setup_hint(int err, const ul::RingSpec& spec) {
     switch (err) {
-    case EPERM:
-        return "; io_uring may be restricted (see /proc/sys/kernel/io_uring_disabled and "
-               "io_uring_group) or SQPOLL may need privileges on this kernel";
-    case EMFILE:
-    case ENFILE:
-        return "; out of file descriptors";
-    case EINVAL:
-        if (spec.cpu) {
-            return "; is CPU " + std::to_string(*spec.cpu) + " online?";
-        }
-        return "; this kernel may not support the requested flags";
-    case ENOSYS:
-        return "; this kernel has no io_uring";
-    default:
-        return {};
+        case EPERM:
+            return "; io_uring may be restricted (see /proc/sys/kernel/io_uring_disabled and "
+                   "io_uring_group) or SQPOLL may need privileges on this kernel";
+        case EMFILE:
+        case ENFILE:
+            return "; out of file descriptors";
+        case EINVAL:
+            if (spec.cpu) {
+                return "; is CPU " + std::to_string(*spec.cpu) + " online?";
+            }
+            return "; this kernel may not support the requested flags";
+        case ENOSYS:
+            return "; this kernel has no io_uring";
+        default:
+            return {};
     }
 }
 
-int setup_ring(RingState &st, const std::vector<std::unique_ptr<RingState>> &rings) {
-    const ul::RingSpec &spec = st.spec;
+int setup_ring(RingState& st, const std::vector<std::unique_ptr<RingState>>& rings) {
+    const ul::RingSpec& spec = st.spec;
     io_uring_params params{};
     if (ul::uses_sqpoll(spec.mode)) {
         params.flags |= IORING_SETUP_SQPOLL;
@@ -752,7 +753,7 @@ int read_fdinfo_sq_thread(int ring_fd) {
         if (line.starts_with(kKey)) {
             try {
                 return std::stoi(line.substr(kKey.size()));
-            } catch (const std::exception &) {
+            } catch (const std::exception&) {
                 return -1;
             }
         }
@@ -763,7 +764,7 @@ int read_fdinfo_sq_thread(int ring_fd) {
 // Right after io_uring_setup the kernel reports the creating task's pid as SqThread until the
 // new SQ thread has run and stored its own, so keep reading until the value is a different,
 // live thread of this process.
-int sq_thread_tid(const RingState &st) {
+int sq_thread_tid(const RingState& st) {
     if (!ul::uses_sqpoll(st.spec.mode)) {
         return -1;
     }
@@ -786,7 +787,7 @@ int sq_thread_tid(const RingState &st) {
     }
 }
 
-Workload open_workload(const ul::LoadConfig &cfg) {
+Workload open_workload(const ul::LoadConfig& cfg) {
     Workload wl;
     wl.op = cfg.op;
     if (cfg.op != ul::Op::Read) {
@@ -824,13 +825,13 @@ Workload open_workload(const ul::LoadConfig &cfg) {
 
 // ---- Report -------------------------------------------------------------------------------------
 
-void emit(const std::string &line) {
+void emit(const std::string& line) {
     std::fputs(line.c_str(), stdout);
     std::fputc('\n', stdout);
     std::fflush(stdout);
 }
 
-std::string ring_line(const RingState &st, bool json, bool setup, std::uint64_t sqes,
+std::string ring_line(const RingState& st, bool json, bool setup, std::uint64_t sqes,
                       std::uint64_t cqes) {
     const std::string pid = std::to_string(getpid());
     const std::string fd = std::to_string(st.ring.ring_fd);
@@ -848,18 +849,20 @@ std::string ring_line(const RingState &st, bool json, bool setup, std::uint64_t 
 }
 
 class Progress {
-  public:
+public:
     explicit Progress(Clock::time_point start)
-        : enabled_(isatty(STDERR_FILENO) == 1), start_(start), next_(start + 2s),
+        : enabled_(isatty(STDERR_FILENO) == 1),
+          start_(start),
+          next_(start + 2s),
           last_time_(start) {}
 
-    void tick(const std::vector<std::unique_ptr<RingState>> &rings) {
+    void tick(const std::vector<std::unique_ptr<RingState>>& rings) {
         const auto now = Clock::now();
         if (!enabled_ || now < next_) {
             return;
         }
         std::uint64_t total = 0;
-        for (const auto &r : rings) {
+        for (const auto& r : rings) {
             total += r->progress.load(std::memory_order_relaxed);
         }
         const double dt = std::chrono::duration<double>(now - last_time_).count();
@@ -884,7 +887,7 @@ class Progress {
         }
     }
 
-  private:
+private:
     bool enabled_;
     Clock::time_point start_;
     Clock::time_point next_;
@@ -894,7 +897,7 @@ class Progress {
 };
 
 // Waits up to `timeout` for SIGINT/SIGTERM; true if one arrived.
-bool wait_signal(const sigset_t &set, nanoseconds timeout) {
+bool wait_signal(const sigset_t& set, nanoseconds timeout) {
     timespec ts{};
     ts.tv_sec = static_cast<time_t>(timeout.count() / 1'000'000'000);
     ts.tv_nsec = static_cast<long>(timeout.count() % 1'000'000'000);
@@ -910,7 +913,7 @@ bool wait_signal(const sigset_t &set, nanoseconds timeout) {
     }
 }
 
-ul::RawOptions parse_command_line(int argc, char **argv) {
+ul::RawOptions parse_command_line(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) {
         const std::string_view arg = argv[i];
         if (arg == "--help" || arg == "-h") {
@@ -927,22 +930,22 @@ ul::RawOptions parse_command_line(int argc, char **argv) {
     app.set_help_flag();
     app.allow_extras(false);
     app.add_option("--ring", raw.rings)->allow_extra_args(false);
-    auto *op_opt = app.add_option("--op", op);
-    auto *file_opt = app.add_option("--file", file);
-    auto *duration_opt = app.add_option("--duration", duration);
-    auto *every_opt = app.add_option("--pause-every", pause_every);
-    auto *for_opt = app.add_option("--pause-for", pause_for);
-    auto *hold_opt = app.add_option("--hold", hold);
-    auto *cycles_opt = app.add_option("--cycles", cycles);
-    auto *gap_opt = app.add_option("--gap", gap);
+    auto* op_opt = app.add_option("--op", op);
+    auto* file_opt = app.add_option("--file", file);
+    auto* duration_opt = app.add_option("--duration", duration);
+    auto* every_opt = app.add_option("--pause-every", pause_every);
+    auto* for_opt = app.add_option("--pause-for", pause_for);
+    auto* hold_opt = app.add_option("--hold", hold);
+    auto* cycles_opt = app.add_option("--cycles", cycles);
+    auto* gap_opt = app.add_option("--gap", gap);
     app.add_flag("--json", raw.json);
     try {
         app.parse(argc, argv);
-    } catch (const CLI::ParseError &e) {
+    } catch (const CLI::ParseError& e) {
         die_usage(e.what());
     }
 
-    const auto take = [](CLI::Option *opt, std::string &value) {
+    const auto take = [](CLI::Option* opt, std::string& value) {
         return opt->count() > 0 ? std::optional<std::string>(std::move(value)) : std::nullopt;
     };
     raw.op = take(op_opt, op);
@@ -959,13 +962,13 @@ ul::RawOptions parse_command_line(int argc, char **argv) {
 // The kernel answers a nonexistent CPU with a bare EINVAL from io_uring_setup; catching it here
 // names the bad value and treats it as the usage error it is. Offline CPUs are still left to the
 // kernel.
-void check_cpus(const ul::LoadConfig &cfg) {
+void check_cpus(const ul::LoadConfig& cfg) {
     const long cpus = sysconf(_SC_NPROCESSORS_CONF);
     if (cpus <= 0) {
         return;
     }
     for (std::size_t i = 0; i < cfg.rings.size(); ++i) {
-        const auto &cpu = cfg.rings[i].cpu;
+        const auto& cpu = cfg.rings[i].cpu;
         if (cpu && *cpu >= static_cast<unsigned long>(cpus)) {
             die_usage("ring " + std::to_string(i) + ": cpu=" + std::to_string(*cpu) +
                       " does not exist (this system has CPUs 0.." + std::to_string(cpus - 1) + ")");
@@ -976,7 +979,7 @@ void check_cpus(const ul::LoadConfig &cfg) {
 // A signal during one cycle of --cycles ends the whole run after that cycle's report.
 bool g_signalled = false;
 
-int run(const ul::LoadConfig &cfg, const sigset_t &signals) {
+int run(const ul::LoadConfig& cfg, const sigset_t& signals) {
     check_cpus(cfg);
     const Workload workload = open_workload(cfg);
     ensure_fd_limit(cfg.rings.size());
@@ -1007,27 +1010,27 @@ int run(const ul::LoadConfig &cfg, const sigset_t &signals) {
         st->open = true;
         rings.push_back(std::move(st));
     }
-    for (auto &st : rings) {
+    for (auto& st : rings) {
         st->sq_thread = sq_thread_tid(*st);
     }
 
-    for (const auto &st : rings) {
+    for (const auto& st : rings) {
         emit(ring_line(*st, cfg.json, true, 0, 0));
     }
     emit(cfg.json ? "{\"started\":true}" : "started");
 
     const std::size_t counted = static_cast<std::size_t>(std::count_if(
-        cfg.rings.begin(), cfg.rings.end(), [](const ul::RingSpec &r) { return r.count > 0; }));
+        cfg.rings.begin(), cfg.rings.end(), [](const ul::RingSpec& r) { return r.count > 0; }));
     RunControl ctl(cfg.duration, cfg.pause, counted, !cfg.duration);
 
     std::vector<std::thread> threads;
     threads.reserve(rings.size());
     std::string spawn_error;
-    for (auto &st : rings) {
+    for (auto& st : rings) {
         try {
             threads.emplace_back(
                 [&ctl, &workload, state = st.get()] { RingWorker(*state, ctl, workload).run(); });
-        } catch (const std::system_error &e) {
+        } catch (const std::system_error& e) {
             spawn_error =
                 "cannot start thread for ring " + std::to_string(st->index) + ": " + e.what();
             ctl.request_stop();
@@ -1054,7 +1057,7 @@ int run(const ul::LoadConfig &cfg, const sigset_t &signals) {
         }
         progress.tick(rings);
     }
-    for (auto &t : threads) {
+    for (auto& t : threads) {
         t.join();
     }
     progress.clear();
@@ -1065,7 +1068,7 @@ int run(const ul::LoadConfig &cfg, const sigset_t &signals) {
 
     int status = kExitOk;
     std::uint64_t total = 0;
-    for (auto &st : rings) {
+    for (auto& st : rings) {
         // Re-read in case the setup-time read lost the race with a slow SQ thread start.
         if (st->sq_thread < 0 && ul::uses_sqpoll(st->spec.mode)) {
             st->sq_thread = sq_thread_tid(*st);
@@ -1078,7 +1081,7 @@ int run(const ul::LoadConfig &cfg, const sigset_t &signals) {
                    ",\"sqes\":" + std::to_string(total) + "}"
              : "done rings=" + std::to_string(rings.size()) + " sqes=" + std::to_string(total));
 
-    for (const auto &st : rings) {
+    for (const auto& st : rings) {
         if (!st->failure_call.empty()) {
             std::string msg = "ring " + std::to_string(st->index) + ": " + st->failure_call;
             msg += st->failure_detail.empty() ? " failed: " + errno_text(st->failure_errno)
@@ -1123,9 +1126,9 @@ int run(const ul::LoadConfig &cfg, const sigset_t &signals) {
     return status;
 }
 
-} // namespace
+}  // namespace
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
     // Blocked before any thread exists so every thread inherits the mask and the main thread is
     // the only one that ever sees SIGINT/SIGTERM (via sigtimedwait); workers blocked in
     // io_uring_enter are then never interrupted.
@@ -1137,14 +1140,15 @@ int main(int argc, char **argv) {
 
     const ul::RawOptions raw = parse_command_line(argc, argv);
     auto cfg = ul::build_config(raw);
-    if (const auto *err = std::get_if<ul::ParseError>(&cfg)) {
+    if (const auto* err = std::get_if<ul::ParseError>(&cfg)) {
         die_usage(err->message);
     }
-    const auto &config = std::get<ul::LoadConfig>(cfg);
+    const auto& config = std::get<ul::LoadConfig>(cfg);
     int status = kExitOk;
     for (std::uint64_t k = 0; k < config.cycles; ++k) {
         if (config.cycles > 1) {
-            emit(config.json ? "{\"cycle\":" + std::to_string(k) + "}" : "cycle " + std::to_string(k));
+            emit(config.json ? "{\"cycle\":" + std::to_string(k) + "}"
+                             : "cycle " + std::to_string(k));
         }
         if (run(config, signals) != kExitOk) {
             status = kExitFailure;

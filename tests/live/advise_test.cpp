@@ -4,13 +4,13 @@
 // (/proc/PID/task/TID/schedstat for CPU, voluntary_ctxt_switches for sleeps). Needs root and
 // BPF; the idle curve also needs the io_uring_submit_req/_sqe tracepoint (work_gaps probe).
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -23,8 +23,12 @@ using nlohmann::json;
 
 namespace {
 
-std::string load_bin() { return build_dir() + "/uringscope-load"; }
-std::string cli_bin() { return build_dir() + "/uringscope"; }
+std::string load_bin() {
+    return build_dir() + "/uringscope-load";
+}
+std::string cli_bin() {
+    return build_dir() + "/uringscope";
+}
 
 // Daemon::url() is the metrics URL; the CLI wants the base.
 std::string base_url(Daemon& d) {
@@ -147,8 +151,8 @@ protected:
     std::unique_ptr<Daemon> daemon_;
 };
 
-const std::vector<std::string> kBursty = {"--duration", "120s", "--pause-every", "5ms",
-                                          "--pause-for", "45ms"};
+const std::vector<std::string> kBursty = {"--duration", "120s",        "--pause-every",
+                                          "5ms",        "--pause-for", "45ms"};
 
 }  // namespace
 
@@ -182,19 +186,20 @@ TEST_F(Advise, IdleTooLongPredictsTheCpuAndWakesOfTheRecommendedSetting) {
 
     const long ms = std::lround(setting * 1000);
     args = kBursty;
-    args.insert(args.begin(), {"--ring", "sqpoll,idle=" + std::to_string(ms) +
-                                             ",rate=20000,batch=1"});
+    args.insert(args.begin(),
+                {"--ring", "sqpoll,idle=" + std::to_string(ms) + ",rate=20000,batch=1"});
     load = start_load(args, rings);
     ASSERT_EQ(rings.size(), 1u);
     std::this_thread::sleep_for(seconds(2));
     const Measured after = measure(rings[0].pid, {rings[0].sq_thread}, seconds(8));
 
-    std::printf("idle 1000 ms -> %ld ms: CPU %.3f -> %.3f cores (predicted %.3f), saving "
-                "measured %.3f predicted %.3f (%+.1f%%); wakes/s measured %.1f predicted %.1f "
-                "(%+.1f%%)\n",
-                ms, before.cpu, after.cpu, pred_cpu, before.cpu - after.cpu, pred_saving,
-                (pred_saving - (before.cpu - after.cpu)) / (before.cpu - after.cpu) * 100,
-                after.sleeps, pred_wakes, (pred_wakes - after.sleeps) / after.sleeps * 100);
+    std::printf(
+        "idle 1000 ms -> %ld ms: CPU %.3f -> %.3f cores (predicted %.3f), saving "
+        "measured %.3f predicted %.3f (%+.1f%%); wakes/s measured %.1f predicted %.1f "
+        "(%+.1f%%)\n",
+        ms, before.cpu, after.cpu, pred_cpu, before.cpu - after.cpu, pred_saving,
+        (pred_saving - (before.cpu - after.cpu)) / (before.cpu - after.cpu) * 100, after.sleeps,
+        pred_wakes, (pred_wakes - after.sleeps) / after.sleeps * 100);
     EXPECT_LT(before.sleeps, 1.0) << "with idle 1 s the thread should never sleep";
     expect_within_25pct(pred_saving, before.cpu - after.cpu, "CPU saving");
     expect_within_25pct(pred_wakes, after.sleeps, "wake rate");
@@ -203,8 +208,8 @@ TEST_F(Advise, IdleTooLongPredictsTheCpuAndWakesOfTheRecommendedSetting) {
 // One SQE per second on a thread that spins 5 s before sleeping.
 TEST_F(Advise, SpinningWithoutWorkPredictsTheSavingOfDroppingSqpoll) {
     std::vector<LoadRing> rings;
-    auto load = start_load({"--ring", "sqpoll,idle=5000,rate=1,batch=1", "--duration", "120s"},
-                           rings);
+    auto load =
+        start_load({"--ring", "sqpoll,idle=5000,rate=1,batch=1", "--duration", "120s"}, rings);
     ASSERT_EQ(rings.size(), 1u);
     std::this_thread::sleep_for(seconds(2));
     const Measured before = measure(rings[0].pid, {rings[0].sq_thread}, seconds(6));
@@ -227,9 +232,10 @@ TEST_F(Advise, SpinningWithoutWorkPredictsTheSavingOfDroppingSqpoll) {
     auto cpu0 = schedstat_ns(rings[0].pid, rings[0].pid).value_or(0);
     std::this_thread::sleep_for(seconds(6));
     const double after_cpu = (schedstat_ns(rings[0].pid, rings[0].pid).value_or(0) - cpu0) / 6e9;
-    std::printf("SQPOLL at 1 SQE/s: CPU %.3f cores -> %.4f cores without SQPOLL; saving "
-                "measured %.3f predicted %.3f; wakes/s predicted %.1f\n",
-                before.cpu, after_cpu, before.cpu - after_cpu, pred_saving, pred_wakes);
+    std::printf(
+        "SQPOLL at 1 SQE/s: CPU %.3f cores -> %.4f cores without SQPOLL; saving "
+        "measured %.3f predicted %.3f; wakes/s predicted %.1f\n",
+        before.cpu, after_cpu, before.cpu - after_cpu, pred_saving, pred_wakes);
     EXPECT_GT(before.cpu, 0.5);
     expect_within_25pct(pred_saving, before.cpu - after_cpu, "CPU saving");
     EXPECT_EQ(pred_wakes, 0);
@@ -260,11 +266,12 @@ TEST_F(Advise, ThreadsThatShouldSharePredictTheSavingOfAttachWq) {
     ASSERT_EQ(sq_threads(rings).size(), 1u);
     std::this_thread::sleep_for(seconds(2));
     const Measured after = measure(rings[0].pid, sq_threads(rings), seconds(8));
-    std::printf("two SQ threads -> one shared: CPU %.3f -> %.3f cores; saving measured %.3f "
-                "predicted %.3f (%+.1f%%); wakes/s measured %.1f predicted %.1f\n",
-                before.cpu, after.cpu, before.cpu - after.cpu, pred_saving,
-                (pred_saving - (before.cpu - after.cpu)) / (before.cpu - after.cpu) * 100,
-                after.sleeps, pred_wakes);
+    std::printf(
+        "two SQ threads -> one shared: CPU %.3f -> %.3f cores; saving measured %.3f "
+        "predicted %.3f (%+.1f%%); wakes/s measured %.1f predicted %.1f\n",
+        before.cpu, after.cpu, before.cpu - after.cpu, pred_saving,
+        (pred_saving - (before.cpu - after.cpu)) / (before.cpu - after.cpu) * 100, after.sleeps,
+        pred_wakes);
     expect_within_25pct(pred_saving, before.cpu - after.cpu, "CPU saving");
     // Neither the separate threads nor the shared one ever sleeps at 1,000 SQEs/s.
     EXPECT_LT(pred_wakes, 1.0);
@@ -276,9 +283,8 @@ TEST_F(Advise, ThreadsThatShouldSharePredictTheSavingOfAttachWq) {
 // thread, which a 2-vCPU test machine running two submitters does not have.
 TEST_F(Advise, BacklogOnASaturatedSharedThreadIsReported) {
     std::vector<LoadRing> rings;
-    auto load = start_load({"--ring", "sqpoll,idle=10", "--ring", "sqpoll,share=0", "--duration",
-                            "120s"},
-                           rings);
+    auto load = start_load(
+        {"--ring", "sqpoll,idle=10", "--ring", "sqpoll,share=0", "--duration", "120s"}, rings);
     ASSERT_EQ(rings.size(), 2u);
     // Three CPU-bound threads on this 2-vCPU machine starve the daemon's sampler too: alone,
     // the 5 s the advice needs took 12-16 s to gather; one CI run with a busier machine had only
@@ -337,8 +343,8 @@ TEST_F(Advise, UnknownThreadOrPidIsAClearError) {
 // The finding also reaches Prometheus with a stable label.
 TEST_F(Advise, FindingsAreExportedAsMetrics) {
     std::vector<LoadRing> rings;
-    auto load = start_load({"--ring", "sqpoll,idle=5000,rate=1,batch=1", "--duration", "120s"},
-                           rings);
+    auto load =
+        start_load({"--ring", "sqpoll,idle=5000,rate=1,batch=1", "--duration", "120s"}, rings);
     ASSERT_EQ(rings.size(), 1u);
     const std::string tid = std::to_string(rings[0].sq_thread);
     std::optional<double> v;

@@ -67,9 +67,10 @@ public:
                                               : thread != s.labels.end()
                                                   ? "thread:" + thread->second
                                                   : std::string();
-                    const bool restarted = !owner.empty() && start_.count(owner) &&
-                                           start_[owner] != start[owner];
-                    if (!restarted) fail("went back from " + std::to_string(it->second), key, s.value);
+                    const bool restarted =
+                        !owner.empty() && start_.count(owner) && start_[owner] != start[owner];
+                    if (!restarted)
+                        fail("went back from " + std::to_string(it->second), key, s.value);
                 }
             }
             last_[key] = s.value;
@@ -172,8 +173,8 @@ TEST_F(Churn, RingsAtReusedAddressesRestartFromTheirOwnCounts) {
     // freed rings' addresses. Before, a reused address read as a wrap: 4294967396.
     constexpr int kCycles = 6;
     const std::string bin = build_dir() + "/uringscope-load";
-    Child load({bin, "--ring", "plain,count=5000", "--ring", "sqpoll,count=5000,idle=1",
-                "--hold", "600ms", "--cycles", std::to_string(kCycles), "--gap", "100ms"});
+    Child load({bin, "--ring", "plain,count=5000", "--ring", "sqpoll,count=5000,idle=1", "--hold",
+                "600ms", "--cycles", std::to_string(kCycles), "--gap", "100ms"});
     Invariants inv([](const Series& s) -> std::optional<double> {
         if (s.labels.count("comm") && s.labels.at("comm") == "uringscope-load") return 5000;
         return std::nullopt;
@@ -184,18 +185,20 @@ TEST_F(Churn, RingsAtReusedAddressesRestartFromTheirOwnCounts) {
         inv.check(scrape);
         std::map<std::string, double> start;
         for (const auto& s : scrape)
-            if (s.name == "uringscope_ring_start_time_seconds") start[s.labels.at("ring")] = s.value;
+            if (s.name == "uringscope_ring_start_time_seconds")
+                start[s.labels.at("ring")] = s.value;
         for (const auto& s : scrape)
             if (s.name == "uringscope_ring_sqes_total" && s.value == 5000 &&
                 s.labels.at("comm") == "uringscope-load")
                 complete.emplace(s.labels.at("ring"), start[s.labels.at("ring")]);
     });
     ASSERT_EQ(rc, 0) << load.drain(milliseconds(100));
-    const auto replaced = find_value(daemon_->scrape(), "uringscope_identities_replaced_total",
-                                     {{"kind", "ring"}});
-    std::printf("%d scrapes, %zu ring lives seen complete, %.0f rings took a closed ring's "
-                "address\n",
-                inv.scrapes(), complete.size(), replaced.value_or(-1));
+    const auto replaced =
+        find_value(daemon_->scrape(), "uringscope_identities_replaced_total", {{"kind", "ring"}});
+    std::printf(
+        "%d scrapes, %zu ring lives seen complete, %.0f rings took a closed ring's "
+        "address\n",
+        inv.scrapes(), complete.size(), replaced.value_or(-1));
     for (const auto& v : inv.violations()) ADD_FAILURE() << v;
     // Each cycle's two rings were seen, each as a ring of its own with its own 5,000.
     EXPECT_EQ(complete.size(), 2u * kCycles);
@@ -249,8 +252,8 @@ TEST_F(Churn, ThousandsOfShortLivedRingsAreCountedExactlyAndCheaply) {
     ASSERT_EQ(rings.size(), 4u);
     for (const auto& r : rings)
         EXPECT_TRUE(eventually(seconds(2), [&] {
-            return find_value(daemon_->scrape(), "uringscope_ring_sqes_total", {{"ring", r.id()}}) ==
-                   std::optional<double>(100);
+            return find_value(daemon_->scrape(), "uringscope_ring_sqes_total",
+                              {{"ring", r.id()}}) == std::optional<double>(100);
         })) << r.id();
     after.signal(SIGTERM);
     after.wait(seconds(5));
@@ -261,9 +264,9 @@ TEST_F(Churn, StressNgIoUringHoldsTheInvariants) {
     ASSERT_TRUE(have("stress-ng")) << "stress-ng is installed by scripts/dev deps";
     // Run from /tmp: its scratch files go to the working directory (the checkout is read-only
     // inside the VM guests), and stress-ng 0.15's STATX op fails with --temp-path.
-    Child stress({"/bin/sh", "-c",
-                  "cd /tmp && exec stress-ng --io-uring 2 --timeout 6s --metrics-brief"},
-                 true);
+    Child stress(
+        {"/bin/sh", "-c", "cd /tmp && exec stress-ng --io-uring 2 --timeout 6s --metrics-brief"},
+        true);
     // stress-ng's rings are not ours to count exactly; no ring submits 2^31 SQEs in 6 s.
     Invariants inv([](const Series&) -> std::optional<double> { return 2147483648.0; });
     int rings_seen = 0;
@@ -297,8 +300,8 @@ TEST_F(Churn, ShortFioJobsHoldTheInvariants) {
         return std::nullopt;
     });
     for (const char* sqpoll : {"0", "1", "0", "1"}) {
-        Child fio({"/usr/bin/fio", "--name=churn", "--filename=" + std::string(path), "--ioengine=io_uring",
-                   "--rw=randread", "--bs=4k", "--size=16M", "--numjobs=4",
+        Child fio({"/usr/bin/fio", "--name=churn", "--filename=" + std::string(path),
+                   "--ioengine=io_uring", "--rw=randread", "--bs=4k", "--size=16M", "--numjobs=4",
                    "--number_ios=" + std::to_string(kIos), std::string("--sqthread_poll=") + sqpoll,
                    "--output-format=terse"},
                   true);

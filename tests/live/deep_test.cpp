@@ -49,7 +49,9 @@ std::string read_file(const std::string& path) {
     return s;
 }
 
-bool fio_available() { return system("command -v fio >/dev/null 2>&1") == 0; }
+bool fio_available() {
+    return system("command -v fio >/dev/null 2>&1") == 0;
+}
 
 // Runs fio with JSON output and returns total completed I/Os of all jobs (reads + writes).
 std::optional<unsigned long long> run_fio(const std::vector<std::string>& args, std::string& out) {
@@ -85,11 +87,10 @@ TEST_F(Deep, ProbeReportNamesEveryProbeAndEveryReason) {
     int rc = -1;
     auto report = probe_report({}, rc);
     ASSERT_EQ(rc, 0);
-    for (const char* p : {"iter_rings", "sched_switch", "sched_wakeup", "sched_waking",
-                          "io_uring_create",
-                          "io_sq_thread", "io_submit_sqes", "io_do_iopoll",
-                          "nvme_uring_cmd_end_io", "nvme_uring_cmd_iopoll", "work_gaps",
-                          "loop_passes", "io_uring_cmd_done"}) {
+    for (const char* p :
+         {"iter_rings", "sched_switch", "sched_wakeup", "sched_waking", "io_uring_create",
+          "io_sq_thread", "io_submit_sqes", "io_do_iopoll", "nvme_uring_cmd_end_io",
+          "nvme_uring_cmd_iopoll", "work_gaps", "loop_passes", "io_uring_cmd_done"}) {
         ASSERT_TRUE(report.count(p)) << p;
         const auto& r = report[p];
         EXPECT_TRUE(r.state == "attached" || r.state == "off") << p;
@@ -160,11 +161,11 @@ TEST_P(DeepIo, IopollCompletionsMatchFio) {
             double before = metric_or_zero(*daemon_, "uringscope_iopoll_host_completions_total",
                                            {{"caller", sqpoll ? "sq_thread" : "app"}});
             std::string out;
-            auto ios = run_fio({"--name=iopoll", "--filename=/dev/" + dev, "--ioengine=io_uring",
-                                "--hipri=1", "--direct=1", "--rw=randread", "--bs=4k",
-                                "--iodepth=8", "--number_ios=3000", "--size=64M",
-                                sqpoll ? "--sqthread_poll=1" : "--sqthread_poll=0"},
-                               out);
+            auto ios = run_fio(
+                {"--name=iopoll", "--filename=/dev/" + dev, "--ioengine=io_uring", "--hipri=1",
+                 "--direct=1", "--rw=randread", "--bs=4k", "--iodepth=8", "--number_ios=3000",
+                 "--size=64M", sqpoll ? "--sqthread_poll=1" : "--sqthread_poll=0"},
+                out);
             ASSERT_TRUE(ios.has_value()) << out;
             ASSERT_GE(*ios, 3000u);
             double after = 0;
@@ -239,17 +240,19 @@ TEST_P(DeepIo, NvmePassthroughPolledVersusIrq) {
         });
         auto flag = find_value(daemon_->scrape(), "uringscope_device_iopoll_without_poll_queues",
                                {{"device", blk}});
-        std::printf("%s (io_poll=%d): fio %llu I/Os, polled %.0f, irq %.0f, missed %.0f, "
-                    "flagged %.0f\n",
-                    ng.c_str(), poll_queues, *ios, polled, irq, missed, flag.value_or(-1));
+        std::printf(
+            "%s (io_poll=%d): fio %llu I/Os, polled %.0f, irq %.0f, missed %.0f, "
+            "flagged %.0f\n",
+            ng.c_str(), poll_queues, *ios, polled, irq, missed, flag.value_or(-1));
         // Every completion is either counted or reported as missed: nothing vanishes silently.
         EXPECT_EQ(polled + irq + missed, static_cast<double>(*ios)) << ng;
         if (cmd_done && !GetParam()) {
             // Each command fio completed reached io_uring once, with its end_io -> done delay.
             const double cqes = cqes_now() - cqes_before;
-            std::printf("%s: %.0f completions handed to io_uring, mean end_io -> "
-                        "io_uring_cmd_done %.1f us\n",
-                        ng.c_str(), cqes, (delay_sum_now() - delay_sum_before) / cqes * 1e6);
+            std::printf(
+                "%s: %.0f completions handed to io_uring, mean end_io -> "
+                "io_uring_cmd_done %.1f us\n",
+                ng.c_str(), cqes, (delay_sum_now() - delay_sum_before) / cqes * 1e6);
             EXPECT_EQ(cqes, static_cast<double>(*ios)) << ng;
             EXPECT_EQ(delays_now() - delays_before, cqes) << ng;
         }
@@ -292,7 +295,8 @@ TEST_P(DeepIo, PerRingWorkAddsUpToTheThreadsWork) {
     double sum = 0, submit = 0, first = 0;
     for (const auto& r : rings) {
         auto w = find_value(m, "uringscope_ring_sqthread_work_seconds_total", {{"ring", r.id()}});
-        auto sub = find_value(m, "uringscope_ring_sqthread_submit_seconds_total", {{"ring", r.id()}});
+        auto sub =
+            find_value(m, "uringscope_ring_sqthread_submit_seconds_total", {{"ring", r.id()}});
         ASSERT_TRUE(w.has_value() && sub.has_value()) << r.id();
         EXPECT_GT(*w, 0);
         EXPECT_LE(*sub, *w) << r.id() << ": a turn contains the ring's io_submit_sqes calls";
@@ -309,12 +313,13 @@ TEST_P(DeepIo, PerRingWorkAddsUpToTheThreadsWork) {
     ASSERT_TRUE(task_work.has_value());
     auto kernel = find_value(m, "uringscope_sqthread_work_seconds_total", {{"sq_thread", tid}});
     const double sqe_share = static_cast<double>(rings[0].sqes) / 400000.0;
-    std::printf("SQ thread %s: rings' turns %.4f s + task work %.4f s, pass work %.4f s "
-                "(%+.2f%%), inside io_submit_sqes %.4f s, kernel work time %.4f s; ring 0 has "
-                "%.3f of the work and %.3f of the SQEs\n",
-                tid.c_str(), sum, *task_work, *pass_work,
-                (sum + *task_work - *pass_work) / *pass_work * 100, submit, kernel.value_or(-1),
-                first / sum, sqe_share);
+    std::printf(
+        "SQ thread %s: rings' turns %.4f s + task work %.4f s, pass work %.4f s "
+        "(%+.2f%%), inside io_submit_sqes %.4f s, kernel work time %.4f s; ring 0 has "
+        "%.3f of the work and %.3f of the SQEs\n",
+        tid.c_str(), sum, *task_work, *pass_work,
+        (sum + *task_work - *pass_work) / *pass_work * 100, submit, kernel.value_or(-1),
+        first / sum, sqe_share);
     EXPECT_NEAR(sum + *task_work, *pass_work, *pass_work * 0.05);
     // Time is not exactly proportional to SQEs: every batch has a fixed cost, and how many SQEs
     // a batch takes depends on how far each submitter got since the last pass, which the
@@ -339,12 +344,13 @@ TEST_P(DeepIo, SubmitProbeCoverageCountsEverySqe) {
     const auto iter = find_value(m, "uringscope_probe_coverage_sqes_total",
                                  {{"probe", "io_submit_sqes"}, {"seen_by", "iterator"}});
     ASSERT_TRUE(probe && iter);
-    const double missed = find_value(m, "uringscope_probe_missed_total",
-                                     {{"probe", "io_submit_sqes"}}).value_or(0);
-    std::printf("io_submit_sqes (%s) coverage: the probe counted %.0f SQEs, the rings' heads "
-                "passed %.0f (%.5f) of the 300000 submitted; runs the kernel reports skipped: "
-                "%.0f\n",
-                GetParam() ? "kprobe" : "fentry", *probe, *iter, *probe / *iter, missed);
+    const double missed =
+        find_value(m, "uringscope_probe_missed_total", {{"probe", "io_submit_sqes"}}).value_or(0);
+    std::printf(
+        "io_submit_sqes (%s) coverage: the probe counted %.0f SQEs, the rings' heads "
+        "passed %.0f (%.5f) of the 300000 submitted; runs the kernel reports skipped: "
+        "%.0f\n",
+        GetParam() ? "kprobe" : "fentry", *probe, *iter, *probe / *iter, missed);
     // What passed before a ring's first walk is in neither count (under TCG the load can be
     // half done by then); the rest is in both.
     EXPECT_GT(*iter, 100000);
@@ -367,8 +373,8 @@ TEST_P(DeepIo, SubmitProbeCoverageCountsEverySqe) {
     }
     const double cpu =
         find_value(m, "uringscope_sqthread_cpu_seconds_total", {{"sq_thread", tid}}).value_or(-1);
-    std::printf("SQ thread %s work by source (s):%s; CPU %.4f s; the split uses %s\n",
-                tid.c_str(), sources.c_str(), cpu, chosen.c_str());
+    std::printf("SQ thread %s work by source (s):%s; CPU %.4f s; the split uses %s\n", tid.c_str(),
+                sources.c_str(), cpu, chosen.c_str());
     EXPECT_NE(chosen, "estimate");
     EXPECT_NE(sources.find("submit_and_poll="), std::string::npos);
     EXPECT_NE(sources.find("estimate="), std::string::npos);
@@ -379,8 +385,8 @@ TEST_P(DeepIo, SubmitProbeCoverageCountsEverySqe) {
 // for sq_thread_idle before it sleeps, and those passes are empty.
 TEST_P(DeepIo, LoopPassesSeparateBusyFromEmpty) {
     if (!attached("loop_passes")) GTEST_SKIP() << "loop_passes probe not attached (io_sq_tw, 6.9+)";
-    Child load({build_dir() + "/uringscope-load", "--ring", "sqpoll,count=20000,idle=50",
-                "--hold", "inf"});
+    Child load({build_dir() + "/uringscope-load", "--ring", "sqpoll,count=20000,idle=50", "--hold",
+                "inf"});
     auto rings = read_load_rings(load, "ring", "done", seconds(240));
     ASSERT_EQ(rings.size(), 1u);
     ASSERT_EQ(rings[0].sqes, 20000u);
@@ -401,9 +407,10 @@ TEST_P(DeepIo, LoopPassesSeparateBusyFromEmpty) {
     auto submit =
         find_value(m, "uringscope_ring_sqthread_submit_seconds_total", {{"ring", rings[0].id()}});
     ASSERT_TRUE(passes && busy && batches && sqes && pass_work && submit);
-    std::printf("SQ thread %s: %.0f passes, %.0f busy, %.0f io_submit_sqes calls for %.0f SQEs; "
-                "pass work %.4f s, inside io_submit_sqes %.4f s\n",
-                tid.c_str(), *passes, *busy, *batches, *sqes, *pass_work, *submit);
+    std::printf(
+        "SQ thread %s: %.0f passes, %.0f busy, %.0f io_submit_sqes calls for %.0f SQEs; "
+        "pass work %.4f s, inside io_submit_sqes %.4f s\n",
+        tid.c_str(), *passes, *busy, *batches, *sqes, *pass_work, *submit);
     EXPECT_EQ(*sqes, 20000);
     EXPECT_EQ(*busy, *batches);
     EXPECT_GE(*batches, 20000.0 / 64);  // never more SQEs per call than the ring holds
@@ -479,8 +486,8 @@ TEST_F(DeepIoAdvice, AdviceForMissingPollQueuesHoldsWhenApplied) {
 
     auto fio = [&](std::string& out) {
         return run_fio({"--name=pt", "--filename=/dev/" + ng, "--ioengine=io_uring_cmd",
-                        "--cmd_type=nvme", "--hipri=1", "--rw=randread", "--bs=4k",
-                        "--iodepth=8", "--number_ios=2000", "--size=64M"},
+                        "--cmd_type=nvme", "--hipri=1", "--rw=randread", "--bs=4k", "--iodepth=8",
+                        "--number_ios=2000", "--size=64M"},
                        out);
     };
     std::string out;
@@ -515,14 +522,17 @@ TEST_F(DeepIoAdvice, AdviceForMissingPollQueuesHoldsWhenApplied) {
     double polled = 0, irq = 0;
     eventually(seconds(5), [&] {
         polled = metric_or_zero(*daemon_, "uringscope_nvme_uring_cmd_completions_total",
-                                {{"device", blk}, {"polled", "true"}}) - polled0;
+                                {{"device", blk}, {"polled", "true"}}) -
+                 polled0;
         irq = metric_or_zero(*daemon_, "uringscope_nvme_uring_cmd_completions_total",
-                             {{"device", blk}, {"polled", "false"}}) - irq0;
+                             {{"device", blk}, {"polled", "false"}}) -
+              irq0;
         return polled + irq >= static_cast<double>(*ios);
     });
-    std::printf("%s after poll_queues=1: fio %llu I/Os, polled %.0f, irq %.0f (predicted polled "
-                "share 100%%)\n",
-                ng.c_str(), *ios, polled, irq);
+    std::printf(
+        "%s after poll_queues=1: fio %llu I/Os, polled %.0f, irq %.0f (predicted polled "
+        "share 100%%)\n",
+        ng.c_str(), *ios, polled, irq);
     EXPECT_EQ(polled, static_cast<double>(*ios));
     EXPECT_EQ(irq, 0);
 }

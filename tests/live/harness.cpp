@@ -215,7 +215,9 @@ bool eventually(milliseconds timeout, const std::function<bool()>& pred) {
     }
 }
 
-std::string build_dir() { return URINGSCOPE_BUILD_DIR; }
+std::string build_dir() {
+    return URINGSCOPE_BUILD_DIR;
+}
 
 Daemon::Daemon(std::vector<std::string> extra_args) : port_(free_port()) {
     std::vector<std::string> argv{build_dir() + "/uringscoped",
@@ -252,13 +254,20 @@ std::optional<LoadRing> parse_load_line(const std::string& line, const std::stri
         auto eq = word.find('=');
         if (eq == std::string::npos) continue;
         std::string k = word.substr(0, eq), v = word.substr(eq + 1);
-        if (k == "index") r.index = std::stoi(v);
-        else if (k == "pid") r.pid = std::stoi(v);
-        else if (k == "fd") r.fd = std::stoi(v);
-        else if (k == "mode") r.mode = v;
-        else if (k == "sq_thread") r.sq_thread = std::stoi(v);
-        else if (k == "sqes") r.sqes = std::stoull(v);
-        else if (k == "cqes") r.cqes = std::stoull(v);
+        if (k == "index")
+            r.index = std::stoi(v);
+        else if (k == "pid")
+            r.pid = std::stoi(v);
+        else if (k == "fd")
+            r.fd = std::stoi(v);
+        else if (k == "mode")
+            r.mode = v;
+        else if (k == "sq_thread")
+            r.sq_thread = std::stoi(v);
+        else if (k == "sqes")
+            r.sqes = std::stoull(v);
+        else if (k == "cqes")
+            r.cqes = std::stoull(v);
     }
     return r;
 }

@@ -19,7 +19,9 @@ using namespace std::chrono;
 
 namespace {
 
-std::string load_bin() { return build_dir() + "/uringscope-load"; }
+std::string load_bin() {
+    return build_dir() + "/uringscope-load";
+}
 
 // Names of loaded BPF programs by id, from the kernel itself.
 std::map<unsigned, std::string> loaded_programs() {
@@ -51,7 +53,8 @@ protected:
 
     // Starts the daemon and fails the test (not skips) if it does not come up.
     std::unique_ptr<Daemon> start_daemon(std::string interval = "100ms") {
-        auto d = std::make_unique<Daemon>(std::vector<std::string>{"--sample.interval=" + interval});
+        auto d =
+            std::make_unique<Daemon>(std::vector<std::string>{"--sample.interval=" + interval});
         EXPECT_TRUE(d->ready()) << d->startup_log();
         return d;
     }
@@ -87,10 +90,8 @@ TEST_F(Live, RingCountsEqualTheLoadGeneratorsGroundTruth) {
     });
     for (const auto& r : rings) {
         std::string sq = r.sq_thread > 0 ? std::to_string(r.sq_thread) : "";
-        std::map<std::string, std::string> labels{{"ring", r.id()},
-                                                  {"pid", std::to_string(r.pid)},
-                                                  {"mode", r.mode},
-                                                  {"sq_thread", sq}};
+        std::map<std::string, std::string> labels{
+            {"ring", r.id()}, {"pid", std::to_string(r.pid)}, {"mode", r.mode}, {"sq_thread", sq}};
         EXPECT_EQ(find_value(m, "uringscope_ring_sqes_total", labels),
                   std::optional<double>(static_cast<double>(r.sqes)))
             << r.id();
@@ -145,8 +146,8 @@ TEST_F(Live, SleepsAndWakeupsFollowPausesLongerThanIdle) {
     if (!probe_attached(*d, "sched_switch") || !probe_attached(*d, "sched_wakeup"))
         GTEST_SKIP() << "sched tracepoints not attachable on this kernel";
     // 5 ms idle, one SQE every 25 ms: the thread should sleep and be woken for nearly every SQE.
-    Child load({load_bin(), "--ring", "sqpoll,idle=5,rate=40,batch=1", "--duration", "3s",
-                "--hold", "inf"});
+    Child load({load_bin(), "--ring", "sqpoll,idle=5,rate=40,batch=1", "--duration", "3s", "--hold",
+                "inf"});
     auto setup = read_load_rings(load, "setup", "started", seconds(10));
     ASSERT_EQ(setup.size(), 1u);
     std::map<std::string, std::string> l{{"sq_thread", std::to_string(setup[0].sq_thread)}};
@@ -177,9 +178,9 @@ TEST_F(Live, SleepsAndWakeupsFollowPausesLongerThanIdle) {
     EXPECT_GE(lat_count, wakeups - 1);
     EXPECT_GT(asleep, 1.0);
     // The load generator's ring thread does the wakeups (io_uring_enter with SQ_WAKEUP).
-    auto by_waker = find_value(m, "uringscope_sqthread_wakeups_by_waker_total",
-                               {{"sq_thread", l["sq_thread"]},
-                                {"waker_pid", std::to_string(setup[0].pid)}});
+    auto by_waker =
+        find_value(m, "uringscope_sqthread_wakeups_by_waker_total",
+                   {{"sq_thread", l["sq_thread"]}, {"waker_pid", std::to_string(setup[0].pid)}});
     ASSERT_TRUE(by_waker.has_value());
     EXPECT_GE(*by_waker, 30);
 }
@@ -189,8 +190,8 @@ TEST_F(Live, BusyThreadThatNeverPausesDoesNotSleep) {
     ASSERT_TRUE(d->ready());
     if (!probe_attached(*d, "sched_switch")) GTEST_SKIP() << "sched_switch not attachable";
     // Long idle (2 s) and a steady stream: the thread must keep polling, never sleeping.
-    Child load({load_bin(), "--ring", "sqpoll,idle=2000,rate=2000", "--duration", "2s", "--hold",
-                "inf"});
+    Child load(
+        {load_bin(), "--ring", "sqpoll,idle=2000,rate=2000", "--duration", "2s", "--hold", "inf"});
     auto setup = read_load_rings(load, "setup", "started", seconds(10));
     ASSERT_EQ(setup.size(), 1u);
     std::map<std::string, std::string> l{{"sq_thread", std::to_string(setup[0].sq_thread)}};
@@ -242,8 +243,9 @@ TEST_F(Live, FairnessIsNearOneForEqualRingsAndLowerForUnequal) {
         ASSERT_EQ(setup.size(), 2u);
         unequal = median_fairness(*d, std::to_string(setup[0].sq_thread), 7);
     }
-    std::printf("median fairness: equal rates %.3f, 4000:200 rates %.3f (Jain ideal 1.000, 0.550)\n",
-                equal, unequal);
+    std::printf(
+        "median fairness: equal rates %.3f, 4000:200 rates %.3f (Jain ideal 1.000, 0.550)\n", equal,
+        unequal);
     // Jain's index for 4000:200 is 0.55; for equal rates 1.
     EXPECT_GE(equal, 0.95);
     EXPECT_LE(unequal, 0.7);
@@ -251,7 +253,8 @@ TEST_F(Live, FairnessIsNearOneForEqualRingsAndLowerForUnequal) {
 }
 
 TEST_F(Live, ScrapePassesPromtool) {
-    if (system("command -v promtool >/dev/null 2>&1") != 0) GTEST_SKIP() << "promtool not installed";
+    if (system("command -v promtool >/dev/null 2>&1") != 0)
+        GTEST_SKIP() << "promtool not installed";
     auto d = start_daemon();
     ASSERT_TRUE(d->ready());
     // A comm with quotes and a backslash: the exposition must still be valid.
@@ -309,8 +312,8 @@ TEST_F(Live, StartupErrorsAreClear) {
     EXPECT_EQ(second.wait(seconds(10)), std::optional<int>(1));
     EXPECT_NE(second.drain(seconds(1)).find("cannot serve on " + busy), std::string::npos);
 
-    Child bad({build_dir() + "/uringscoped", "--web.listen-address=127.0.0.1:" +
-                                                 std::to_string(port), "--frobnicate"},
+    Child bad({build_dir() + "/uringscoped",
+               "--web.listen-address=127.0.0.1:" + std::to_string(port), "--frobnicate"},
               true);
     EXPECT_EQ(bad.wait(seconds(10)), std::optional<int>(2));
     EXPECT_NE(bad.drain(seconds(1)).find("--frobnicate"), std::string::npos);

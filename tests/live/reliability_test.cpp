@@ -45,7 +45,9 @@ std::string status_field(pid_t pid, const std::string& field) {
     return "";
 }
 
-long rss_kb(pid_t pid) { return std::atol(status_field(pid, "VmRSS").c_str()); }
+long rss_kb(pid_t pid) {
+    return std::atol(status_field(pid, "VmRSS").c_str());
+}
 
 int port_of(const std::string& url) {
     auto colon = url.rfind(':');
@@ -120,10 +122,12 @@ TEST_F(Reliability, HostileHttpGets4xxAndTheDaemonSurvives) {
     EXPECT_NE(raw_request(port, "GET /metrics HTTP/x.y\r\n\r\n").find(" 400"), std::string::npos);
     EXPECT_NE(raw_request(port, "DELETE /metrics HTTP/1.1\r\nHost: x\r\n\r\n").find(" 405"),
               std::string::npos);
-    EXPECT_NE(raw_request(port, "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello")
-                  .find(" 405"),
-              std::string::npos);
-    expect_4xx("huge header", "GET /metrics HTTP/1.1\r\nX: " + std::string(200000, 'b') + "\r\n\r\n");
+    EXPECT_NE(
+        raw_request(port, "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello")
+            .find(" 405"),
+        std::string::npos);
+    expect_4xx("huge header",
+               "GET /metrics HTTP/1.1\r\nX: " + std::string(200000, 'b') + "\r\n\r\n");
     expect_4xx("binary", std::string("\x16\x03\x01\x00\xff\x01\x00\x00", 8));
     EXPECT_EQ(http_get(d.url()).status, 200);
     EXPECT_FALSE(d.process().wait(milliseconds(10)).has_value()) << "daemon died";
@@ -235,9 +239,10 @@ TEST_F(Reliability, RingChurnLeavesMemoryAndMapsFlatAndCountsExact) {
     long rss_later = rss_kb(dpid);
     double sched_later = map_entries(d, "sched_state");
     auto m = d.scrape();
-    std::printf("churn: %ld rings; daemon RSS %ld kB mid-churn, %ld kB after, %ld kB 5 s later; "
-                "sched_state entries %.0f -> %.0f\n",
-                created.load(), rss_during, rss_after, rss_later, sched_after, sched_later);
+    std::printf(
+        "churn: %ld rings; daemon RSS %ld kB mid-churn, %ld kB after, %ld kB 5 s later; "
+        "sched_state entries %.0f -> %.0f\n",
+        created.load(), rss_during, rss_after, rss_later, sched_after, sched_later);
     EXPECT_GE(created.load(), 5000);
     EXPECT_LE(rss_later, rss_after + 512) << "RSS still growing after the churn stopped";
     // Only the kept SQ thread (plus any other live one on the host) remains tracked.
@@ -270,8 +275,9 @@ TEST_F(Reliability, SigkilledOwnersDisappearWithinAFewSamples) {
         return !find_value(m, "uringscope_ring_sqes_total", {{"pid", pid}}) &&
                !find_value(m, "uringscope_sqthread_cpu_seconds_total", {{"pid", pid}});
     });
-    std::printf("series of a SIGKILLed owner gone after %lld ms\n",
-                static_cast<long long>(duration_cast<milliseconds>(steady_clock::now() - t0).count()));
+    std::printf(
+        "series of a SIGKILLed owner gone after %lld ms\n",
+        static_cast<long long>(duration_cast<milliseconds>(steady_clock::now() - t0).count()));
     EXPECT_TRUE(gone);
     EXPECT_FALSE(d.process().wait(milliseconds(10)).has_value()) << "daemon died";
 }
@@ -286,9 +292,9 @@ TEST_F(Reliability, RestartAfterSigkillAttachesCleanly) {
         first.process().wait(seconds(5));
     }
     // Same port right away: nothing of the killed daemon may stand in the way.
-    Child second({build_dir() + "/uringscoped", "--web.listen-address=127.0.0.1:" +
-                                                    std::to_string(port)},
-                 true);
+    Child second(
+        {build_dir() + "/uringscoped", "--web.listen-address=127.0.0.1:" + std::to_string(port)},
+        true);
     bool ready = false;
     while (auto line = second.read_line(seconds(120)))
         if (line->find("serving metrics") != std::string::npos) {
@@ -308,8 +314,10 @@ namespace {
 std::string bcrypt(const std::string& password, int cost = 12) {
     std::string out;
     FILE* p = popen(("python3 -W ignore -c \"import crypt,sys; print(crypt.crypt(sys.argv[1], "
-                     "crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=2**" + std::to_string(cost) +
-                     ")))\" '" + password + "'").c_str(), "r");
+                     "crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=2**" +
+                     std::to_string(cost) + ")))\" '" + password + "'")
+                        .c_str(),
+                    "r");
     char buf[256] = {};
     if (p && fgets(buf, sizeof buf, p)) out = buf;
     if (p) pclose(p);
@@ -320,7 +328,8 @@ std::string bcrypt(const std::string& password, int cost = 12) {
 }  // namespace
 
 TEST_F(Reliability, WebConfigBasicAuthAndItsRefusals) {
-    auto dir = std::filesystem::temp_directory_path() / ("uringscope-web-" + std::to_string(getpid()));
+    auto dir =
+        std::filesystem::temp_directory_path() / ("uringscope-web-" + std::to_string(getpid()));
     std::filesystem::create_directories(dir);
     const auto hash = bcrypt("s3cret");
     ASSERT_EQ(hash.rfind("$2", 0), 0u) << "python3 crypt cannot make bcrypt hashes here";
@@ -392,8 +401,8 @@ TEST_F(Reliability, WebConfigTlsServesHttpsOnlyAndRefusesUnsafeKeys) {
     // Self-signed for 127.0.0.1 and localhost; the key is the owner's only, as deployed.
     ASSERT_EQ(sh("umask 077 && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
                  "-nodes -days 2 -subj /CN=uringscope-test "
-                 "-addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout '" + key +
-                 "' -out '" + cert + "' >/dev/null 2>&1"),
+                 "-addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout '" +
+                 key + "' -out '" + cert + "' >/dev/null 2>&1"),
               0)
         << "openssl cannot make a self-signed certificate";
     fs::permissions(key, P::owner_read | P::owner_write);
@@ -402,15 +411,16 @@ TEST_F(Reliability, WebConfigTlsServesHttpsOnlyAndRefusesUnsafeKeys) {
     const auto hash = bcrypt("s3cret", 4);
     ASSERT_EQ(hash.rfind("$2b$04$", 0), 0u) << "python3 crypt cannot make bcrypt hashes here";
     const auto rw = P::owner_read | P::owner_write;
-    auto write = [&](const std::string& name, const std::string& text, P p = P::owner_read |
-                                                                               P::owner_write) {
+    auto write = [&](const std::string& name, const std::string& text,
+                     P p = P::owner_read | P::owner_write) {
         auto path = dir / name;
         std::ofstream(path) << text;
         fs::permissions(path, p);
         return path.string();
     };
     const std::string tls = "tls_server_config:\n  cert_file: cert.pem\n  key_file: key.pem\n";
-    const auto with_auth = write("tls-auth.yml", tls + "basic_auth_users:\n  alice: '" + hash + "'\n");
+    const auto with_auth =
+        write("tls-auth.yml", tls + "basic_auth_users:\n  alice: '" + hash + "'\n");
     {
         Daemon d({"--sample.interval=500ms", "--web.config.file=" + with_auth});
         ASSERT_TRUE(d.ready()) << d.startup_log();
@@ -474,8 +484,10 @@ TEST_F(Reliability, WebConfigTlsServesHttpsOnlyAndRefusesUnsafeKeys) {
                 }
             });
         for (auto& t : clients) t.join();
-        std::printf("TLS: %ld HTTPS scrapes with basic auth in 3 s from 12 clients (4 more "
-                    "speaking plain HTTP), %ld errors\n", good.load(), bad.load());
+        std::printf(
+            "TLS: %ld HTTPS scrapes with basic auth in 3 s from 12 clients (4 more "
+            "speaking plain HTTP), %ld errors\n",
+            good.load(), bad.load());
         EXPECT_EQ(bad.load(), 0) << "first: " << first_error;
         EXPECT_GT(good.load(), 100);
         EXPECT_EQ(https_get(url, cert, "alice:s3cret").status, 200);
@@ -492,8 +504,8 @@ TEST_F(Reliability, WebConfigTlsServesHttpsOnlyAndRefusesUnsafeKeys) {
 
     // (e) key files that must stop the daemon at start, with a message naming the problem.
     auto refused = [&](const std::string& config, const std::string& needle, int status) {
-        Child c({build_dir() + "/uringscoped", "--web.listen-address=127.0.0.1:" +
-                                                   std::to_string(free_port()),
+        Child c({build_dir() + "/uringscoped",
+                 "--web.listen-address=127.0.0.1:" + std::to_string(free_port()),
                  "--web.config.file=" + config},
                 true);
         auto rc = c.wait(seconds(30));
@@ -508,8 +520,9 @@ TEST_F(Reliability, WebConfigTlsServesHttpsOnlyAndRefusesUnsafeKeys) {
     refused(write("open-key.yml",
                   "tls_server_config:\n  cert_file: cert.pem\n  key_file: open-key.pem\n"),
             "open-key.pem is world-writable", 2);
-    refused(write("swapped.yml", "tls_server_config:\n  cert_file: key.pem\n  key_file: cert.pem\n"),
-            "not a PEM file with a PRIVATE KEY block", 2);
+    refused(
+        write("swapped.yml", "tls_server_config:\n  cert_file: key.pem\n  key_file: cert.pem\n"),
+        "not a PEM file with a PRIVATE KEY block", 2);
     refused(write("nokey.yml", "tls_server_config:\n  cert_file: cert.pem\n  key_file: gone.pem\n"),
             "No such file", 2);
     refused(write("nocert.yml", "tls_server_config:\n  key_file: key.pem\n"),
@@ -520,8 +533,9 @@ TEST_F(Reliability, WebConfigTlsServesHttpsOnlyAndRefusesUnsafeKeys) {
             "\"client_ca_file\" is not supported", 2);
     // A key of another certificate passes the file checks; the TLS library refuses the pair.
     ASSERT_EQ(sh("umask 077 && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
-                 "-nodes -days 2 -subj /CN=other -keyout '" + (dir / "other-key.pem").string() +
-                 "' -out '" + (dir / "other-cert.pem").string() + "' >/dev/null 2>&1"),
+                 "-nodes -days 2 -subj /CN=other -keyout '" +
+                 (dir / "other-key.pem").string() + "' -out '" + (dir / "other-cert.pem").string() +
+                 "' >/dev/null 2>&1"),
               0);
     refused(write("mismatch.yml",
                   "tls_server_config:\n  cert_file: cert.pem\n  key_file: other-key.pem\n"),

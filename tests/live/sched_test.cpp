@@ -2,8 +2,8 @@
 // waits that are not idle sleeps (parking, sqd->lock), wakeups from interrupts, and a thread
 // pinned alone on an isolated nohz_full CPU. Each test drives its own ring through liburing, so
 // the ground truth (parks, timeouts, the kernel's own switch counts) is exact.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <liburing.h>
 #include <sched.h>
 #include <sys/uio.h>
@@ -40,7 +40,8 @@ protected:
     }
 
     std::unique_ptr<Daemon> start_daemon(const std::string& interval) {
-        auto d = std::make_unique<Daemon>(std::vector<std::string>{"--sample.interval=" + interval});
+        auto d =
+            std::make_unique<Daemon>(std::vector<std::string>{"--sample.interval=" + interval});
         EXPECT_TRUE(d->ready()) << d->startup_log();
         return d;
     }
@@ -155,7 +156,8 @@ TEST_F(Sched, ParkingAndLockWaitsAreBlocksNotIdleSleeps) {
         reap();
         if (i % 10 == 5) {
             submit_nop();
-            int err = io_uring_register_buffers(&ring_, iov.data(), static_cast<unsigned>(iov.size()));
+            int err =
+                io_uring_register_buffers(&ring_, iov.data(), static_cast<unsigned>(iov.size()));
             ASSERT_EQ(err, 0) << "io_uring_register_buffers: " << std::strerror(-err);
             ASSERT_EQ(io_uring_unregister_buffers(&ring_), 0);
             ++registrations;
@@ -181,11 +183,12 @@ TEST_F(Sched, ParkingAndLockWaitsAreBlocksNotIdleSleeps) {
     const double vcsw = value(m, "uringscope_sqthread_voluntary_switches_total", l);
     const double cpu = value(m, "uringscope_sqthread_cpu_seconds_total", l);
     const double spin = value(m, "uringscope_sqthread_spin_seconds_total", l);
-    std::printf("%d parks, %d buffer registrations: %.0f blocks (%.3f s), %.0f idle sleeps, "
-                "%.0f voluntary switches; CPU %.3f s, spin charged %.3f s (as sleeps, the blocks "
-                "would have been charged %.3f s)\n",
-                parks, registrations, blocks, blocked, sleeps, vcsw, cpu, spin,
-                std::min(cpu, (sleeps + blocks) * 2.002));
+    std::printf(
+        "%d parks, %d buffer registrations: %.0f blocks (%.3f s), %.0f idle sleeps, "
+        "%.0f voluntary switches; CPU %.3f s, spin charged %.3f s (as sleeps, the blocks "
+        "would have been charged %.3f s)\n",
+        parks, registrations, blocks, blocked, sleeps, vcsw, cpu, spin,
+        std::min(cpu, (sleeps + blocks) * 2.002));
     // No gap between SQEs came near the 2 s idle. One sleep at the loop's idle site happens now
     // and then on 6.18 all the same (seen with a kernel stack in io_sq_thread's schedule()), so
     // one is allowed: counted as blocks, there were hundreds.
@@ -441,7 +444,8 @@ TEST_F(Sched, PinnedThreadOnANohzFullCpuIsChargedItsWallTime) {
         EXPECT_LE(r, 1.04) << "interval " << i << " of " << wall << " s";
         EXPECT_GE(r, 0.90) << "interval " << i << " of " << wall << " s";
     }
-    std::printf("nohz_full CPU %d, %zu sample intervals: CPU/wall %.3f .. %.3f "
-                "(sum_exec_runtime alone: %.3f .. %.3f; the kernel's thread clock: %.3f)\n",
-                cpu, points.size() - 1, lo, hi, slo, shi, kernel_rate);
+    std::printf(
+        "nohz_full CPU %d, %zu sample intervals: CPU/wall %.3f .. %.3f "
+        "(sum_exec_runtime alone: %.3f .. %.3f; the kernel's thread clock: %.3f)\n",
+        cpu, points.size() - 1, lo, hi, slo, shi, kernel_rate);
 }

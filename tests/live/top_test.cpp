@@ -16,7 +16,9 @@ using namespace std::chrono;
 
 namespace {
 
-std::string top_bin() { return build_dir() + "/uringscope"; }
+std::string top_bin() {
+    return build_dir() + "/uringscope";
+}
 
 std::string run_capture(const std::string& cmd) {
     std::string out;
@@ -44,9 +46,9 @@ protected:
         daemon_ = std::make_unique<Daemon>(std::vector<std::string>{"--sample.interval=250ms"});
         ASSERT_TRUE(daemon_->ready()) << daemon_->startup_log();
         base_ = daemon_->url().substr(0, daemon_->url().size() - std::string("/metrics").size());
-        load_ = std::make_unique<Child>(std::vector<std::string>{
-            build_dir() + "/uringscope-load", "--ring", "sqpoll,rate=2000", "--ring",
-            "sqpoll,share=0,rate=500", "--duration", "20s"});
+        load_ = std::make_unique<Child>(
+            std::vector<std::string>{build_dir() + "/uringscope-load", "--ring", "sqpoll,rate=2000",
+                                     "--ring", "sqpoll,share=0,rate=500", "--duration", "20s"});
         auto setup = read_load_rings(*load_, "setup", "started", seconds(10));
         ASSERT_EQ(setup.size(), 2u);
         tid_ = std::to_string(setup[0].sq_thread);
@@ -60,7 +62,8 @@ protected:
 }  // namespace
 
 TEST_F(Top, BatchOutputIsExactAndParseable) {
-    Child top({top_bin(), "top", "-b", "-n", "2", "-d", "0.3", "--width", "160", "--daemon", base_});
+    Child top(
+        {top_bin(), "top", "-b", "-n", "2", "-d", "0.3", "--width", "160", "--daemon", base_});
     std::string out = top.drain(seconds(20));
     ASSERT_EQ(top.wait(seconds(5)), std::optional<int>(0)) << out;
     // Two blocks, each ending with a blank line.
@@ -150,8 +153,8 @@ TEST_F(Top, InteractiveInTmuxSortsFiltersAndRestoresTheTerminal) {
     ASSERT_EQ(system((tmux + "new-session -d -s t -x 120 -y 30 'bash --norc --noprofile'").c_str()),
               0);
     std::string cmd = "stty -g > " + (dir / "before").string() + "; " + top_bin() +
-                      " top -d 0.25 --daemon " + base_ + "; stty -g > " +
-                      (dir / "after").string() + "; echo TOP-$((6*7))-EXITED";
+                      " top -d 0.25 --daemon " + base_ + "; stty -g > " + (dir / "after").string() +
+                      "; echo TOP-$((6*7))-EXITED";
     keys("'" + cmd + "' Enter");
 
     EXPECT_TRUE(eventually(seconds(10), [&] {
@@ -173,10 +176,12 @@ TEST_F(Top, InteractiveInTmuxSortsFiltersAndRestoresTheTerminal) {
     }
 
     keys("'>'");
-    EXPECT_TRUE(eventually(seconds(5), [&] { return pane().find("sort work desc") != std::string::npos; }))
-        << pane();
+    EXPECT_TRUE(eventually(seconds(5), [&] {
+        return pane().find("sort work desc") != std::string::npos;
+    })) << pane();
     keys("r");
-    EXPECT_TRUE(eventually(seconds(5), [&] { return pane().find("sort work asc") != std::string::npos; }));
+    EXPECT_TRUE(
+        eventually(seconds(5), [&] { return pane().find("sort work asc") != std::string::npos; }));
 
     keys("/ nomatch Enter");
     EXPECT_TRUE(eventually(seconds(5), [&] {
@@ -190,12 +195,14 @@ TEST_F(Top, InteractiveInTmuxSortsFiltersAndRestoresTheTerminal) {
     })) << pane();
 
     keys("Tab");
-    EXPECT_TRUE(eventually(seconds(5), [&] { return pane().find("no IOPOLL ring is open") != std::string::npos; }))
-        << pane();
+    EXPECT_TRUE(eventually(seconds(5), [&] {
+        return pane().find("no IOPOLL ring is open") != std::string::npos;
+    })) << pane();
 
     keys("q");
-    EXPECT_TRUE(eventually(seconds(5), [&] { return pane().find("TOP-42-EXITED") != std::string::npos; }))
-        << pane();
+    EXPECT_TRUE(eventually(seconds(5), [&] {
+        return pane().find("TOP-42-EXITED") != std::string::npos;
+    })) << pane();
     std::ifstream a(dir / "before"), b(dir / "after");
     std::string sa, sb;
     std::getline(a, sa);

@@ -113,9 +113,9 @@ TEST(AdviseRender, ShowsEvidenceChangePredictionAndCurve) {
     f.curve = {{0.001, 0.006, 0.22, 20, false, true}, {1.0, 1.002, 0.99, 0, true, false}};
     a.findings = {f};
     const auto text = render_text(a, with_thread(77, 10));
-    for (const char* s : {"[sq_idle_too_long] sq_thread 77", "0.990 cores", "20/s",
-                          "set sq_thread_idle = 1 (ms)", "gaps stay", "<- recommended",
-                          "<- current", "1 ms", "1000 ms"})
+    for (const char* s :
+         {"[sq_idle_too_long] sq_thread 77", "0.990 cores", "20/s", "set sq_thread_idle = 1 (ms)",
+          "gaps stay", "<- recommended", "<- current", "1 ms", "1000 ms"})
         EXPECT_NE(text.find(s), std::string::npos) << s << "\n" << text;
     Advice none;
     none.window_seconds = 15;

@@ -79,7 +79,7 @@ TEST(GapBuckets, MirrorTheBpfLayout) {
     EXPECT_EQ(gap_bucket_index(0), 0u);
     EXPECT_EQ(gap_bucket_index(63), 0u);
     EXPECT_EQ(gap_bucket_index(64), 1u);
-    EXPECT_EQ(gap_bucket_index(80), 2u);   // 64 + 16
+    EXPECT_EQ(gap_bucket_index(80), 2u);  // 64 + 16
     EXPECT_EQ(gap_bucket_index(127), 4u);
     EXPECT_EQ(gap_bucket_index(128), 5u);
     EXPECT_EQ(gap_bucket_index(~0ull), static_cast<std::size_t>(USC_GAP_BUCKETS - 1));

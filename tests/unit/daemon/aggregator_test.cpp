@@ -388,7 +388,7 @@ TEST(Aggregator, LoopPassesGiveRatesOverTheLastIntervalOnly) {
     EXPECT_DOUBLE_EQ(s.threads[0].empty_pass_ratio, 0);
 
     raw = sample(3 * kSec, {r});
-    p.passes = 5000;   // +4000 in 2 s
+    p.passes = 5000;       // +4000 in 2 s
     p.busy_passes = 1100;  // +1000 of them busy
     raw.passes = {{50, p}};
     s = a.update(raw);
@@ -599,8 +599,8 @@ TEST(AggregatorIdentity, WakersOfExpiredThreadsGoInOnePass) {
 }
 
 TEST(AggregatorHz, EveryKconfigHzIsRecognisedAndNothingElse) {
-    for (unsigned hz : {24u, 32u, 48u, 64u, 100u, 128u, 200u, 250u, 256u, 300u, 500u, 1000u,
-                        1024u, 1200u}) {
+    for (unsigned hz :
+         {24u, 32u, 48u, 64u, 100u, 128u, 200u, 250u, 256u, 300u, 500u, 1000u, 1024u, 1200u}) {
         EXPECT_EQ(snap_hz(hz), hz);
         EXPECT_EQ(snap_hz(hz * 1.005), hz) << hz;  // a walk a little late
         EXPECT_EQ(snap_hz(hz * 0.995), hz) << hz;

@@ -41,7 +41,9 @@ TEST(DaemonFlags, AcceptsNodeExporterSpellings) {
     EXPECT_TRUE(parse({"--web.listen-address=:10464"}).config.has_value());
 }
 
-TEST(DaemonFlags, UnknownFlagIsAnError) { expect_error({"--bogus"}, "--bogus"); }
+TEST(DaemonFlags, UnknownFlagIsAnError) {
+    expect_error({"--bogus"}, "--bogus");
+}
 
 TEST(DaemonFlags, BadAddresses) {
     expect_error({"--web.listen-address=localhost"}, "no port");

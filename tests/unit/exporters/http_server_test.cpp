@@ -92,8 +92,9 @@ TEST(HttpServer, ConcurrentScrapesWhileSnapshotsAndRoutesChange) {
         });
     // Routes may be added while serving (the daemon adds its API after it starts).
     for (int i = 0; i < 20; ++i)
-        server->route("/extra" + std::to_string(i),
-                      [i] { return HttpResponse{200, "text/plain", std::to_string(i)}; });
+        server->route("/extra" + std::to_string(i), [i] {
+            return HttpResponse{200, "text/plain", std::to_string(i)};
+        });
     for (auto& t : clients) t.join();
     done = true;
     writer.join();

@@ -75,7 +75,7 @@ TEST(Sanitize, KeepsValidUtf8) {
 
 TEST(Sanitize, ReplacesInvalidSequences) {
     EXPECT_EQ(sanitize_utf8("a\xffz"), "a\xef\xbf\xbdz");
-    EXPECT_EQ(sanitize_utf8("\xc3"), "\xef\xbf\xbd");            // truncated
+    EXPECT_EQ(sanitize_utf8("\xc3"), "\xef\xbf\xbd");                  // truncated
     EXPECT_EQ(sanitize_utf8("\xc0\xaf"), "\xef\xbf\xbd\xef\xbf\xbd");  // overlong '/'
     EXPECT_EQ(sanitize_utf8("\xed\xa0\x80"), "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");  // surrogate
 }
@@ -96,13 +96,26 @@ TEST(Exposition, ContractMetricsHaveTheirTypesAndLabels) {
           "# TYPE uringscope_ring_sq_backlog gauge", "# TYPE uringscope_ring_sqthread_share gauge",
           "# TYPE uringscope_probe_attached gauge"})
         EXPECT_NE(text.find(std::string(line) + "\n"), std::string::npos) << line;
-    EXPECT_EQ(value_of(text, R"(uringscope_sqthread_cpu_seconds_total{sq_thread="42",pid="41",comm="db"})"), "2");
-    EXPECT_EQ(value_of(text, R"(uringscope_ring_sqes_total{ring="41:5",pid="41",comm="db",mode="sqpoll",sq_thread="42"})"), "1000");
-    EXPECT_EQ(value_of(text, R"(uringscope_ring_cqes_total{ring="41:6",pid="41",comm="db",mode="plain",sq_thread=""})"), "999");
-    EXPECT_EQ(value_of(text, R"(uringscope_probe_attached{probe="io_uring_create",kind="tp_btf"})"), "0");
+    EXPECT_EQ(
+        value_of(text,
+                 R"(uringscope_sqthread_cpu_seconds_total{sq_thread="42",pid="41",comm="db"})"),
+        "2");
+    EXPECT_EQ(
+        value_of(
+            text,
+            R"(uringscope_ring_sqes_total{ring="41:5",pid="41",comm="db",mode="sqpoll",sq_thread="42"})"),
+        "1000");
+    EXPECT_EQ(
+        value_of(
+            text,
+            R"(uringscope_ring_cqes_total{ring="41:6",pid="41",comm="db",mode="plain",sq_thread=""})"),
+        "999");
+    EXPECT_EQ(value_of(text, R"(uringscope_probe_attached{probe="io_uring_create",kind="tp_btf"})"),
+              "0");
     EXPECT_EQ(value_of(text, R"(uringscope_rings{mode="sqpoll"})"), "1");
     EXPECT_EQ(value_of(text, R"(uringscope_rings{mode="iopoll"})"), "0");
-    EXPECT_EQ(value_of(text, R"(uringscope_sqthread_running{sq_thread="42",pid="41",comm="db"})"), "1");
+    EXPECT_EQ(value_of(text, R"(uringscope_sqthread_running{sq_thread="42",pid="41",comm="db"})"),
+              "1");
 }
 
 TEST(Exposition, PlainRingsHaveNoShare) {
@@ -114,16 +127,25 @@ TEST(Exposition, PlainRingsHaveNoShare) {
 TEST(Exposition, HistogramIsCumulativeWithInf) {
     auto text = render_text(one_thread_snapshot("db"));
     const std::string l = R"(sq_thread="42",pid="41",comm="db")";
-    EXPECT_EQ(value_of(text, "uringscope_sqthread_wakeup_latency_seconds_bucket{" + l + R"(,le="1e-06"})"), "1");
-    EXPECT_EQ(value_of(text, "uringscope_sqthread_wakeup_latency_seconds_bucket{" + l + R"(,le="2e-06"})"), "3");
-    EXPECT_EQ(value_of(text, "uringscope_sqthread_wakeup_latency_seconds_bucket{" + l + R"(,le="+Inf"})"), "4");
+    EXPECT_EQ(value_of(text, "uringscope_sqthread_wakeup_latency_seconds_bucket{" + l +
+                                 R"(,le="1e-06"})"),
+              "1");
+    EXPECT_EQ(value_of(text, "uringscope_sqthread_wakeup_latency_seconds_bucket{" + l +
+                                 R"(,le="2e-06"})"),
+              "3");
+    EXPECT_EQ(
+        value_of(text, "uringscope_sqthread_wakeup_latency_seconds_bucket{" + l + R"(,le="+Inf"})"),
+        "4");
     EXPECT_EQ(value_of(text, "uringscope_sqthread_wakeup_latency_seconds_count{" + l + "}"), "4");
     EXPECT_EQ(value_of(text, "uringscope_sqthread_wakeup_latency_seconds_sum{" + l + "}"), "0.25");
 }
 
 TEST(Exposition, HostileCommNamesAreEscaped) {
     auto text = render_text(one_thread_snapshot("a\"b\\c\nd\xff"));
-    EXPECT_NE(text.find(R"(comm="a\"b\\c\nd)" "\xef\xbf\xbd\""), std::string::npos) << text;
+    EXPECT_NE(text.find(R"(comm="a\"b\\c\nd)"
+                        "\xef\xbf\xbd\""),
+              std::string::npos)
+        << text;
     // Every sample line still has the shape name{labels} value: nothing broke a line.
     std::regex ok(R"(^[a-zA-Z_:][a-zA-Z0-9_:]*(\{.*\})? \S+$)");
     std::istringstream in(text);

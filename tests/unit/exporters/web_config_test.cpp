@@ -48,8 +48,9 @@ const char* kCert = "-----BEGIN CERTIFICATE-----\nMIIB...\n-----END CERTIFICATE-
 class WebConfigTest : public ::testing::Test {
 protected:
     void SetUp() override {
-        dir_ = fs::temp_directory_path() / ("uringscope-webcfg-" + std::to_string(getpid()) + "-" +
-                                            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+        dir_ = fs::temp_directory_path() /
+               ("uringscope-webcfg-" + std::to_string(getpid()) + "-" +
+                ::testing::UnitTest::GetInstance()->current_test_info()->name());
         fs::remove_all(dir_);
         fs::create_directories(dir_);
     }
@@ -87,7 +88,8 @@ TEST_F(WebConfigTest, TlsPathsResolveAgainstTheConfigsDirectory) {
     write("key.pem", kKey);
     write("cert.pem", kCert);
     WebConfig cfg;
-    EXPECT_EQ(error_of("tls_server_config:\n  cert_file: cert.pem\n  key_file: key.pem\n", &cfg), "");
+    EXPECT_EQ(error_of("tls_server_config:\n  cert_file: cert.pem\n  key_file: key.pem\n", &cfg),
+              "");
     EXPECT_TRUE(cfg.tls());
     EXPECT_EQ(cfg.key_file, (dir_ / "key.pem").string());
     EXPECT_EQ(cfg.cert_file, (dir_ / "cert.pem").string());
@@ -115,8 +117,7 @@ TEST_F(WebConfigTest, Refusals) {
     refused("tls_server_config: yes\n", "must be a map");
     refused("tls_server_config:\n  cert_file: cert.pem\n  key_file: open-key.pem\n",
             "open-key.pem is world-writable");
-    refused("tls_server_config:\n  cert_file: cert.pem\n  key_file: gone.pem\n",
-            "No such file");
+    refused("tls_server_config:\n  cert_file: cert.pem\n  key_file: gone.pem\n", "No such file");
     refused("tls_server_config:\n  cert_file: key.pem\n  key_file: cert.pem\n",
             "not a PEM file with a PRIVATE KEY block");
     refused("tls_server_config:\n  cert_file: key.pem\n  key_file: key.pem\n",

@@ -158,8 +158,8 @@ const std::vector<std::string> kBursty = {"--duration", "120s",        "--pause-
 
 // 2,000 NOP/s in 20 bursts per second with sq_thread_idle = 1 s: the thread never sleeps.
 TEST_F(Advise, IdleTooLongPredictsTheCpuAndWakesOfTheRecommendedSetting) {
-    if (!attached("work_gaps") || !attached("sched_switch"))
-        GTEST_SKIP() << "needs the work_gaps and sched_switch probes";
+    REQUIRE_PROBE(*daemon_, attached("work_gaps"), "work_gaps");
+    REQUIRE_PROBE(*daemon_, attached("sched_switch"), "sched_switch");
     std::vector<LoadRing> rings;
     auto args = kBursty;
     args.insert(args.begin(), {"--ring", "sqpoll,idle=1000,rate=20000,batch=1"});
@@ -305,7 +305,7 @@ TEST_F(Advise, BacklogOnASaturatedSharedThreadIsReported) {
 // A bursty ring whose idle time is already the shortest the kernel offers, and a plain ring:
 // nothing to change.
 TEST_F(Advise, HealthyConfigurationHasNoFindings) {
-    if (!attached("work_gaps")) GTEST_SKIP() << "needs the work_gaps probe";
+    REQUIRE_PROBE(*daemon_, attached("work_gaps"), "work_gaps");
     std::vector<LoadRing> rings;
     auto args = kBursty;
     args.insert(args.begin(),

@@ -149,7 +149,7 @@ std::string mode_name(const ::testing::TestParamInfo<bool>& p) {
 }  // namespace
 
 TEST_P(DeepIo, IopollCompletionsMatchFio) {
-    if (!attached("io_do_iopoll")) GTEST_SKIP() << "io_do_iopoll probe not attached here";
+    REQUIRE_PROBE(*daemon_, attached("io_do_iopoll"), "io_do_iopoll");
     std::vector<std::string> devices;
     for (const char* d : {"nvme0n1", "nullb0"})
         if (read_file(std::string("/sys/block/") + d + "/queue/io_poll") == "1")
@@ -182,7 +182,7 @@ TEST_P(DeepIo, IopollCompletionsMatchFio) {
 }
 
 TEST_P(DeepIo, NvmePassthroughPolledVersusIrq) {
-    if (!attached("nvme_uring_cmd_end_io")) GTEST_SKIP() << "nvme_uring_cmd_end_io not attached";
+    REQUIRE_PROBE(*daemon_, attached("nvme_uring_cmd_end_io"), "nvme_uring_cmd_end_io");
     // Every NVMe namespace char device; the guest gives one with poll queues, one without.
     std::vector<std::pair<std::string, std::string>> ngs;  // ng name, block name
     for (const auto& e : std::filesystem::directory_iterator("/dev")) {
@@ -280,10 +280,10 @@ TEST_P(DeepIo, NvmePassthroughPolledVersusIrq) {
 // the thread). The kernel's own work time is printed beside it: it is tick-sampled, so not a
 // reference at this scale.
 TEST_P(DeepIo, PerRingWorkAddsUpToTheThreadsWork) {
-    if (!attached("io_submit_sqes")) GTEST_SKIP() << "io_submit_sqes probe not attached";
-    if (!attached("loop_passes"))
-        GTEST_SKIP() << "loop_passes probe not attached (io_sq_tw, 6.9+): a ring's work is its "
-                        "time in io_submit_sqes, which leaves out the rest of each pass";
+    REQUIRE_PROBE(*daemon_, attached("io_submit_sqes"), "io_submit_sqes");
+    // Before 6.9 (no io_sq_tw) a ring's work is its time in io_submit_sqes, which leaves out the
+    // rest of each pass: nothing adds up to compare.
+    REQUIRE_PROBE(*daemon_, attached("loop_passes"), "loop_passes");
     Child load({build_dir() + "/uringscope-load", "--ring", "sqpoll,count=300000", "--ring",
                 "sqpoll,share=0,count=100000", "--hold", "inf"});
     auto rings = read_load_rings(load, "ring", "done", seconds(240));
@@ -332,7 +332,7 @@ TEST_P(DeepIo, PerRingWorkAddsUpToTheThreadsWork) {
 // a probe that sees all its calls counts them all. The cross-check is what would expose a
 // partially inlined io_submit_sqes (static up to 5.19) whose probe attaches and misses sites.
 TEST_P(DeepIo, SubmitProbeCoverageCountsEverySqe) {
-    if (!attached("io_submit_sqes")) GTEST_SKIP() << "io_submit_sqes probe not attached";
+    REQUIRE_PROBE(*daemon_, attached("io_submit_sqes"), "io_submit_sqes");
     Child load({build_dir() + "/uringscope-load", "--ring", "sqpoll,count=200000", "--ring",
                 "sqpoll,count=100000,batch=5", "--hold", "inf"});
     auto rings = read_load_rings(load, "ring", "done", seconds(240));
@@ -384,7 +384,7 @@ TEST_P(DeepIo, SubmitProbeCoverageCountsEverySqe) {
 // complete inline, so no pass is busy with task work alone); the thread then polls its idle ring
 // for sq_thread_idle before it sleeps, and those passes are empty.
 TEST_P(DeepIo, LoopPassesSeparateBusyFromEmpty) {
-    if (!attached("loop_passes")) GTEST_SKIP() << "loop_passes probe not attached (io_sq_tw, 6.9+)";
+    REQUIRE_PROBE(*daemon_, attached("loop_passes"), "loop_passes");
     Child load({build_dir() + "/uringscope-load", "--ring", "sqpoll,count=20000,idle=50", "--hold",
                 "inf"});
     auto rings = read_load_rings(load, "ring", "done", seconds(240));
@@ -468,7 +468,7 @@ protected:
 // The advisor flags the device without poll queues; giving the driver poll queues as it says
 // turns every polled request into a polled completion, as it predicts.
 TEST_F(DeepIoAdvice, AdviceForMissingPollQueuesHoldsWhenApplied) {
-    if (!attached("nvme_uring_cmd_end_io")) GTEST_SKIP() << "nvme_uring_cmd_end_io not attached";
+    REQUIRE_PROBE(*daemon_, attached("nvme_uring_cmd_end_io"), "nvme_uring_cmd_end_io");
     std::string ng, blk;
     for (const auto& e : std::filesystem::directory_iterator("/dev")) {
         auto n = e.path().filename().string();
@@ -535,4 +535,31 @@ TEST_F(DeepIoAdvice, AdviceForMissingPollQueuesHoldsWhenApplied) {
         ng.c_str(), *ios, polled, irq);
     EXPECT_EQ(polled, static_cast<double>(*ios));
     EXPECT_EQ(irq, 0);
+}
+
+// REQUIRE_PROBE's reading of the loader's reasons: what the kernel lacks skips, what we broke
+// fails. The reasons are the loader's own wording (daemon/bpf_loader.cpp).
+TEST(DeepHarness, KernelLacksTellsAbsenceFromRegression) {
+    EXPECT_TRUE(
+        kernel_lacks("fentry: no BTF for function io_sq_tw; kprobe: no kernel symbol "
+                     "io_sq_tw"));
+    EXPECT_TRUE(
+        kernel_lacks("fentry: load failed: Operation not permitted; kprobe: kernel has no "
+                     "kprobes (CONFIG_KPROBES)"));
+    EXPECT_TRUE(kernel_lacks("fentry: module nvme_core was not loaded when uringscoped started"));
+    EXPECT_TRUE(kernel_lacks("fentry: io_do_iopoll has 3 parameters, this variant expects 2"));
+    EXPECT_TRUE(kernel_lacks("deep tier off (enable with --probes.deep)"));
+    EXPECT_FALSE(
+        kernel_lacks("fentry: load failed: Permission denied (verifier: R1 invalid "
+                     "mem access 'scalar')"));
+    EXPECT_FALSE(
+        kernel_lacks("fentry: no BTF for function x; kprobe: attach failed: No such "
+                     "file or directory"));
+    EXPECT_FALSE(kernel_lacks(""));
+    const std::string log =
+        "2026-12-01T13:00:16 info probe iter_rings (iter): attached\n"
+        "2026-12-01T13:00:16 warning probe loop_passes (fentry): off, fentry: no BTF for "
+        "function io_sq_tw\n";
+    EXPECT_EQ(probe_off_reason(log, "loop_passes"), "fentry: no BTF for function io_sq_tw");
+    EXPECT_EQ(probe_off_reason(log, "iter_rings"), "");
 }

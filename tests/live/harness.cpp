@@ -219,6 +219,44 @@ std::string build_dir() {
     return URINGSCOPE_BUILD_DIR;
 }
 
+std::string probe_off_reason(const std::string& startup_log, const std::string& probe) {
+    std::istringstream in(startup_log);
+    std::string line;
+    const std::string head = "probe " + probe + " (";
+    while (std::getline(in, line)) {
+        const auto at = line.find(head);
+        if (at == std::string::npos) continue;
+        const auto off = line.find("): off, ", at);
+        if (off != std::string::npos) return line.substr(off + 8);
+    }
+    return "";
+}
+
+bool kernel_lacks(const std::string& reason) {
+    static const char* const absent[] = {"no BTF",
+                                         "no kernel symbol",
+                                         "kernel has no kprobes",
+                                         "module ",
+                                         "deep tier off",
+                                         "fentry disabled by --no-fentry",
+                                         "load failed: Operation not permitted"};
+    if (reason.empty()) return false;
+    std::size_t start = 0;
+    while (start < reason.size()) {
+        auto end = reason.find("; ", start);
+        if (end == std::string::npos) end = reason.size();
+        const std::string part = reason.substr(start, end - start);
+        // "KIND: DETAIL"; a prototype mismatch reads "FUNC has N parameters, this variant ...".
+        const auto colon = part.find(": ");
+        const std::string detail = colon == std::string::npos ? part : part.substr(colon + 2);
+        bool lacks = detail.find(" parameters, this variant expects ") != std::string::npos;
+        for (const char* a : absent) lacks = lacks || detail.rfind(a, 0) == 0;
+        if (!lacks) return false;
+        start = end + 2;
+    }
+    return true;
+}
+
 Daemon::Daemon(std::vector<std::string> extra_args) : port_(free_port()) {
     std::vector<std::string> argv{build_dir() + "/uringscoped",
                                   "--web.listen-address=127.0.0.1:" + std::to_string(port_)};

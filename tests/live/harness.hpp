@@ -68,6 +68,27 @@ bool eventually(std::chrono::milliseconds timeout, const std::function<bool()>& 
 
 std::string build_dir();
 
+// Why the daemon left a probe off, from its startup log ("probe NAME (KIND): off, REASON");
+// empty when the log does not say the probe is off.
+std::string probe_off_reason(const std::string& startup_log, const std::string& probe);
+
+// True when every variant's reason is the kernel lacking something the probe needs (BTF, a
+// symbol, kprobes, a module, the prototype, or fentry refused by the kernel's policy) or the
+// probe not being asked for; false when a variant the kernel supports failed to load or attach,
+// which is a regression of ours and must fail a test rather than skip it.
+bool kernel_lacks(const std::string& reason);
+
+// In a test: skips when the kernel cannot run the probe, fails when it could and the probe is
+// off anyway.
+#define REQUIRE_PROBE(daemon, attached_now, probe)                                              \
+    do {                                                                                        \
+        if (!(attached_now)) {                                                                  \
+            const auto why_off = ::live::probe_off_reason((daemon).startup_log(), probe);       \
+            if (::live::kernel_lacks(why_off)) GTEST_SKIP() << probe << " is off: " << why_off; \
+            FAIL() << probe << " is off although the kernel has what it needs: " << why_off;    \
+        }                                                                                       \
+    } while (0)
+
 // Why live tests cannot run here (not root, no BTF, io_uring disabled), or nullopt.
 std::optional<std::string> live_tier_unavailable();
 

@@ -138,6 +138,48 @@ private:
     std::uint64_t rings_replaced_ = 0, walks_incomplete_ = 0, threads_replaced_ = 0;
     ProbeCoverage submit_coverage_{"io_submit_sqes"};
 
+    // The stages of update() (aggregator.cpp), each a function of what one update read.
+    struct RingDelta;
+    struct UpdateContext;
+    struct MemberTotals;
+    void measure_hz(const RawSample& raw);
+    RingSnapshot observe_ring(UpdateContext& cx, std::uint64_t ctx, const usc_ring_record& rec,
+                              std::size_t index);
+    RingSnapshot ring_counters(const UpdateContext& cx, std::uint64_t ctx,
+                               const usc_ring_record& rec, RingState& st, RingDelta& d);
+    std::uint64_t ring_iopoll(const UpdateContext& cx, std::uint64_t ctx, RingState& st,
+                              RingSnapshot& rs);
+    void ring_deep_work(UpdateContext& cx, std::uint64_t ctx, const usc_ring_record& rec,
+                        RingState& st, RingDelta& d, std::uint64_t sq_poll_ns, RingSnapshot& rs);
+    ThreadSnapshot observe_thread(UpdateContext& cx, std::int32_t tid,
+                                  const std::vector<std::pair<std::size_t, RingDelta>>& members,
+                                  std::vector<RingSnapshot>& rings);
+    ThreadState& thread_identity(const RawSample& raw, std::int32_t tid, const usc_ring_record& rec,
+                                 const RingSnapshot& first_ring);
+    ThreadSnapshot thread_basics(std::int32_t tid, const usc_ring_record& rec,
+                                 const ThreadState& st, std::size_t rings) const;
+    void split_thread_cpu(const RawSample& raw, const usc_ring_record& rec, ThreadState& st,
+                          const MemberTotals& m, const usc_sq_passes* passes, std::uint64_t cpu_ns,
+                          ThreadSnapshot& ts);
+    static CpuSplit advance_estimate(ThreadState& st, const SpinModel& model, const MemberTotals& m,
+                                     std::uint64_t cpu_ns, std::uint64_t dcpu,
+                                     std::uint64_t sleeps);
+    static void thread_rates(double interval, const ThreadState& st, std::uint64_t cpu_ns,
+                             std::uint64_t prev_sleep_total, bool split_was_started,
+                             std::uint64_t dsqes, ThreadSnapshot& ts);
+    static void thread_wake_latency(const usc_sched_state& ss, ThreadState& st, ThreadSnapshot& ts);
+    static void shares_and_fairness(const std::vector<std::pair<std::size_t, RingDelta>>& members,
+                                    std::uint64_t dsqes, std::vector<RingSnapshot>& rings,
+                                    ThreadSnapshot& ts);
+    static void thread_gaps(const usc_work_gaps& g, std::uint64_t mono_ns, ThreadSnapshot& ts);
+    static void thread_passes(const usc_sq_passes& p, double interval, ThreadState& st,
+                              ThreadSnapshot& ts);
+    void expire_threads(const UpdateContext& cx);
+    static IopollSnapshot iopoll_snapshot(std::uint32_t caller, const usc_iopoll_stats& v);
+    DeviceSnapshot observe_device(const UpdateContext& cx, const usc_dev_key& key,
+                                  const usc_nvme_stats& n);
+    void finish(const UpdateContext& cx, Snapshot& snap);
+
     void count_created(const RawSample& raw,
                        const std::map<std::uint64_t, const usc_ring_record*>& live);
     std::vector<std::uint64_t> end_ring_lives(

@@ -17,6 +17,7 @@
 #include "exporters/http_server.hpp"
 #include "exporters/json_exporter.hpp"
 #include "exporters/prometheus_exporter.hpp"
+#include "exporters/render_cache.hpp"
 
 using namespace uringscope;
 
@@ -109,12 +110,14 @@ int main(int argc, char** argv) {
     }
     spdlog::info("dropped every capability but CAP_BPF{}",
                  cfg.runas_user.empty() ? "" : ", running as " + cfg.runas_user);
-    http->route(cfg.telemetry_path, [store] {
+    auto metrics = std::make_shared<RenderCache>([](const Snapshot& s) { return render_text(s); });
+    auto json = std::make_shared<RenderCache>(snapshot_to_json);
+    http->route(cfg.telemetry_path, [store, metrics] {
         return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8",
-                            render_text(*store->latest())};
+                            *metrics->get(store->latest())};
     });
-    http->route("/api/v1/snapshot", [store] {
-        return HttpResponse{200, "application/json", snapshot_to_json(*store->latest())};
+    http->route("/api/v1/snapshot", [store, json] {
+        return HttpResponse{200, "application/json", *json->get(store->latest())};
     });
     spdlog::info("serving metrics on {}://{}{}{} every {} ms", web.tls() ? "https" : "http",
                  cfg.listen_address, cfg.telemetry_path,

@@ -1,0 +1,48 @@
+#pragma once
+// One rendering per snapshot. The exposition of 1,000 rings takes prometheus-cpp about 12 ms to
+// serialise; every scrape of the same sample after the first (a second Prometheus of an HA
+// pair, dashboards, a curl loop) then costs a copy of the text. Rendering happens at the first
+// scrape of a sample rather than in the sampler, so samples nobody scrapes cost nothing.
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "daemon/snapshot.hpp"
+
+namespace uringscope {
+
+class RenderCache {
+public:
+    using Render = std::function<std::string(const Snapshot&)>;
+    explicit RenderCache(Render render) : render_(std::move(render)) {}
+
+    // The text of `snap`, rendered once: concurrent callers for the same snapshot wait for the
+    // one rendering rather than each doing it. A caller holding an older snapshot than the one
+    // cached (it read the store just before a publish) gets the newer text: rendering the old
+    // one again would cost time and show its scraper counters going back. An empty snapshot
+    // pointer renders nothing.
+    std::shared_ptr<const std::string> get(const std::shared_ptr<const Snapshot>& snap) {
+        std::lock_guard lock(mu_);
+        if (!snap) return std::make_shared<const std::string>();
+        if (!key_ || snap->seq > key_->seq) {
+            text_ = std::make_shared<const std::string>(render_(*snap));
+            key_ = snap;  // held, so the address cannot be reused by a newer snapshot meanwhile
+            ++renders_;
+        }
+        return text_;
+    }
+    std::uint64_t renders() const {
+        std::lock_guard lock(mu_);
+        return renders_;
+    }
+
+private:
+    Render render_;
+    mutable std::mutex mu_;
+    std::shared_ptr<const Snapshot> key_;
+    std::shared_ptr<const std::string> text_;
+    std::uint64_t renders_ = 0;
+};
+
+}  // namespace uringscope

@@ -1125,8 +1125,6 @@ int BPF_KRETPROBE(usc_kretprobe_submit_gaps, int ret)
 	return 0;
 }
 
-#define USC_SETUP_SQPOLL (1U << 1)
-
 /*
  * 6.4+. Runs for every SQE any task submits. With SQPOLL only the SQ thread submits (the
  * application's io_uring_enter just wakes it), so the ring's flags, two plain loads through the

@@ -16,7 +16,6 @@ namespace uringscope {
 
 namespace {
 
-constexpr std::uint32_t kSetupSqAff = 1u << 2;  // IORING_SETUP_SQ_AFF
 // IORING_SQPOLL_CAP_ENTRIES_VALUE: with more than one ring on a thread, each pass takes at most
 // this many SQEs from each ring.
 constexpr double kSharedPassCap = 8;

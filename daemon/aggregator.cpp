@@ -9,9 +9,6 @@ namespace uringscope {
 
 namespace {
 
-constexpr std::uint32_t kSetupIopoll = 1u << 0;  // IORING_SETUP_IOPOLL
-constexpr std::uint32_t kSetupSqpoll = 1u << 1;  // IORING_SETUP_SQPOLL
-constexpr std::uint32_t kSetupSqAff = 1u << 2;   // IORING_SETUP_SQ_AFF
 // Histogram buckets below 2^10 ns (~1 us) carry no information about wake latency, which is never
 // that short, so exposition starts there and keeps the series count per thread at 25.
 constexpr std::size_t kFirstLatencyBucket = 9;
@@ -137,7 +134,7 @@ const char* to_string(WorkSource s) {
 }
 
 std::string ring_mode(std::uint32_t flags) {
-    bool sq = flags & kSetupSqpoll, io = flags & kSetupIopoll;
+    bool sq = flags & USC_SETUP_SQPOLL, io = flags & USC_SETUP_IOPOLL;
     if (sq && io) return "both";
     if (sq) return "sqpoll";
     if (io) return "iopoll";
@@ -319,7 +316,7 @@ void Aggregator::ring_deep_work(UpdateContext& cx, std::uint64_t ctx, const usc_
     // From the record, read with sq_head: the map is read after the walk, and the SQEs
     // submitted in between would skew the baseline.
     const std::uint64_t probe_sqes = rec.probe_sqes;
-    if (cx.raw.submit_probe && st.seen_before && (rec.setup_flags & kSetupSqpoll)) {
+    if (cx.raw.submit_probe && st.seen_before && (rec.setup_flags & USC_SETUP_SQPOLL)) {
         cx.cov_probe += probe_sqes - std::min(probe_sqes, st.prev_probe_sqes);
         cx.cov_iter += d.sqes;
     }
@@ -366,7 +363,7 @@ ThreadSnapshot Aggregator::observe_thread(
         m.cqes += d.cqes;
         m.deep_work_ns += d.deep_work_ns;
         m.sqes_total += rings[idx].sqes_total;
-        m.pinned = m.pinned || (rings[idx].setup_flags & kSetupSqAff);
+        m.pinned = m.pinned || (rings[idx].setup_flags & USC_SETUP_SQ_AFF);
     }
 
     ThreadSnapshot ts = thread_basics(tid, rec, st, members.size());

@@ -51,6 +51,14 @@ enum usc_ring_caps {
 };
 
 /*
+ * The IORING_SETUP_* bits of setup_flags that uringscope reads (uapi, so stable), defined once
+ * for both sides: vmlinux.h has no macros, and the C++ side does not need liburing for three bits.
+ */
+#define USC_SETUP_IOPOLL (1U << 0)
+#define USC_SETUP_SQPOLL (1U << 1)
+#define USC_SETUP_SQ_AFF (1U << 2)
+
+/*
  * One io_uring file seen by the task_file iterator. The iterator writes these back to back into
  * its seq_file; userspace reads them as a flat array.
  */

@@ -74,17 +74,39 @@ static __always_inline bool is_idle_sleep(__u32 state)
  * do_syscall_64 stores the result only at the end), while an interrupt or exception from user
  * mode keeps the user's ax. A wakeup on the task's stack with user-mode regs whose ax is not
  * -ENOSYS is therefore an interrupt's (or an exception's, which does not wake SQ threads).
- * bpf_task_pt_regs exists from 5.15; before, such wakeups stay named after the task.
+ * The regs come from bpf_task_pt_regs (5.15+), or before it from the top of the task's stack.
+ * A kernel thread has no user-mode regs there, so it is never taken for an interrupt.
  */
-static __always_inline bool entered_from_user_by_interrupt(void)
+#define USC_USER_CS 0x33   /* __USER_CS */
+#define USC_USER32_CS 0x23 /* __USER32_CS */
+
+static __always_inline bool user_regs_not_syscall(struct pt_regs *regs)
+{
+	__u64 cs = BPF_CORE_READ(regs, cs);
+	return (cs == USC_USER_CS || cs == USC_USER32_CS) &&
+	       (long)BPF_CORE_READ(regs, ax) != -USC_ENOSYS;
+}
+
+static __always_inline bool entered_from_user_by_interrupt(struct task_struct *t, __u64 stack)
 {
 #if defined(__TARGET_ARCH_x86)
 	if (bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs) &&
 	    bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_get_current_task_btf)) {
 		struct pt_regs *regs = (void *)bpf_task_pt_regs(bpf_get_current_task_btf());
-		if (regs && (BPF_CORE_READ(regs, cs) & 3) == 3 &&
-		    (long)BPF_CORE_READ(regs, ax) != -USC_ENOSYS)
-			return true;
+		return regs && user_regs_not_syscall(regs);
+	}
+	/*
+	 * Before 5.15: the regs sit at the top of the stack, THREAD_SIZE above its base, 16 KiB
+	 * or (KASAN) 32 KiB. Whichever slot holds a user code selector is the one.
+	 */
+	if (!stack)
+		return false;
+	__u64 size = bpf_core_type_size(struct pt_regs);
+	for (__u64 top = 16 * 1024; top <= 32 * 1024; top *= 2) {
+		struct pt_regs *regs = (void *)(stack + top - size);
+		__u64 cs = BPF_CORE_READ(regs, cs);
+		if (cs == USC_USER_CS || cs == USC_USER32_CS)
+			return user_regs_not_syscall(regs);
 	}
 #endif
 	return false;
@@ -99,7 +121,7 @@ static __always_inline __u32 waker_context(void)
 
 	if (lo && (here < lo || here >= lo + USC_TASK_STACK_SPAN))
 		return USC_WAKER_IRQ;
-	return entered_from_user_by_interrupt() ? USC_WAKER_IRQ : USC_WAKER_TASK;
+	return entered_from_user_by_interrupt(t, lo) ? USC_WAKER_IRQ : USC_WAKER_TASK;
 }
 
 /*

@@ -95,6 +95,25 @@ protected:
         return find_value(m, name, l).value_or(-1);
     }
 
+    // The thread's wakeups by who woke it: "task" or "irq".
+    static double wakeups_by_context(const std::vector<Series>& m, const std::string& sq_thread,
+                                     const std::string& context) {
+        double n = 0;
+        for (const auto& s : m)
+            if (s.name == "uringscope_sqthread_wakeups_by_waker_total" &&
+                s.labels.at("sq_thread") == sq_thread && s.labels.at("waker_context") == context)
+                n += s.value;
+        return n;
+    }
+
+    static void expect_interrupts_have_no_waker_pid(const std::vector<Series>& m) {
+        for (const auto& s : m)
+            if (s.name == "uringscope_sqthread_wakeups_by_waker_total" &&
+                s.labels.at("waker_context") != "task") {
+                EXPECT_EQ(s.labels.at("waker_pid"), "0") << "an interrupt has no waker process";
+            }
+    }
+
     io_uring ring_{};
     cpu_set_t affinity_{};
     bool ring_open_ = false;
@@ -256,13 +275,7 @@ TEST_F(Sched, TimerInterruptWakeupsAreNamedAsInterrupts) {
         }
     }
     auto wakeups_in = [&](const std::vector<Series>& m, const std::string& context) {
-        double n = 0;
-        for (const auto& s : m)
-            if (s.name == "uringscope_sqthread_wakeups_by_waker_total" &&
-                s.labels.at("sq_thread") == l.at("sq_thread") &&
-                s.labels.at("waker_context") == context)
-                n += s.value;
-        return n;
+        return wakeups_by_context(m, l.at("sq_thread"), context);
     };
     std::vector<Series> m;
     eventually(seconds(3), [&] {
@@ -277,12 +290,7 @@ TEST_F(Sched, TimerInterruptWakeupsAreNamedAsInterrupts) {
     EXPECT_EQ(irq, kTimeouts);
     // The submitter wakes it no more than once per timeout (io_uring_enter with SQ_WAKEUP).
     EXPECT_LE(task, kTimeouts + 1);
-    for (const auto& s : m) {
-        if (s.name == "uringscope_sqthread_wakeups_by_waker_total" &&
-            s.labels.at("waker_context") != "task") {
-            EXPECT_EQ(s.labels.at("waker_pid"), "0") << "an interrupt has no waker process";
-        }
-    }
+    expect_interrupts_have_no_waker_pid(m);
 }
 
 // The same from a device: reads on an NVMe namespace without poll queues complete in its
@@ -333,13 +341,7 @@ TEST_F(Sched, NvmeCompletionWakeupsAreNamedAsInterrupts) {
     std::free(buf);
     ::close(fd);
     auto wakeups_in = [&](const std::vector<Series>& m, const std::string& context) {
-        double n = 0;
-        for (const auto& s : m)
-            if (s.name == "uringscope_sqthread_wakeups_by_waker_total" &&
-                s.labels.at("sq_thread") == l.at("sq_thread") &&
-                s.labels.at("waker_context") == context)
-                n += s.value;
-        return n;
+        return wakeups_by_context(m, l.at("sq_thread"), context);
     };
     std::vector<Series> m;
     double total = 0;
@@ -358,11 +360,7 @@ TEST_F(Sched, NvmeCompletionWakeupsAreNamedAsInterrupts) {
     EXPECT_GT(irq, 0) << "no completion came while the thread slept";
     EXPECT_LE(irq, kReads);
     EXPECT_LE(task, kReads + 1);
-    for (const auto& s : m)
-        if (s.name == "uringscope_sqthread_wakeups_by_waker_total" &&
-            s.labels.at("waker_context") == "irq") {
-            EXPECT_EQ(s.labels.at("waker_pid"), "0");
-        }
+    expect_interrupts_have_no_waker_pid(m);
 }
 
 // On a nohz_full CPU a thread that never leaves it has its sum_exec_runtime updated by the remote

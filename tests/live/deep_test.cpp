@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -411,9 +412,19 @@ TEST_P(DeepIo, LoopPassesSeparateBusyFromEmpty) {
         "SQ thread %s: %.0f passes, %.0f busy, %.0f io_submit_sqes calls for %.0f SQEs; "
         "pass work %.4f s, inside io_submit_sqes %.4f s\n",
         tid.c_str(), *passes, *busy, *batches, *sqes, *pass_work, *submit);
+    // A kprobe run is skipped when an interrupt lands while another kprobe program of ours runs
+    // on the CPU; the kernel counts those runs and the daemon reports them
+    // (uringscope_probe_missed_total). A count is exact once its probe's misses are added.
+    const double missed_submit =
+        metric_or_zero(*daemon_, "uringscope_probe_missed_total", {{"probe", "io_submit_sqes"}});
+    const double missed_passes =
+        metric_or_zero(*daemon_, "uringscope_probe_missed_total", {{"probe", "loop_passes"}});
+    std::printf("runs the kernel reports skipped: io_submit_sqes %.0f, loop_passes %.0f\n",
+                missed_submit, missed_passes);
     EXPECT_EQ(*sqes, 20000);
-    EXPECT_EQ(*busy, *batches);
-    EXPECT_GE(*batches, 20000.0 / 64);  // never more SQEs per call than the ring holds
+    EXPECT_LE(std::abs(*busy - *batches), missed_submit + missed_passes);
+    // Never more SQEs per call than the ring holds.
+    EXPECT_GE(*batches + missed_submit, 20000.0 / 64);
     EXPECT_GT(*passes, *busy) << "50 ms of idle polling must show as empty passes";
     EXPECT_GE(*pass_work, *submit);
 }

@@ -80,36 +80,41 @@ static __always_inline bool is_idle_sleep(__u32 state)
 #define USC_USER_CS 0x33   /* __USER_CS */
 #define USC_USER32_CS 0x23 /* __USER32_CS */
 
-static __always_inline bool user_regs_not_syscall(struct pt_regs *regs)
+static __always_inline bool is_user_cs(__u64 cs)
 {
-	__u64 cs = BPF_CORE_READ(regs, cs);
-	return (cs == USC_USER_CS || cs == USC_USER32_CS) &&
-	       (long)BPF_CORE_READ(regs, ax) != -USC_ENOSYS;
+	return cs == USC_USER_CS || cs == USC_USER32_CS;
 }
 
-static __always_inline bool entered_from_user_by_interrupt(struct task_struct *t, __u64 stack)
+static __always_inline bool entered_from_user_by_interrupt(__u64 stack)
 {
 #if defined(__TARGET_ARCH_x86)
+	struct pt_regs *regs = NULL;
+
 	if (bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs) &&
 	    bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_get_current_task_btf)) {
-		struct pt_regs *regs = (void *)bpf_task_pt_regs(bpf_get_current_task_btf());
-		return regs && user_regs_not_syscall(regs);
+		regs = (void *)bpf_task_pt_regs(bpf_get_current_task_btf());
+		if (!regs || !is_user_cs(BPF_CORE_READ(regs, cs)))
+			return false;
+	} else {
+		/*
+		 * Before 5.15: the regs sit at the top of the stack, THREAD_SIZE above its base,
+		 * 16 KiB or (KASAN) 32 KiB. Whichever slot holds a user code selector is the one.
+		 */
+		if (!stack)
+			return false;
+		__u64 size = bpf_core_type_size(struct pt_regs);
+		for (__u64 top = 16 * 1024; top <= 32 * 1024 && !regs; top *= 2) {
+			struct pt_regs *slot = (void *)(stack + top - size);
+			if (is_user_cs(BPF_CORE_READ(slot, cs)))
+				regs = slot;
+		}
+		if (!regs)
+			return false;
 	}
-	/*
-	 * Before 5.15: the regs sit at the top of the stack, THREAD_SIZE above its base, 16 KiB
-	 * or (KASAN) 32 KiB. Whichever slot holds a user code selector is the one.
-	 */
-	if (!stack)
-		return false;
-	__u64 size = bpf_core_type_size(struct pt_regs);
-	for (__u64 top = 16 * 1024; top <= 32 * 1024; top *= 2) {
-		struct pt_regs *regs = (void *)(stack + top - size);
-		__u64 cs = BPF_CORE_READ(regs, cs);
-		if (cs == USC_USER_CS || cs == USC_USER32_CS)
-			return user_regs_not_syscall(regs);
-	}
-#endif
+	return (long)BPF_CORE_READ(regs, ax) != -USC_ENOSYS;
+#else
 	return false;
+#endif
 }
 
 static __always_inline __u32 waker_context(void)
@@ -121,7 +126,7 @@ static __always_inline __u32 waker_context(void)
 
 	if (lo && (here < lo || here >= lo + USC_TASK_STACK_SPAN))
 		return USC_WAKER_IRQ;
-	return entered_from_user_by_interrupt(t, lo) ? USC_WAKER_IRQ : USC_WAKER_TASK;
+	return entered_from_user_by_interrupt(lo) ? USC_WAKER_IRQ : USC_WAKER_TASK;
 }
 
 /*

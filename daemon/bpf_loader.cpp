@@ -525,25 +525,25 @@ void BpfCollector::refresh_modules() {
     // An instance is read a few times at most: its symbols are in /proc/kallsyms before its
     // /sys/module directory appears, so only hidden addresses (no CAP_SYSLOG) keep them 0.
     constexpr int kReads = 3;
-    if (instance == nvme_core_instance_ && (nvme_resolved_ || nvme_reads_ >= kReads)) return;
+    const bool was_resolved = skel_->bss->nvme_end_io_fn != 0;
+    if (instance == nvme_core_instance_ && (was_resolved || nvme_reads_ >= kReads)) return;
     if (instance != nvme_core_instance_) nvme_reads_ = 0;
-    const bool first = nvme_core_instance_ == 0 && nvme_reads_ == 0 && !nvme_resolved_;
+    const bool first = nvme_core_instance_ == 0 && nvme_reads_ == 0 && !was_resolved;
     std::vector<std::uint64_t> fn(2, 0);
     if (instance)
         fn = module_symbol_addresses(kallsyms_.get(), "nvme_core",
                                      {"nvme_uring_cmd_end_io", "nvme_uring_cmd_end_io_meta"});
     skel_->bss->nvme_end_io_meta_fn = fn[1];
     skel_->bss->nvme_end_io_fn = fn[0];
-    const bool was_resolved = nvme_resolved_;
+    const bool resolved = fn[0] != 0;
     nvme_core_instance_ = instance;
-    nvme_resolved_ = fn[0] != 0;
     nvme_reads_ = instance ? nvme_reads_ + 1 : kReads;
     auto& st = probes_[static_cast<std::size_t>(nvme_tp_probe_)];
-    st.waiting_for = nvme_resolved_ ? "" : "nvme_core";
-    if (nvme_resolved_ && !first)
+    st.waiting_for = resolved ? "" : "nvme_core";
+    if (resolved && !first)
         spdlog::info("probe {} ({}): nvme_core loaded, passthrough completions counted from now",
                      st.probe, st.kind);
-    else if (instance && !nvme_resolved_ && nvme_reads_ == kReads)
+    else if (instance && !resolved && nvme_reads_ == kReads)
         spdlog::warn(
             "probe {} ({}): nvme_core is loaded but /proc/kallsyms shows no address for "
             "nvme_uring_cmd_end_io (hidden without CAP_SYSLOG?); it will be looked for "

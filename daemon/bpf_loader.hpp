@@ -145,9 +145,8 @@ private:
     // The NVMe tracepoint variant, which matches requests by nvme_core's end_io addresses.
     int nvme_tp_probe_ = -1;                // index into probes_, -1 when another variant runs
     std::uint64_t nvme_core_instance_ = 0;  // module_instance() the addresses were read for
-    bool nvme_resolved_ = false;
-    int nvme_reads_ = 0;  // /proc/kallsyms scans for this instance
-    UniqueFd kallsyms_;   // /proc/kallsyms, opened before the daemon drops CAP_SYSLOG
+    int nvme_reads_ = 0;                    // /proc/kallsyms scans for this instance
+    UniqueFd kallsyms_;  // /proc/kallsyms, opened before the daemon drops CAP_SYSLOG
 };
 
 }  // namespace uringscope

@@ -136,10 +136,7 @@ protected:
         ASSERT_TRUE(daemon_->ready()) << daemon_->startup_log();
     }
 
-    bool attached(const std::string& probe) {
-        auto v = find_value(daemon_->scrape(), "uringscope_probe_attached", {{"probe", probe}});
-        return v && *v == 1;
-    }
+    bool attached(const std::string& probe) { return probe_attached(*daemon_, probe); }
 
     std::unique_ptr<Child> start_load(std::vector<std::string> args, std::vector<LoadRing>& rings) {
         args.insert(args.begin(), load_bin());

@@ -43,13 +43,6 @@ std::map<std::string, ReportLine> probe_report(const std::vector<std::string>& e
     return lines;
 }
 
-std::string read_file(const std::string& path) {
-    std::ifstream f(path);
-    std::string s;
-    std::getline(f, s);
-    return s;
-}
-
 bool fio_available() {
     return system("command -v fio >/dev/null 2>&1") == 0;
 }
@@ -136,10 +129,7 @@ protected:
         daemon_ = std::make_unique<Daemon>(args);
         ASSERT_TRUE(daemon_->ready()) << daemon_->startup_log();
     }
-    bool attached(const std::string& probe) {
-        auto v = find_value(daemon_->scrape(), "uringscope_probe_attached", {{"probe", probe}});
-        return v && *v == 1;
-    }
+    bool attached(const std::string& probe) { return probe_attached(*daemon_, probe); }
     std::unique_ptr<Daemon> daemon_;
 };
 
@@ -153,7 +143,7 @@ TEST_P(DeepIo, IopollCompletionsMatchFio) {
     REQUIRE_PROBE(*daemon_, attached("io_do_iopoll"), "io_do_iopoll");
     std::vector<std::string> devices;
     for (const char* d : {"nvme0n1", "nullb0"})
-        if (read_file(std::string("/sys/block/") + d + "/queue/io_poll") == "1")
+        if (read_first_line(std::string("/sys/block/") + d + "/queue/io_poll") == "1")
             devices.push_back(d);
     if (devices.empty()) GTEST_SKIP() << "no block device with io_poll=1";
     for (const auto& dev : devices) {
@@ -190,14 +180,14 @@ TEST_P(DeepIo, NvmePassthroughPolledVersusIrq) {
         auto n = e.path().filename().string();
         // Multipath heads complete on their paths' disks: nvme_paths_test covers them.
         if (n.rfind("ng", 0) == 0 && n.find('n', 2) != std::string::npos &&
-            !std::filesystem::exists("/sys/block/nvme" + n.substr(2) + "/multipath"))
+            path_disks("nvme" + n.substr(2)) == std::vector<std::string>{"nvme" + n.substr(2)})
             ngs.emplace_back(n, "nvme" + n.substr(2));
     }
     if (ngs.empty()) GTEST_SKIP() << "no NVMe passthrough device (/dev/ngXnY)";
     const bool cmd_done = attached("io_uring_cmd_done");
     int checked_polled = 0, checked_irq = 0;
     for (const auto& [ng, blk] : ngs) {
-        const bool poll_queues = read_file("/sys/block/" + blk + "/queue/io_poll") == "1";
+        const bool poll_queues = read_first_line("/sys/block/" + blk + "/queue/io_poll") == "1";
         auto polled_before = metric_or_zero(*daemon_, "uringscope_nvme_uring_cmd_completions_total",
                                             {{"device", blk}, {"polled", "true"}});
         auto irq_before = metric_or_zero(*daemon_, "uringscope_nvme_uring_cmd_completions_total",
@@ -452,7 +442,7 @@ bool set_poll_queues(const std::string& blk, int n) {
     write_file("/sys/bus/pci/drivers/nvme/unbind", bdf);
     if (!write_file("/sys/bus/pci/drivers/nvme/bind", bdf)) return false;
     return eventually(seconds(60), [&] {
-        return read_file("/sys/block/" + blk + "/queue/io_poll") == (n > 0 ? "1" : "0");
+        return read_first_line("/sys/block/" + blk + "/queue/io_poll") == (n > 0 ? "1" : "0");
     });
 }
 
@@ -467,10 +457,7 @@ protected:
             std::vector<std::string>{"--sample.interval=200ms", "--probes.deep"});
         ASSERT_TRUE(daemon_->ready()) << daemon_->startup_log();
     }
-    bool attached(const std::string& probe) {
-        auto v = find_value(daemon_->scrape(), "uringscope_probe_attached", {{"probe", probe}});
-        return v && *v == 1;
-    }
+    bool attached(const std::string& probe) { return probe_attached(*daemon_, probe); }
     std::unique_ptr<Daemon> daemon_;
 };
 
@@ -484,7 +471,7 @@ TEST_F(DeepIoAdvice, AdviceForMissingPollQueuesHoldsWhenApplied) {
     for (const auto& e : std::filesystem::directory_iterator("/dev")) {
         auto n = e.path().filename().string();
         if (n.rfind("ng", 0) != 0 || n.find('n', 2) == std::string::npos) continue;
-        if (read_file("/sys/block/nvme" + n.substr(2) + "/queue/io_poll") == "0") {
+        if (read_first_line("/sys/block/nvme" + n.substr(2) + "/queue/io_poll") == "0") {
             ng = n;
             blk = "nvme" + n.substr(2);
         }
@@ -493,7 +480,7 @@ TEST_F(DeepIoAdvice, AdviceForMissingPollQueuesHoldsWhenApplied) {
     if (access("/sys/module/nvme/parameters/poll_queues", W_OK) != 0 ||
         access("/sys/bus/pci/drivers/nvme/bind", W_OK) != 0)
         GTEST_SKIP() << "cannot change nvme poll_queues or rebind the controller here";
-    const std::string old_param = read_file("/sys/module/nvme/parameters/poll_queues");
+    const std::string old_param = read_first_line("/sys/module/nvme/parameters/poll_queues");
 
     auto fio = [&](std::string& out) {
         return run_fio({"--name=pt", "--filename=/dev/" + ng, "--ioengine=io_uring_cmd",

@@ -9,8 +9,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -217,6 +219,38 @@ bool eventually(milliseconds timeout, const std::function<bool()>& pred) {
 
 std::string build_dir() {
     return URINGSCOPE_BUILD_DIR;
+}
+
+bool probe_attached(Daemon& d, const std::string& probe) {
+    return find_value(d.scrape(), "uringscope_probe_attached", {{"probe", probe}}) ==
+           std::optional<double>(1);
+}
+
+std::string read_first_line(const std::string& path) {
+    std::ifstream f(path);
+    std::string s;
+    std::getline(f, s);
+    return s;
+}
+
+// The hidden per-controller disks of a multipath head: nvme<S>c<C>n<N> for head nvme<S>n<N>
+// (the kernel's naming; /sys/block/<head>/multipath/ lists them only from 6.14 on). A disk
+// without paths is its own.
+std::vector<std::string> path_disks(const std::string& disk) {
+    std::vector<std::string> out;
+    std::smatch m;
+    const std::regex head_name(R"(nvme(\d+)n(\d+))");
+    if (std::regex_match(disk, m, head_name)) {
+        const std::regex path_name("nvme" + m[1].str() + R"(c\d+n)" + m[2].str());
+        std::error_code ec;
+        for (const auto& e : std::filesystem::directory_iterator("/sys/block", ec)) {
+            const auto n = e.path().filename().string();
+            if (std::regex_match(n, path_name)) out.push_back(n);
+        }
+    }
+    if (out.empty()) out.push_back(disk);
+    std::sort(out.begin(), out.end());
+    return out;
 }
 
 std::string probe_off_reason(const std::string& startup_log, const std::string& probe) {

@@ -68,6 +68,13 @@ bool eventually(std::chrono::milliseconds timeout, const std::function<bool()>& 
 
 std::string build_dir();
 
+// The disks an NVMe namespace's requests complete on: a multipath head's hidden path disks
+// (nvme<S>c<C>n<N>), or the disk itself.
+std::vector<std::string> path_disks(const std::string& disk);
+
+// The first line of a file (sysfs attributes), empty if it cannot be read.
+std::string read_first_line(const std::string& path);
+
 // Why the daemon left a probe off, from its startup log ("probe NAME (KIND): off, REASON");
 // empty when the log does not say the probe is off.
 std::string probe_off_reason(const std::string& startup_log, const std::string& probe);
@@ -108,6 +115,9 @@ private:
     bool ready_ = false;
     std::string log_;
 };
+
+// Whether the daemon reports the probe attached (uringscope_probe_attached{probe} == 1).
+bool probe_attached(Daemon& d, const std::string& probe);
 
 // One ring line printed by uringscope-load.
 struct LoadRing {

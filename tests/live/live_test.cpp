@@ -58,11 +58,6 @@ protected:
         EXPECT_TRUE(d->ready()) << d->startup_log();
         return d;
     }
-
-    bool probe_attached(Daemon& d, const std::string& probe) {
-        auto v = find_value(d.scrape(), "uringscope_probe_attached", {{"probe", probe}});
-        return v && *v == 1;
-    }
 };
 
 }  // namespace

@@ -40,13 +40,6 @@ struct Namespace {
     bool head() const { return paths.size() != 1 || paths[0] != disk; }
 };
 
-std::string first_line(const std::string& path) {
-    std::ifstream f(path);
-    std::string s;
-    std::getline(f, s);
-    return s;
-}
-
 // Identify Namespace through the char device: the block size and metadata of the format in use.
 bool identify(int fd, Namespace& ns) {
     const int id = ioctl(fd, NVME_IOCTL_ID);
@@ -66,26 +59,6 @@ bool identify(int fd, Namespace& ns) {
     ns.metadata = static_cast<std::uint16_t>(lbaf[0] | lbaf[1] << 8);
     ns.block = 1u << lbaf[2];
     return ns.block >= 512;
-}
-
-// The hidden per-controller disks of a multipath head: nvme<S>c<C>n<N> for head nvme<S>n<N>
-// (the kernel's naming; /sys/block/<head>/multipath/ lists them only from 6.14 on). A disk
-// without paths is its own.
-std::vector<std::string> path_disks(const std::string& disk) {
-    std::vector<std::string> out;
-    std::smatch m;
-    const std::regex head_name(R"(nvme(\d+)n(\d+))");
-    if (std::regex_match(disk, m, head_name)) {
-        const std::regex path_name("nvme" + m[1].str() + R"(c\d+n)" + m[2].str());
-        std::error_code ec;
-        for (const auto& e : fs::directory_iterator("/sys/block", ec)) {
-            const auto n = e.path().filename().string();
-            if (std::regex_match(n, path_name)) out.push_back(n);
-        }
-    }
-    if (out.empty()) out.push_back(disk);
-    std::sort(out.begin(), out.end());
-    return out;
 }
 
 std::vector<Namespace> namespaces() {
@@ -224,11 +197,6 @@ DeviceCounts device_counts(Daemon& d, const Namespace& ns) {
     return c;
 }
 
-bool probe_attached(Daemon& d, const std::string& probe) {
-    return find_value(d.scrape(), "uringscope_probe_attached", {{"probe", probe}}) ==
-           std::optional<double>(1);
-}
-
 // The daemon with the deep tier, with fentry (GetParam() false) or without: then the NVMe
 // completions come from the block_rq_complete tracepoint, which matches both end_io
 // callbacks by address.
@@ -351,7 +319,7 @@ std::string daemon_output(Daemon& d) {
 std::optional<Namespace> polled_plain_namespace() {
     for (const auto& ns : namespaces())
         if (!ns.metadata && !ns.head() &&
-            first_line("/sys/block/" + ns.disk + "/queue/io_poll") == "1")
+            read_first_line("/sys/block/" + ns.disk + "/queue/io_poll") == "1")
             return ns;
     return std::nullopt;
 }

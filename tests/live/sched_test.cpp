@@ -151,7 +151,7 @@ std::vector<int> parse_cpulist(const std::string& text) {
 TEST_F(Sched, ParkingAndLockWaitsAreBlocksNotIdleSleeps) {
     auto d = start_daemon("100ms");
     ASSERT_TRUE(d->ready());
-    if (value(d->scrape(), "uringscope_probe_attached", {{"probe", "sched_switch"}}) != 1)
+    if (!probe_attached(*d, "sched_switch"))
         GTEST_SKIP() << "sched_switch is not attachable on this kernel";
     // SQ thread and submitter on one CPU: a parker there cannot spin on the mutex the SQ thread
     // holds, so parks make the SQ thread wait rather than race past it.
@@ -235,7 +235,7 @@ TEST_F(Sched, ParkingAndLockWaitsAreBlocksNotIdleSleeps) {
 TEST_F(Sched, TimerInterruptWakeupsAreNamedAsInterrupts) {
     auto d = start_daemon("100ms");
     ASSERT_TRUE(d->ready());
-    if (value(d->scrape(), "uringscope_probe_attached", {{"probe", "sched_waking"}}) != 1)
+    if (!probe_attached(*d, "sched_waking"))
         GTEST_SKIP() << "sched_waking is not attachable on this kernel";
     open_sqpoll(10);
     auto l = thread_labels(*d);
@@ -301,9 +301,7 @@ TEST_F(Sched, NvmeCompletionWakeupsAreNamedAsInterrupts) {
     std::error_code ec;
     for (const auto& e : std::filesystem::directory_iterator("/sys/block", ec)) {
         const auto n = e.path().filename().string();
-        std::ifstream poll(e.path() / "queue/io_poll");
-        std::string io_poll;
-        std::getline(poll, io_poll);
+        const std::string io_poll = read_first_line(e.path() / "queue/io_poll");
         if (n.rfind("nvme", 0) == 0 && n.find('c') == std::string::npos && io_poll == "0") {
             dev = "/dev/" + n;
             break;
@@ -315,7 +313,7 @@ TEST_F(Sched, NvmeCompletionWakeupsAreNamedAsInterrupts) {
     ASSERT_GE(fd, 0) << dev << ": " << std::strerror(errno);
     auto d = start_daemon("100ms");
     ASSERT_TRUE(d->ready());
-    if (value(d->scrape(), "uringscope_probe_attached", {{"probe", "sched_waking"}}) != 1)
+    if (!probe_attached(*d, "sched_waking"))
         GTEST_SKIP() << "sched_waking is not attachable on this kernel";
     open_sqpoll(1);
     auto l = thread_labels(*d);
@@ -376,7 +374,7 @@ TEST_F(Sched, PinnedThreadOnANohzFullCpuIsChargedItsWallTime) {
     auto d = start_daemon("500ms");
     ASSERT_TRUE(d->ready());
     // The thread starts after the daemon: its switch-in is where its uncharged time counts from.
-    if (value(d->scrape(), "uringscope_probe_attached", {{"probe", "sched_switch"}}) != 1)
+    if (!probe_attached(*d, "sched_switch"))
         GTEST_SKIP() << "sched_switch is not attachable on this kernel";
 
     const int cpu = isolated.front();

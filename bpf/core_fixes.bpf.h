@@ -202,7 +202,7 @@ static __always_inline bool is_sq_thread_btf(struct task_struct *t)
  * - sq_cpu, task_pid, task_tgid: 5.12 (SQ thread became an io-thread).
  * - work_time (microseconds): 6.9 ("io_uring/sqpoll: statistics of the true utilization of sq
  *   threads"). Up to 6.17 it accumulates getrusage(RUSAGE_SELF) system time, i.e. the whole
- *   process; 6.18 made it per thread. The daemon tells the two apart (see daemon/kernel_features).
+ *   process; 6.18 made it per thread. The daemon tells the two apart (see collect/kernel_features).
  */
 struct io_sq_data___v69 {
 	__u64 work_time;

@@ -4,8 +4,8 @@
 #include <optional>
 #include <string>
 
-#include "daemon/advice.hpp"
-#include "daemon/snapshot.hpp"
+#include "model/advice.hpp"
+#include "model/snapshot.hpp"
 
 namespace uringscope::advise {
 

@@ -10,8 +10,8 @@
 
 #include "cli/advise.hpp"
 #include "cli/top_source.hpp"
-#include "daemon/advisor.hpp"
 #include "exporters/json_exporter.hpp"
+#include "model/advisor.hpp"
 
 namespace uringscope::advise {
 

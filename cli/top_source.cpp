@@ -2,10 +2,10 @@
 
 #include <curl/curl.h>
 
-#include "daemon/bpf_loader.hpp"
-#include "daemon/kernel_features.hpp"
-#include "daemon/privileges.hpp"
-#include "daemon/sampler.hpp"
+#include "collect/bpf_loader.hpp"
+#include "collect/kernel_features.hpp"
+#include "collect/privileges.hpp"
+#include "collect/sampler.hpp"
 #include "exporters/json_exporter.hpp"
 
 namespace uringscope::top {

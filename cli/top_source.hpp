@@ -8,7 +8,7 @@
 #include <string>
 #include <thread>
 
-#include "daemon/snapshot_store.hpp"
+#include "model/snapshot_store.hpp"
 
 namespace uringscope::top {
 

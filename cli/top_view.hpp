@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "daemon/snapshot.hpp"
+#include "model/snapshot.hpp"
 
 namespace uringscope::top {
 

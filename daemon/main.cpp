@@ -9,15 +9,15 @@
 #include <iostream>
 #include <thread>
 
-#include "daemon/bpf_loader.hpp"
+#include "collect/bpf_loader.hpp"
+#include "collect/kernel_features.hpp"
+#include "collect/privileges.hpp"
+#include "collect/sampler.hpp"
 #include "daemon/flags.hpp"
-#include "daemon/kernel_features.hpp"
-#include "daemon/privileges.hpp"
-#include "daemon/sampler.hpp"
-#include "exporters/http_server.hpp"
 #include "exporters/json_exporter.hpp"
 #include "exporters/prometheus_exporter.hpp"
 #include "exporters/render_cache.hpp"
+#include "server/http_server.hpp"
 
 using namespace uringscope;
 

@@ -4,7 +4,7 @@
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 
-#include "daemon/snapshot.hpp"
+#include "model/snapshot.hpp"
 
 namespace uringscope {
 

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "daemon/snapshot.hpp"
+#include "model/snapshot.hpp"
 
 namespace uringscope {
 

@@ -8,7 +8,7 @@
 #include <mutex>
 #include <string>
 
-#include "daemon/snapshot.hpp"
+#include "model/snapshot.hpp"
 
 namespace uringscope {
 

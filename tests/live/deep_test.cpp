@@ -536,7 +536,7 @@ TEST_F(DeepIoAdvice, AdviceForMissingPollQueuesHoldsWhenApplied) {
 }
 
 // REQUIRE_PROBE's reading of the loader's reasons: what the kernel lacks skips, what we broke
-// fails. The reasons are the loader's own wording (daemon/bpf_loader.cpp).
+// fails. The reasons are the loader's own wording (collect/bpf_loader.cpp).
 TEST(DeepHarness, KernelLacksTellsAbsenceFromRegression) {
     EXPECT_TRUE(
         kernel_lacks("fentry: no BTF for function io_sq_tw; kprobe: no kernel symbol "

@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "daemon/snapshot_store.hpp"
+#include "model/snapshot_store.hpp"
 
 using namespace uringscope;
 

@@ -4,7 +4,7 @@
 #include <memory>
 #include <mutex>
 
-#include "daemon/snapshot.hpp"
+#include "model/snapshot.hpp"
 
 namespace uringscope {
 

@@ -1,4 +1,4 @@
-#include "daemon/kernel_features.hpp"
+#include "collect/kernel_features.hpp"
 
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>

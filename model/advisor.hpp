@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "daemon/snapshot.hpp"
+#include "model/snapshot.hpp"
 
 namespace uringscope {
 

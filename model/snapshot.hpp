@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "daemon/advice.hpp"
+#include "model/advice.hpp"
 
 namespace uringscope {
 

@@ -1,4 +1,4 @@
-#include "daemon/advisor.hpp"
+#include "model/advisor.hpp"
 
 #include <fmt/format.h>
 
@@ -9,7 +9,7 @@
 #include <set>
 #include <string>
 
-#include "daemon/counters.hpp"
+#include "model/counters.hpp"
 #include "uringscope/records.h"
 
 namespace uringscope {

@@ -1,4 +1,4 @@
-#include "daemon/bpf_loader.hpp"
+#include "collect/bpf_loader.hpp"
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>

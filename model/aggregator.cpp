@@ -1,4 +1,4 @@
-#include "daemon/aggregator.hpp"
+#include "model/aggregator.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -9,9 +9,9 @@
 #include <utility>
 #include <vector>
 
-#include "daemon/aggregator.hpp"
-#include "daemon/kernel_features.hpp"
-#include "daemon/snapshot.hpp"
+#include "collect/kernel_features.hpp"
+#include "model/aggregator.hpp"
+#include "model/snapshot.hpp"
 #include "uringscope/records.h"
 
 struct bpf_program;

@@ -1,4 +1,4 @@
-#include "exporters/http_server.hpp"
+#include "server/http_server.hpp"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>

@@ -1,4 +1,4 @@
-#include "daemon/privileges.hpp"
+#include "collect/privileges.hpp"
 
 #include <grp.h>
 #include <pwd.h>

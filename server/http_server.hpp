@@ -14,7 +14,7 @@
 #include <shared_mutex>
 #include <string>
 
-#include "exporters/web_config.hpp"
+#include "server/web_config.hpp"
 
 struct MHD_Daemon;
 struct MHD_Connection;

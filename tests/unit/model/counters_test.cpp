@@ -1,4 +1,4 @@
-#include "daemon/counters.hpp"
+#include "model/counters.hpp"
 
 #include <gtest/gtest.h>
 

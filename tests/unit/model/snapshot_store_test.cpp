@@ -1,6 +1,6 @@
 // The sampler's hand-over to its readers, under concurrent use. Run under ThreadSanitizer by the
 // test command (build-tsan), where a data race fails the test binary.
-#include "daemon/snapshot_store.hpp"
+#include "model/snapshot_store.hpp"
 
 #include <gtest/gtest.h>
 

@@ -8,10 +8,10 @@
 #include <string>
 #include <utility>
 
-#include "daemon/advisor.hpp"
-#include "daemon/aggregator.hpp"
-#include "daemon/bpf_loader.hpp"
-#include "daemon/snapshot_store.hpp"
+#include "collect/bpf_loader.hpp"
+#include "model/advisor.hpp"
+#include "model/aggregator.hpp"
+#include "model/snapshot_store.hpp"
 
 namespace uringscope {
 

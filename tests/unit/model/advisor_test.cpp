@@ -1,4 +1,4 @@
-#include "daemon/advisor.hpp"
+#include "model/advisor.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "exporters/web_config.hpp"
+#include "server/web_config.hpp"
 
 #include <crypt.h>
 #include <sys/stat.h>

@@ -9,8 +9,8 @@
 #include <tuple>
 #include <vector>
 
-#include "daemon/counters.hpp"
-#include "daemon/snapshot.hpp"
+#include "model/counters.hpp"
+#include "model/snapshot.hpp"
 #include "uringscope/records.h"
 
 namespace uringscope {

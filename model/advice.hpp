@@ -1,7 +1,7 @@
 #pragma once
 // What `uringscope advise` and the daemon's advisor report. Plain data, so the snapshot, the
 // JSON and Prometheus exporters and the CLI can carry it without knowing how it was derived
-// (daemon/advisor.cpp).
+// (model/advisor.cpp).
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -1,6 +1,6 @@
 // The HTTP server under concurrent scrapes while the handlers' data changes and routes are
 // added. Run under ThreadSanitizer by the test command (build-tsan).
-#include "exporters/http_server.hpp"
+#include "server/http_server.hpp"
 
 #include <arpa/inet.h>
 #include <curl/curl.h>
@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "daemon/snapshot_store.hpp"
+#include "model/snapshot_store.hpp"
 
 using namespace uringscope;
 

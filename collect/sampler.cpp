@@ -1,4 +1,4 @@
-#include "daemon/sampler.hpp"
+#include "collect/sampler.hpp"
 
 #include <spdlog/spdlog.h>
 #include <time.h>

@@ -1,5 +1,5 @@
 // --web.config.file parsing and the basic-auth check, without a server.
-#include "exporters/web_config.hpp"
+#include "server/web_config.hpp"
 
 #include <crypt.h>
 #include <gtest/gtest.h>

@@ -354,21 +354,22 @@ int BPF_PROG(usc_io_uring_create, int fd, void *ring, __u32 sq_entries, __u32 cq
 
 /*
  * CPU time thread tid has run and the scheduler has not yet charged, from the moment sched_switch
- * gave it a CPU: sum_exec_runtime then, plus the time since, less what is charged now. False when
- * the thread has not switched in since uringscope attached, or is off its CPU.
+ * gave it a CPU (*since): sum_exec_runtime then, plus the time since, less what is charged now.
+ * False when the thread has not switched in since uringscope attached, or is off its CPU.
  */
 static __always_inline bool running_since_switch_in(__u32 tid, __u64 start, __u64 charged,
-						    __u64 now, __u64 *out)
+						    __u64 now, __u64 *out, __u64 *since)
 {
 	struct usc_sched_state *s = thread_entry_if_owned(&sched_state, tid, start);
 
 	if (!s)
 		return false;
-	__u64 since = s->oncpu_mono_ns, base = s->oncpu_runtime_ns;
-	if (!since)
+	__u64 in = s->oncpu_mono_ns, base = s->oncpu_runtime_ns;
+	if (!in)
 		return false;
-	__u64 total = base + (now > since ? now - since : 0);
+	__u64 total = base + (now > in ? now - in : 0);
 	*out = total > charged ? total - charged : 0;
+	*since = in;
 	return true;
 }
 
@@ -433,7 +434,7 @@ int usc_iter_rings(struct bpf_iter__task_file *it)
 			r.sq_start_ns = BPF_CORE_READ(t, start_time);
 			r.sq_runtime_ns = BPF_CORE_READ(t, se.sum_exec_runtime);
 			if (running_since_switch_in(r.sq_tid, r.sq_start_ns, r.sq_runtime_ns, r.read_ns,
-						    &r.sq_running_ns))
+						    &r.sq_running_ns, &r.sq_oncpu_ns))
 				r.caps |= USC_CAP_RUNNING;
 			r.sq_nvcsw = BPF_CORE_READ(t, nvcsw);
 			r.sq_nivcsw = BPF_CORE_READ(t, nivcsw);

@@ -372,7 +372,7 @@ ThreadSnapshot Aggregator::observe_thread(
     ts.sleeps = ss ? ss->sleeps : rec.sq_nvcsw;
     ts.wakeups = ss ? ss->wakeups : 0;
     ts.blocks = ss ? ss->blocks : 0;
-    const std::uint64_t cpu_ns = thread_cpu_ns(rec, st);
+    const std::uint64_t cpu_ns = thread_cpu_ns(rec, st, cx.raw.mono_ns);
     const bool split_was_started = st.split_started;
     split_thread_cpu(cx.raw, rec, st, m, own_passes, cpu_ns, ts);
     const auto [sleep_ns, block_ns] = asleep_totals(ss, cx.raw.mono_ns);
@@ -739,9 +739,18 @@ std::vector<std::uint64_t> Aggregator::end_ring_lives(
     return gone;
 }
 
-std::uint64_t Aggregator::thread_cpu_ns(const usc_ring_record& rec, const ThreadState& st) const {
+std::uint64_t Aggregator::thread_cpu_ns(const usc_ring_record& rec, const ThreadState& st,
+                                        std::uint64_t at_ns) const {
     std::uint64_t ns = rec.sq_runtime_ns;
-    if (rec.caps & USC_CAP_RUNNING) ns += rec.sq_running_ns;
+    if (rec.caps & USC_CAP_RUNNING) {
+        ns += rec.sq_running_ns;
+        // On its CPU since sq_oncpu_ns, the thread's CPU time grows with the clock: given at the
+        // sample's instant, not at this record's read, which a walk split over several read()s
+        // (preempted in between) can put hundreds of ms later. Before its switch-in it had what
+        // it had at the switch-in.
+        const std::uint64_t from = std::max<std::uint64_t>(at_ns, rec.sq_oncpu_ns);
+        if (rec.read_ns > from) ns -= std::min<std::uint64_t>(ns, rec.read_ns - from);
+    }
     // The running part is timed from the switch-in on the monotonic clock while sum_exec_runtime
     // follows the scheduler's clock; where the two drift (the TCG guests' vCPU clocks), a total
     // can come out under the last one. CPU time never goes back.

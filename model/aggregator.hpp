@@ -190,7 +190,8 @@ private:
                            const std::map<std::uint64_t, const usc_ring_record*>& live,
                            const std::vector<std::uint64_t>& gone);
     void plan_waker_cleanup(const RawSample& raw);
-    std::uint64_t thread_cpu_ns(const usc_ring_record& rec, const ThreadState& st) const;
+    std::uint64_t thread_cpu_ns(const usc_ring_record& rec, const ThreadState& st,
+                                std::uint64_t at_ns) const;
     std::uint64_t seq_ = 0;
     unsigned hz_ = 0;
     std::uint64_t hz_jiffies_ = 0, hz_mono_ns_ = 0;

@@ -102,6 +102,10 @@ struct usc_ring_record {
 	                             * counters (and sq_running_ns) describe */
 	__u64 probe_sqes;           /* deep tier: usc_ring_work.sqes of this ring, read in the same
 	                             * instant as sq_head, so the two can be compared exactly */
+	__u64 sq_oncpu_ns;          /* with USC_CAP_RUNNING: bpf_ktime_get_ns() of the SQ thread's
+	                             * switch-in. Its CPU time grows with the clock from there, so
+	                             * userspace can give it at the sample's instant rather than at
+	                             * read_ns, which a walk split over several read()s delays */
 };
 
 /*
@@ -290,7 +294,7 @@ struct usc_stats {
 #else
 #define USC_ASSERT_SIZE(type, size) _Static_assert(sizeof(struct type) == (size), #type " layout")
 #endif
-USC_ASSERT_SIZE(usc_ring_record, 200);
+USC_ASSERT_SIZE(usc_ring_record, 208);
 USC_ASSERT_SIZE(usc_sched_state, 104 + 8 * USC_LAT_BUCKETS);
 USC_ASSERT_SIZE(usc_waker_key, 16);
 USC_ASSERT_SIZE(usc_waker_val, 32);

@@ -461,6 +461,10 @@ TEST_F(Sched, PinnedThreadOnANohzFullCpuIsChargedItsWallTime) {
         EXPECT_LE(r, 1.04) << "interval " << i << " of " << wall << " s";
         EXPECT_GE(r, 0.90) << "interval " << i << " of " << wall << " s";
     }
+    if (::testing::Test::HasFailure())
+        for (const auto& p : points)
+            std::printf("sample at %.3f: daemon CPU %.3f s, sum_exec_runtime %.3f s\n", p.t, p.cpu,
+                        p.schedstat);
     std::printf(
         "nohz_full CPU %d, %zu sample intervals: CPU/wall %.3f .. %.3f "
         "(sum_exec_runtime alone: %.3f .. %.3f; the kernel's thread clock: %.3f)\n",

@@ -699,6 +699,36 @@ TEST(AggregatorCpu, RunningTimeNotYetChargedCountsAndCpuNeverGoesBack) {
     EXPECT_NEAR(s.threads[0].cpu_seconds, 8.0, 1e-9);
 }
 
+// A walk that the kernel splits over several read()s can read a ring long after the sample's
+// instant (measured: 0.5 s in a TCG guest whose one free CPU the daemon shares). A thread on its
+// CPU is given the CPU time it had at the instant, so per-interval CPU never exceeds the interval.
+TEST(AggregatorCpu, RunningThreadIsGivenItsTimeAtTheSampleInstantNotAtItsRead) {
+    Aggregator a;
+    a.set_hz(250);
+    auto r = ring(1, 10, 3, kSqpoll, 0, 50);
+    r.caps |= USC_CAP_RUNNING;
+    r.sq_oncpu_ns = kSec / 2;    // on its CPU since 0.5 s, with 5 s charged then
+    r.sq_runtime_ns = 5 * kSec;  // nothing charged since (the remote tick has not run)
+    r.read_ns = kSec;            // read at the instant
+    r.sq_running_ns = kSec / 2;
+    auto s = a.update(sample(kSec, {r}));
+    EXPECT_NEAR(s.threads[0].cpu_seconds, 5.5, 1e-9);
+    // Next sample at 2 s, but this ring is read at 2.5 s: 1 s of CPU in the 1 s interval, not 1.5.
+    r.read_ns = 2 * kSec + kSec / 2;
+    r.sq_running_ns = 2 * kSec;
+    s = a.update(sample(2 * kSec, {r}));
+    EXPECT_NEAR(s.threads[0].cpu_seconds, 6.5, 1e-9);
+    EXPECT_NEAR(s.threads[0].cpu_util, 1.0, 1e-9);
+    // Switched in after the instant (at 3.2 s, 6.6 s charged), read at 3.4 s: it had at most what
+    // it had at the switch-in.
+    r.sq_oncpu_ns = 3 * kSec + 200'000'000;
+    r.sq_runtime_ns = 6'600'000'000;
+    r.read_ns = 3 * kSec + 400'000'000;
+    r.sq_running_ns = 200'000'000;
+    s = a.update(sample(3 * kSec, {r}));
+    EXPECT_NEAR(s.threads[0].cpu_seconds, 6.6, 1e-9);
+}
+
 TEST(AggregatorSpinModel, NamedAfterTheLoopTheKernelRuns) {
     auto r = ring(1, 10, 3, kSqpoll, 0, 50);
     r.sq_thread_idle = 10;

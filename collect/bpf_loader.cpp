@@ -50,7 +50,8 @@ const std::vector<ProbeSpec>& probe_table() {
     using K = Requirement::Kind;
 #define PROG(p) [](uringscope_bpf* s) { return s->progs.p; }
     static const std::vector<ProbeSpec> table = {
-        {.name = "iter_rings",
+        {.id = ProbeId::iter_rings,
+         .name = "iter_rings",
          .variants = {{"iter",
                        {PROG(usc_iter_rings)},
                        {{K::btf_struct, "bpf_iter__task_file"},
@@ -59,33 +60,41 @@ const std::vector<ProbeSpec>& probe_table() {
                         {K::btf_func, "io_uring_poll"}}}},
          .essential = true,
          .deep = false},
-        {.name = "sched_switch",
+        {.id = ProbeId::sched_switch,
+         .name = "sched_switch",
          .variants = {{"tp_btf",
                        {PROG(usc_sched_switch)},
                        {{K::btf_typedef, "btf_trace_sched_switch"}}}},
          .essential = false,
-         .deep = false},
-        {.name = "sched_wakeup",
+         .deep = false,
+         .maps = {{"sched_state", KeyOwner::thread}}},
+        {.id = ProbeId::sched_wakeup,
+         .name = "sched_wakeup",
          .variants = {{"tp_btf",
                        {PROG(usc_sched_wakeup)},
                        {{K::btf_typedef, "btf_trace_sched_wakeup"}}}},
          .essential = false,
          .deep = false},
-        {.name = "sched_waking",
+        {.id = ProbeId::sched_waking,
+         .name = "sched_waking",
          .variants = {{"tp_btf",
                        {PROG(usc_sched_waking)},
                        {{K::btf_typedef, "btf_trace_sched_waking"}}}},
          .essential = false,
-         .deep = false},
-        {.name = "io_uring_create",
+         .deep = false,
+         .maps = {{"wakers", KeyOwner::waker_pair}}},
+        {.id = ProbeId::io_uring_create,
+         .name = "io_uring_create",
          .variants = {{"tp_btf",
                        {PROG(usc_io_uring_create)},
                        {{K::btf_typedef, "btf_trace_io_uring_create"}}}},
          .essential = false,
-         .deep = false},
+         .deep = false,
+         .maps = {{"ring_births", KeyOwner::ring}, {"created_rings", KeyOwner::drained}}},
         // Deep tier. io_sq_thread fires once per SQ thread start: thread -> sqd, also for the
         // kthread-era 5.10/5.11 threads.
-        {.name = "io_sq_thread",
+        {.id = ProbeId::io_sq_thread,
+         .name = "io_sq_thread",
          .variants = {{"fentry", {PROG(usc_fentry_sq_thread)}, {{K::btf_func, "io_sq_thread"}}},
                       {"kprobe",
                        {PROG(usc_kprobe_sq_thread)},
@@ -93,7 +102,8 @@ const std::vector<ProbeSpec>& probe_table() {
          .essential = false,
          .deep = true},
         // Static and sometimes inlined before 6.0: then it has neither BTF nor a symbol.
-        {.name = "io_submit_sqes",
+        {.id = ProbeId::io_submit_sqes,
+         .name = "io_submit_sqes",
          .variants = {{"fentry",
                        {PROG(usc_fentry_submit), PROG(usc_fexit_submit)},
                        {{K::btf_func, "io_submit_sqes"}}},
@@ -101,10 +111,13 @@ const std::vector<ProbeSpec>& probe_table() {
                        {PROG(usc_kprobe_submit), PROG(usc_kretprobe_submit)},
                        {{K::kprobes}, {K::ksym, "io_submit_sqes"}}}},
          .essential = false,
-         .deep = true},
+         .deep = true,
+         .provides = {Feature::submit_time},
+         .maps = {{"ring_work", KeyOwner::ring}, {"submit_calls", KeyOwner::in_flight}}},
         // Two prototypes (see bpf/uringscope.bpf.c): the fexit that reads the return value at
         // the right position is chosen by the BTF parameter count.
-        {.name = "io_do_iopoll",
+        {.id = ProbeId::io_do_iopoll,
+         .name = "io_do_iopoll",
          .variants = {{"fentry",
                        {PROG(usc_fentry_iopoll), PROG(usc_fexit_iopoll)},
                        {{K::btf_params, "io_do_iopoll", 2}}},
@@ -115,10 +128,12 @@ const std::vector<ProbeSpec>& probe_table() {
                        {PROG(usc_kprobe_iopoll), PROG(usc_kretprobe_iopoll)},
                        {{K::kprobes}, {K::ksym, "io_do_iopoll"}}}},
          .essential = false,
-         .deep = true},
+         .deep = true,
+         .maps = {{"iopoll_stats", KeyOwner::ring_caller}, {"iopoll_calls", KeyOwner::in_flight}}},
         // nvme_core's end_io callbacks: nvme_uring_cmd_end_io, and for commands with a metadata
         // buffer nvme_uring_cmd_end_io_meta (6.1-6.7), whence the variants with and without it.
-        {.name = "nvme_uring_cmd_end_io",
+        {.id = ProbeId::nvme_uring_cmd_end_io,
+         .name = "nvme_uring_cmd_end_io",
          .variants =
              {{"fentry",
                {PROG(usc_fentry_nvme_end_io), PROG(usc_fentry_nvme_end_io_meta)},
@@ -144,10 +159,12 @@ const std::vector<ProbeSpec>& probe_table() {
                {PROG(usc_kprobe_nvme_end_io)},
                {{K::module, "nvme_core"}, {K::kprobes}, {K::ksym, "nvme_uring_cmd_end_io"}}}},
          .essential = false,
-         .deep = true},
+         .deep = true,
+         .maps = {{"nvme_stats", KeyOwner::bounded}, {"cmd_pending", KeyOwner::bounded}}},
         // The gaps between an SQ thread's submissions (advise's idle curve): per batch where
         // io_submit_sqes can be hooked, else per SQE from the tracepoint (renamed in 6.4).
-        {.name = "work_gaps",
+        {.id = ProbeId::work_gaps,
+         .name = "work_gaps",
          .variants = {{"fentry", {PROG(usc_fexit_submit_gaps)}, {{K::btf_func, "io_submit_sqes"}}},
                       {"kprobe",
                        {PROG(usc_kretprobe_submit_gaps)},
@@ -159,12 +176,14 @@ const std::vector<ProbeSpec>& probe_table() {
                        {PROG(usc_submit_sqe)},
                        {{K::btf_typedef, "btf_trace_io_uring_submit_sqe"}}}},
          .essential = false,
-         .deep = true},
+         .deep = true,
+         .maps = {{"work_gaps", KeyOwner::thread}}},
         // Loop passes and the on-CPU work of the busy ones: io_sq_tw ends every pass (6.9+;
         // before, the loop runs task work inline and has no per-pass function).
         // The entry separates the pass's task work (every ring's completions) from the last
         // ring's turn.
-        {.name = "loop_passes",
+        {.id = ProbeId::loop_passes,
+         .name = "loop_passes",
          .variants = {{"fentry",
                        {PROG(usc_fentry_sq_tw), PROG(usc_fexit_sq_tw)},
                        {{K::btf_params, "io_sq_tw", 2}}},
@@ -175,11 +194,14 @@ const std::vector<ProbeSpec>& probe_table() {
                        {PROG(usc_kprobe_sq_tw), PROG(usc_kretprobe_sq_tw)},
                        {{K::kprobes}, {K::ksym, "io_sq_tw"}}}},
          .essential = false,
-         .deep = true},
+         .deep = true,
+         .provides = {Feature::ring_turns},
+         .maps = {{"sq_passes", KeyOwner::thread}}},
         // Completions reaching the ring: io_uring_cmd_done, exported as __io_uring_cmd_done from
         // 6.18 (io_uring_cmd_done becomes an inline wrapper). Counts only commands whose NVMe
         // end_io was seen, so it needs nvme_uring_cmd_end_io attached to say anything.
-        {.name = "io_uring_cmd_done",
+        {.id = ProbeId::io_uring_cmd_done,
+         .name = "io_uring_cmd_done",
          .variants = {{"fentry", {PROG(usc_fentry_cmd_done)}, {{K::btf_func, "io_uring_cmd_done"}}},
                       {"fentry",
                        {PROG(usc_fentry_cmd_done_618)},
@@ -191,11 +213,13 @@ const std::vector<ProbeSpec>& probe_table() {
                        {PROG(usc_kprobe_cmd_done_618)},
                        {{K::kprobes}, {K::ksym, "__io_uring_cmd_done"}}}},
          .essential = false,
-         .deep = true},
+         .deep = true,
+         .provides = {Feature::cmd_cqes}},
         // Multipath head char devices have their own iopoll on the kernels that poll by bio
         // (6.1); later ones poll every char device through nvme_ns_chr_uring_cmd_iopoll. Both
         // read nvme_core's structs, so they load only when its BTF is there at start.
-        {.name = "nvme_uring_cmd_iopoll",
+        {.id = ProbeId::nvme_uring_cmd_iopoll,
+         .name = "nvme_uring_cmd_iopoll",
          .variants = {{"fentry",
                        {PROG(usc_fentry_nvme_poll), PROG(usc_fentry_nvme_head_poll)},
                        {{K::module, "nvme_core"},
@@ -220,6 +244,10 @@ const std::vector<ProbeSpec>& probe_table() {
     };
 #undef PROG
     return table;
+}
+
+const ProbeSpec& probe_spec(ProbeId id) {
+    return probe_table().at(static_cast<std::size_t>(id));
 }
 
 namespace {
@@ -332,6 +360,15 @@ struct LoadConstants {
     bool iopoll_counts_in_arg = false;
 };
 
+bool provides(const ProbeSpec& p, Feature f) {
+    return std::find(p.provides.begin(), p.provides.end(), f) != p.provides.end();
+}
+
+bool selects(const Selection& sel, Feature f) {
+    return std::any_of(sel.begin(), sel.end(),
+                       [&](const auto& s) { return provides(probe_table()[s.first], f); });
+}
+
 // Opens a fresh skeleton with only the selected variants' programs autoloaded and loads it.
 int try_load(const Selection& sel, const LoadConstants& k, SkelPtr& out) {
     SkelPtr skel(uringscope_bpf__open());
@@ -342,15 +379,10 @@ int try_load(const Selection& sel, const LoadConstants& k, SkelPtr& out) {
     for (const auto& [probe, variant] : sel)
         for (auto get : table[probe].variants[static_cast<std::size_t>(variant)].programs)
             on.insert(get(skel.get()));
-    // Without the pass probe nothing would close a pass's work bracket.
-    skel->rodata->track_passes = on.count(skel->progs.usc_fexit_sq_tw) != 0 ||
-                                 on.count(skel->progs.usc_fexit_sq_tw_1arg) != 0 ||
-                                 on.count(skel->progs.usc_kretprobe_sq_tw) != 0;
-    // end_io notes commands for io_uring_cmd_done only when something will take them off.
-    skel->rodata->track_cmd_done = on.count(skel->progs.usc_fentry_cmd_done) != 0 ||
-                                   on.count(skel->progs.usc_fentry_cmd_done_618) != 0 ||
-                                   on.count(skel->progs.usc_kprobe_cmd_done) != 0 ||
-                                   on.count(skel->progs.usc_kprobe_cmd_done_618) != 0;
+    // Without the pass probe nothing would close a pass's work bracket, and end_io notes
+    // commands for io_uring_cmd_done only when something will take them off.
+    skel->rodata->track_passes = selects(sel, Feature::ring_turns);
+    skel->rodata->track_cmd_done = selects(sel, Feature::cmd_cqes);
     bpf_program* prog = nullptr;
     bpf_object__for_each_program(prog, skel->obj) bpf_program__set_autoload(prog, on.count(prog));
     int err = uringscope_bpf__load(skel.get());
@@ -514,9 +546,16 @@ std::unique_ptr<BpfCollector> BpfCollector::make(const KernelFeatures& kf,
     return c;
 }
 
-bool BpfCollector::attached(std::string_view probe) const {
-    return std::any_of(probes_.begin(), probes_.end(),
-                       [&](const ProbeState& p) { return p.probe == probe && p.attached; });
+bool BpfCollector::attached(ProbeId probe) const {
+    const auto i = static_cast<std::size_t>(probe);
+    return i < probes_.size() && probes_[i].attached;
+}
+
+bool BpfCollector::provides(Feature f) const {
+    const auto& table = probe_table();
+    for (std::size_t i = 0; i < table.size(); ++i)
+        if (probes_[i].attached && uringscope::provides(table[i], f)) return true;
+    return false;
 }
 
 void BpfCollector::refresh_modules() {
@@ -693,21 +732,35 @@ usc_stats BpfCollector::stats() const {
 
 void BpfCollector::cleanup(const MapCleanup& c) {
     // Per-key deletes: a batch delete stops at the first key that is already gone, and these
-    // lists are what changed since the last sample, not what is alive.
-    for (std::uint32_t tid : c.threads) {
-        bpf_map_delete_elem(bpf_map__fd(skel_->maps.sched_state), &tid);
-        bpf_map_delete_elem(bpf_map__fd(skel_->maps.work_gaps), &tid);
-        bpf_map_delete_elem(bpf_map__fd(skel_->maps.sq_passes), &tid);
-    }
-    for (const auto& k : c.wakers) bpf_map_delete_elem(bpf_map__fd(skel_->maps.wakers), &k);
-    for (std::uint64_t ctx : c.rings) {
-        bpf_map_delete_elem(bpf_map__fd(skel_->maps.ring_births), &ctx);
-        bpf_map_delete_elem(bpf_map__fd(skel_->maps.ring_work), &ctx);
-        for (std::uint32_t caller : {USC_CALLER_APP, USC_CALLER_SQ_THREAD}) {
-            usc_iopoll_key key{ctx, caller, 0};
-            bpf_map_delete_elem(bpf_map__fd(skel_->maps.iopoll_stats), &key);
+    // lists are what changed since the last sample, not what is alive. Every map whose entries
+    // follow a thread or a ring is named by its probe in probe_table(); none is listed here.
+    for (const auto& probe : probe_table())
+        for (const auto& m : probe.maps) {
+            const int fd = bpf_map__fd(bpf_object__find_map_by_name(skel_->obj, m.map));
+            if (fd < 0) continue;
+            switch (m.owner) {
+                case KeyOwner::thread:
+                    for (std::uint32_t tid : c.threads) bpf_map_delete_elem(fd, &tid);
+                    break;
+                case KeyOwner::ring:
+                    for (std::uint64_t ctx : c.rings) bpf_map_delete_elem(fd, &ctx);
+                    break;
+                case KeyOwner::ring_caller:
+                    for (std::uint64_t ctx : c.rings)
+                        for (std::uint32_t caller : {USC_CALLER_APP, USC_CALLER_SQ_THREAD}) {
+                            usc_iopoll_key key{ctx, caller, 0};
+                            bpf_map_delete_elem(fd, &key);
+                        }
+                    break;
+                case KeyOwner::waker_pair:
+                    for (const auto& k : c.wakers) bpf_map_delete_elem(fd, &k);
+                    break;
+                case KeyOwner::drained:
+                case KeyOwner::in_flight:
+                case KeyOwner::bounded:
+                    break;
+            }
         }
-    }
 }
 
 }  // namespace uringscope

@@ -77,15 +77,65 @@ struct ProbeVariant {
     std::vector<Requirement> needs;
 };
 
+// The probes, in probe_table() order. Code names a probe by its id; its name string is for the
+// edges only (logs, metric labels, --probe-report).
+enum class ProbeId : std::uint8_t {
+    iter_rings,
+    sched_switch,
+    sched_wakeup,
+    sched_waking,
+    io_uring_create,
+    io_sq_thread,
+    io_submit_sqes,
+    io_do_iopoll,
+    nvme_uring_cmd_end_io,
+    work_gaps,
+    loop_passes,
+    io_uring_cmd_done,
+    nvme_uring_cmd_iopoll,
+    count
+};
+
+// What an attached probe lets the rest of the daemon rely on (the sampler reads these, not
+// probe names).
+enum class Feature : std::uint8_t {
+    submit_time,  // io_submit_sqes time per ring: the ring's work without loop passes
+    ring_turns,   // loop passes cut into turns: the ring's work, adding up to the pass time
+    cmd_cqes,     // NVMe uring_cmd completions reaching io_uring (the CQE delay)
+};
+
+// Whose life an entry of a BPF map follows, so that BpfCollector::cleanup() frees it when that
+// owner goes (Aggregator::cleanup() names them). Entries of the last three kinds need nothing.
+enum class KeyOwner : std::uint8_t {
+    thread,       // key: SQ thread tid
+    ring,         // key: io_ring_ctx address
+    ring_caller,  // key: usc_iopoll_key {ctx, caller}, for each caller
+    waker_pair,   // key: usc_waker_key
+    drained,      // moved out by the sampler every sample
+    in_flight,    // entry to exit of one call: the program deletes it
+    bounded,      // one per device or command: kept, bounded by max_entries (LRU or devices)
+};
+
+struct OwnedMap {
+    const char* map;  // its name in bpf/uringscope.bpf.c
+    KeyOwner owner;
+};
+
 struct ProbeSpec {
+    ProbeId id;
     const char* name;                    // metric label "probe"
     std::vector<ProbeVariant> variants;  // best first: fentry, then kprobe, ...
     bool essential;  // without it the daemon has nothing to report and refuses to start
     bool deep;       // part of the opt-in deep tier (--probes.deep)
+    std::vector<Feature> provides = {};
+    std::vector<OwnedMap> maps = {};  // the maps whose entries its programs create
 };
 
-// The programs of bpf/uringscope.bpf.c, their variants and what each one needs.
+// The programs of bpf/uringscope.bpf.c, their variants, what each one needs, what it provides
+// and the maps it owns. The loader, the map cleanup and --probe-report all read this table;
+// tests/unit/collect checks it against the BPF object (every program and map claimed once).
 const std::vector<ProbeSpec>& probe_table();
+const ProbeSpec& probe_spec(ProbeId id);
 
 struct LoaderOptions {
     bool deep = false;       // load the deep tier (per batch / per request probes)
@@ -106,8 +156,10 @@ public:
     ~BpfCollector();
 
     const std::vector<ProbeState>& probes() const { return probes_; }
-    // Whether the probe of that name (probe_table()) is attached; fixed once make() returns.
-    bool attached(std::string_view probe) const;
+    // Whether the probe is attached; fixed once make() returns.
+    bool attached(ProbeId probe) const;
+    // Whether an attached probe provides the feature.
+    bool provides(Feature f) const;
     // probes() with each attached probe's current count of skipped runs.
     std::vector<ProbeState> probes_with_misses() const;
     // Follows modules loaded, unloaded or reloaded since the last call: a stat() of

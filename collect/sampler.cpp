@@ -51,9 +51,9 @@ Sampler::Sampler(BpfCollector& bpf, bool work_time_per_thread, std::shared_ptr<S
                  std::string kernel_release, unsigned config_hz)
     : bpf_(bpf),
       work_time_per_thread_(work_time_per_thread),
-      ring_turns_(bpf.attached("loop_passes")),
-      cmd_done_(bpf.attached("io_uring_cmd_done")),
-      submit_probe_(bpf.attached("io_submit_sqes")),
+      ring_turns_(bpf.provides(Feature::ring_turns)),
+      cmd_done_(bpf.provides(Feature::cmd_cqes)),
+      submit_probe_(bpf.provides(Feature::submit_time)),
       store_(std::move(store)),
       kernel_(std::move(kernel_release)) {
     char host[256] = {};

@@ -5,6 +5,10 @@
 #include <cstdio>
 #include <ctime>
 #include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <vector>
 
 namespace uringscope::top {
 
@@ -256,14 +260,10 @@ std::string field_safe(const std::string& comm) {
     return out;
 }
 
-std::vector<std::string> render(const Snapshot& s, const ViewState& v, const History& h, int width,
-                                int height, bool utf8) {
-    std::vector<std::string> lines;
-    width = std::max(width, 20);
-    auto add = [&](std::string line) { lines.push_back(pad(std::move(line), width, false)); };
+namespace {
 
-    // Header: where, what is attached, totals.
-    int attached = 0;
+std::string probe_tiers(const Snapshot& s, int& attached) {
+    attached = 0;
     std::set<std::string> kinds;
     for (const auto& p : s.probes)
         if (p.attached) {
@@ -272,12 +272,15 @@ std::vector<std::string> render(const Snapshot& s, const ViewState& v, const His
         }
     std::string tiers;
     for (const auto& k : kinds) tiers += (tiers.empty() ? "" : ",") + k;
+    return tiers;
+}
+
+// Where, what is attached, totals.
+std::vector<std::string> header_lines(const Snapshot& s, const ViewState& v) {
     char when[32] = "";
     std::time_t t = static_cast<std::time_t>(s.timestamp);
     std::tm tm{};
     if (localtime_r(&t, &tm)) std::strftime(when, sizeof when, "%H:%M:%S", &tm);
-    add("uringscope top - " + s.hostname + "  kernel " + s.kernel + "  " + when + "  every " +
-        fmt("%.1fs", v.refresh_seconds) + (v.paused ? "  [PAUSED]" : ""));
     double cpu = 0, work = 0, spin = 0, sqe_rate = 0, cqe_rate = 0;
     for (const auto& th : s.threads) {
         cpu += th.cpu_util;
@@ -288,127 +291,183 @@ std::vector<std::string> render(const Snapshot& s, const ViewState& v, const His
         sqe_rate += r.sqe_rate;
         cqe_rate += r.cqe_rate;
     }
-    add("SQ threads " + std::to_string(s.threads.size()) + "  rings " +
-        std::to_string(s.rings.size()) + "  SQE/s " + human_rate(sqe_rate) + "  CQE/s " +
-        human_rate(cqe_rate) + "  SQ CPU " + fmt("%.2f", cpu) + " cores (work " +
-        fmt("%.2f", work) + ", spin " + fmt("%.2f", spin) + ")");
-    add("probes " + std::to_string(attached) + "/" + std::to_string(s.probes.size()) + " (" +
-        tiers + ")  source " + v.source +
-        (v.filter.empty() ? "" : "  filter \"" + v.filter + "\"") + "  sort " +
-        column_name(v.sort) + (v.descending ? " desc" : " asc"));
+    int attached = 0;
+    const std::string tiers = probe_tiers(s, attached);
+    return {"uringscope top - " + s.hostname + "  kernel " + s.kernel + "  " + when + "  every " +
+                fmt("%.1fs", v.refresh_seconds) + (v.paused ? "  [PAUSED]" : ""),
+            "SQ threads " + std::to_string(s.threads.size()) + "  rings " +
+                std::to_string(s.rings.size()) + "  SQE/s " + human_rate(sqe_rate) + "  CQE/s " +
+                human_rate(cqe_rate) + "  SQ CPU " + fmt("%.2f", cpu) + " cores (work " +
+                fmt("%.2f", work) + ", spin " + fmt("%.2f", spin) + ")",
+            "probes " + std::to_string(attached) + "/" + std::to_string(s.probes.size()) + " (" +
+                tiers + ")  source " + v.source +
+                (v.filter.empty() ? "" : "  filter \"" + v.filter + "\"") + "  sort " +
+                column_name(v.sort) + (v.descending ? " desc" : " asc")};
+}
 
-    std::vector<std::string> body;
-    if (v.view == View::threads) {
-        auto cols = layout(width);
-        std::string head;
+// The threads view: its column header, then one line per thread and its rings when expanded.
+std::vector<std::string> thread_lines(const Snapshot& s, const ViewState& v, const History& h,
+                                      int width, bool utf8) {
+    const auto cols = layout(width);
+    std::string head;
+    for (const auto& [c, w] : cols) {
+        std::string title = c.title;
+        if (c.id == v.sort) title += v.descending ? "v" : "^";
+        head += (head.empty() ? "" : " ") + pad(title, w, c.numeric);
+    }
+    std::vector<std::string> out{head};
+    const auto rows = visible_threads(s, v);
+    for (const ThreadSnapshot* th : rows) {
+        std::string line;
         for (const auto& [c, w] : cols) {
-            std::string title = c.title;
-            if (c.id == v.sort) title += v.descending ? "v" : "^";
-            head += (head.empty() ? "" : " ") + pad(title, w, c.numeric);
+            std::string text = cell(*th, c.id, w, h, utf8);
+            line += (line.empty() ? "" : " ") +
+                    (c.id == Column::history ? text : pad(text, w, c.numeric));
         }
-        add(head);
-        auto rows = visible_threads(s, v);
-        for (std::size_t i = 0; i < rows.size(); ++i) {
-            const auto& th = *rows[i];
-            std::string line;
-            for (const auto& [c, w] : cols) {
-                std::string text = cell(th, c.id, w, h, utf8);
-                std::string padded = c.id == Column::history ? text : pad(text, w, c.numeric);
-                line += (line.empty() ? "" : " ") + padded;
-            }
-            body.push_back(line);
-            if (v.expanded.count(th.tid))
-                for (const auto& r : s.rings)
-                    if (r.sq_thread == th.tid) body.push_back(ring_line(r, width));
-        }
-        if (rows.empty())
-            body.push_back(s.threads.empty() ? "no SQ threads: no SQPOLL ring is open"
-                                             : "no SQ thread matches the filter");
-    } else {
-        // Rings that poll, with io_do_iopoll efficiency where the deep tier measures it.
-        add(pad("RING", 14, false) + " " + pad("COMM", 12, false) + " " + pad("MODE", 6, false) +
-            " " + pad("CQE/s", 7, true) + " " + pad("CALLER", 9, false) + " " +
-            pad("POLLS/s", 8, true) + " " + pad("EMPTY%", 6, true) + " " +
-            pad("CQE/POLL", 8, true) + " " + pad("BACKLOG", 7, true));
-        std::size_t n = 0;
-        bool any_deep = false;
-        for (const auto& r : s.rings) {
-            if (r.mode != "iopoll" && r.mode != "both") continue;
-            if (!v.filter.empty() && std::to_string(r.pid) != v.filter &&
-                r.comm.find(v.filter) == std::string::npos)
-                continue;
-            ++n;
-            const std::string head =
-                pad(r.id, 14, false) + " " + pad(field_safe(r.comm), 12, false) + " " +
-                pad(r.mode, 6, false) + " " + pad(human_rate(r.cqe_rate), 7, true) + " ";
-            const std::string tail = " " + pad(std::to_string(r.sq_backlog), 7, true);
-            if (r.iopoll.empty()) {
-                body.push_back(head + pad("-", 9, false) + " " + pad("-", 8, true) + " " +
-                               pad("-", 6, true) + " " + pad("-", 8, true) + tail);
-                continue;
-            }
-            any_deep = true;
-            for (const auto& io : r.iopoll)
-                body.push_back(head + pad(io.caller, 9, false) + " " +
-                               pad(human_rate(io.calls_rate), 8, true) + " " +
-                               pad(fmt("%.1f", io.empty_ratio * 100), 6, true) + " " +
-                               pad(fmt("%.2f", io.completions_per_call), 8, true) + tail);
-        }
-        if (n == 0) body.push_back("no IOPOLL ring is open");
-        body.push_back("");
-        // NVMe passthrough completions per namespace.
-        body.push_back(pad("DEVICE", 10, false) + " " + pad("CMPL/s", 8, true) + " " +
-                       pad("POLLED%", 7, true) + " " + pad("POLLS/CMPL", 10, true) + " " +
-                       pad("P50", 8, true) + " " + pad("P99", 8, true) + "  NOTE");
-        for (const auto& d : s.devices) {
-            if (!v.filter.empty() && d.name.find(v.filter) == std::string::npos) continue;
-            body.push_back(
-                pad(d.name, 10, false) + " " + pad(human_rate(d.completions_rate), 8, true) + " " +
-                pad(fmt("%.1f", d.polled_ratio * 100), 7, true) + " " +
-                pad(fmt("%.2f", d.polls_per_completion), 10, true) + " " +
-                pad(human_seconds(d.latency_p50_seconds), 8, true) + " " +
-                pad(human_seconds(d.latency_p99_seconds), 8, true) + "  " +
-                (d.iopoll_without_poll_queues
-                     ? "NO POLL QUEUES: polled I/O completes by IRQ; set nvme poll_queues"
-                     : ""));
-        }
-        bool deep_attached = false;
-        for (const auto& p : s.probes)
-            if ((p.probe == "io_do_iopoll" || p.probe == "nvme_uring_cmd_end_io") && p.attached)
-                deep_attached = true;
-        if (s.devices.empty()) body.push_back("no NVMe passthrough completions seen");
-        if (!deep_attached && !any_deep) {
-            body.push_back("");
-            body.push_back(
-                "Poll efficiency and NVMe completions come from the deep tier "
-                "(uringscoped --probes.deep), which is");
-            body.push_back("not attached here: only ring counters are shown.");
-        }
+        out.push_back(line);
+        if (v.expanded.count(th->tid))
+            for (const auto& r : s.rings)
+                if (r.sq_thread == th->tid) out.push_back(ring_line(r, width));
     }
-    for (auto& b : body) lines.push_back(pad(std::move(b), width, false));
+    if (rows.empty())
+        out.push_back(s.threads.empty() ? "no SQ threads: no SQPOLL ring is open"
+                                        : "no SQ thread matches the filter");
+    return out;
+}
 
-    if (v.help) {
-        static const char* help[] = {
-            "keys:  q quit   Tab threads/IOPOLL view   Enter expand/collapse rings",
-            "       Up/Down select   < > sort column   r reverse sort   / filter (pid or comm)",
-            "       p pause   + - refresh interval   h or ? this help",
-            "columns: CPU% = WORK% + SPIN% of one CPU over the last interval (~ = estimated",
-            "       work), SLEEP% time asleep, SLP/s WAKE/s transitions, P50 P99 wake latency,",
-            "       FAIR Jain's index over rings with demand, HISTORY CPU over time."};
-        std::size_t at = std::min<std::size_t>(4, lines.size());
-        std::vector<std::string> overlay;
-        for (const char* l : help) overlay.push_back(pad(l, width, false));
-        lines.insert(lines.begin() + static_cast<long>(at), overlay.begin(), overlay.end());
+// A fixed-width table of the polling view: titles and widths declared once per table.
+struct TableColumn {
+    const char* title;
+    int width;
+    bool numeric;
+};
+
+std::string table_row(std::span<const TableColumn> cols, const std::vector<std::string>& cells) {
+    std::string line;
+    for (std::size_t i = 0; i < cols.size() && i < cells.size(); ++i)
+        // Width 0: the last column, as long as its text.
+        line += (i ? " " : "") +
+                (cols[i].width ? pad(cells[i], cols[i].width, cols[i].numeric) : cells[i]);
+    return line;
+}
+
+std::string table_head(std::span<const TableColumn> cols) {
+    std::vector<std::string> titles;
+    for (const auto& c : cols) titles.emplace_back(c.title);
+    return table_row(cols, titles);
+}
+
+constexpr TableColumn kIopollColumns[] = {
+    {"RING", 14, false}, {"COMM", 12, false},   {"MODE", 6, false},
+    {"CQE/s", 7, true},  {"CALLER", 9, false},  {"POLLS/s", 8, true},
+    {"EMPTY%", 6, true}, {"CQE/POLL", 8, true}, {"BACKLOG", 7, true}};
+constexpr TableColumn kDeviceColumns[] = {
+    {"DEVICE", 10, false}, {"CMPL/s", 8, true}, {"POLLED%", 7, true}, {"POLLS/CMPL", 10, true},
+    {"P50", 8, true},      {"P99", 8, true},    {" NOTE", 0, false}};
+
+bool ring_matches(const RingSnapshot& r, const std::string& filter) {
+    return filter.empty() || std::to_string(r.pid) == filter ||
+           r.comm.find(filter) != std::string::npos;
+}
+
+// Rings that poll, with io_do_iopoll efficiency where the deep tier measures it. Sets any_deep
+// when some ring has those figures.
+std::vector<std::string> iopoll_lines(const Snapshot& s, const ViewState& v, bool& any_deep) {
+    std::vector<std::string> out{table_head(kIopollColumns)};
+    for (const auto& r : s.rings) {
+        if ((r.mode != "iopoll" && r.mode != "both") || !ring_matches(r, v.filter)) continue;
+        std::vector<std::string> cells{r.id, field_safe(r.comm), r.mode, human_rate(r.cqe_rate)};
+        const std::string backlog = std::to_string(r.sq_backlog);
+        if (r.iopoll.empty()) {
+            auto row = cells;
+            row.insert(row.end(), {"-", "-", "-", "-", backlog});
+            out.push_back(table_row(kIopollColumns, row));
+        }
+        for (const auto& io : r.iopoll) {
+            any_deep = true;
+            auto row = cells;
+            row.insert(row.end(),
+                       {io.caller, human_rate(io.calls_rate), fmt("%.1f", io.empty_ratio * 100),
+                        fmt("%.2f", io.completions_per_call), backlog});
+            out.push_back(table_row(kIopollColumns, row));
+        }
     }
-    if (height > 0) {
-        std::string status = v.editing ? "filter: " + v.editing_filter + "_"
-                                       : "q quit  Tab view  Enter expand  <> sort  / filter  "
-                                         "p pause  +- interval  h help";
-        if (static_cast<int>(lines.size()) > height - 1)
-            lines.resize(static_cast<std::size_t>(std::max(height - 1, 0)));
-        while (static_cast<int>(lines.size()) < height - 1) lines.push_back(pad("", width, false));
-        lines.push_back(pad(status, width, false));
+    if (out.size() == 1) out.push_back("no IOPOLL ring is open");
+    return out;
+}
+
+// NVMe passthrough completions per namespace.
+std::vector<std::string> device_lines(const Snapshot& s, const ViewState& v) {
+    std::vector<std::string> out{table_head(kDeviceColumns)};
+    for (const auto& d : s.devices) {
+        if (!v.filter.empty() && d.name.find(v.filter) == std::string::npos) continue;
+        out.push_back(
+            table_row(kDeviceColumns,
+                      {d.name, human_rate(d.completions_rate), fmt("%.1f", d.polled_ratio * 100),
+                       fmt("%.2f", d.polls_per_completion), human_seconds(d.latency_p50_seconds),
+                       human_seconds(d.latency_p99_seconds),
+                       d.iopoll_without_poll_queues
+                           ? " NO POLL QUEUES: polled I/O completes by IRQ; set nvme poll_queues"
+                           : ""}));
     }
+    if (s.devices.empty()) out.push_back("no NVMe passthrough completions seen");
+    return out;
+}
+
+std::vector<std::string> polling_lines(const Snapshot& s, const ViewState& v) {
+    bool any_deep = false;
+    auto out = iopoll_lines(s, v, any_deep);
+    out.push_back("");
+    const auto devices = device_lines(s, v);
+    out.insert(out.end(), devices.begin(), devices.end());
+    const bool deep_attached = std::any_of(s.probes.begin(), s.probes.end(), [](const auto& p) {
+        return p.attached && (p.probe == "io_do_iopoll" || p.probe == "nvme_uring_cmd_end_io");
+    });
+    if (!deep_attached && !any_deep)
+        out.insert(out.end(), {"",
+                               "Poll efficiency and NVMe completions come from the deep tier "
+                               "(uringscoped --probes.deep), which is",
+                               "not attached here: only ring counters are shown."});
+    return out;
+}
+
+void insert_help(std::vector<std::string>& lines, int width) {
+    static const char* help[] = {
+        "keys:  q quit   Tab threads/IOPOLL view   Enter expand/collapse rings",
+        "       Up/Down select   < > sort column   r reverse sort   / filter (pid or comm)",
+        "       p pause   + - refresh interval   h or ? this help",
+        "columns: CPU% = WORK% + SPIN% of one CPU over the last interval (~ = estimated",
+        "       work), SLEEP% time asleep, SLP/s WAKE/s transitions, P50 P99 wake latency,",
+        "       FAIR Jain's index over rings with demand, HISTORY CPU over time."};
+    std::size_t at = std::min<std::size_t>(4, lines.size());
+    std::vector<std::string> overlay;
+    for (const char* l : help) overlay.push_back(pad(l, width, false));
+    lines.insert(lines.begin() + static_cast<long>(at), overlay.begin(), overlay.end());
+}
+
+// Fits the lines to the screen's height, the status line last.
+void fit_with_status(std::vector<std::string>& lines, const ViewState& v, int width, int height) {
+    std::string status = v.editing ? "filter: " + v.editing_filter + "_"
+                                   : "q quit  Tab view  Enter expand  <> sort  / filter  "
+                                     "p pause  +- interval  h help";
+    if (static_cast<int>(lines.size()) > height - 1)
+        lines.resize(static_cast<std::size_t>(std::max(height - 1, 0)));
+    while (static_cast<int>(lines.size()) < height - 1) lines.push_back(pad("", width, false));
+    lines.push_back(pad(status, width, false));
+}
+
+}  // namespace
+
+std::vector<std::string> render(const Snapshot& s, const ViewState& v, const History& h, int width,
+                                int height, bool utf8) {
+    width = std::max(width, 20);
+    std::vector<std::string> lines = header_lines(s, v);
+    const auto body =
+        v.view == View::threads ? thread_lines(s, v, h, width, utf8) : polling_lines(s, v);
+    lines.insert(lines.end(), body.begin(), body.end());
+    for (auto& l : lines) l = pad(std::move(l), width, false);
+    if (v.help) insert_help(lines, width);
+    if (height > 0) fit_with_status(lines, v, width, height);
     return lines;
 }
 

@@ -431,6 +431,65 @@ std::vector<ProbeState> plan_probes(const KernelFeatures& kf, const LoaderOption
     return states;
 }
 
+namespace {
+
+// The variants to try for probe i after the first choice was rejected: the first that loads
+// beside the essential probes, or -1. Says in states[i] why each earlier one was passed over.
+int loadable_variant(std::size_t i, int from, const Selection& essential, const KernelFeatures& kf,
+                     const LoaderOptions& opts, const LoadConstants& consts, ProbeState& st) {
+    const auto& spec = probe_table()[i];
+    std::string why = st.reason;
+    int found = -1;
+    for (int v = from; v < static_cast<int>(spec.variants.size()) && found < 0; ++v) {
+        const auto& var = spec.variants[static_cast<std::size_t>(v)];
+        const std::string kind = var.kind;
+        if (opts.no_fentry && kind == "fentry") continue;
+        if (auto miss = missing_requirement(kf, var)) {
+            if (why.find(kind + ": ") == std::string::npos)
+                why += (why.empty() ? "" : "; ") + kind + ": " + *miss;
+            continue;
+        }
+        auto trial = essential;
+        trial[i] = v;
+        SkelPtr probe;
+        last_verdict.clear();
+        if (int e = try_load(trial, consts, probe); e != 0) {
+            why += (why.empty() ? "" : "; ") + kind + ": load failed: " + std::strerror(-e);
+            if (!last_verdict.empty()) why += " (verifier: " + last_verdict + ")";
+            continue;
+        }
+        found = v;
+        st.kind = kind;
+    }
+    st.reason = why;
+    return found;
+}
+
+// Something optional was rejected (the verifier, or a kernel that refuses fentry): each probe
+// is tried beside the essential ones, falling back through its variants. Returns the selection
+// that loads, or sets error when not even the essential probes do.
+std::optional<Selection> fall_back(const Selection& sel, const Selection& essential,
+                                   const KernelFeatures& kf, const LoaderOptions& opts,
+                                   const LoadConstants& consts, std::vector<ProbeState>& states,
+                                   std::string& error) {
+    {
+        SkelPtr probe;
+        if (int e = try_load(essential, consts, probe); e != 0) {
+            error = load_error_text(e);
+            return std::nullopt;
+        }
+    }
+    Selection good = essential;
+    for (auto [i, v] : sel) {
+        if (probe_table()[i].essential) continue;
+        const int found = loadable_variant(i, v, essential, kf, opts, consts, states[i]);
+        if (found >= 0) good[i] = found;
+    }
+    return good;
+}
+
+}  // namespace
+
 std::unique_ptr<BpfCollector> BpfCollector::make(const KernelFeatures& kf,
                                                  const LoaderOptions& opts, std::string& error) {
     libbpf_set_print(libbpf_to_spdlog);
@@ -451,87 +510,54 @@ std::unique_ptr<BpfCollector> BpfCollector::make(const KernelFeatures& kf,
             return nullptr;
         }
     }
-
-    int err = try_load(sel, consts, c->skel_);
-    if (err) {
-        {
-            SkelPtr probe;
-            if (int e = try_load(essential, consts, probe); e != 0) {
-                error = load_error_text(e);
-                return nullptr;
-            }
-        }
-        // Something optional was rejected (the verifier, or a kernel that refuses fentry). Try
-        // each probe beside the essential ones, falling back through its variants.
-        Selection good = essential;
-        for (auto [i, v] : sel) {
-            if (table[i].essential) continue;
-            std::string why = c->probes_[i].reason;
-            for (; v < static_cast<int>(table[i].variants.size()); ++v) {
-                const auto& var = table[i].variants[static_cast<std::size_t>(v)];
-                if (opts.no_fentry && std::string(var.kind) == "fentry") continue;
-                if (auto miss = missing_requirement(kf, var)) {
-                    if (why.find(std::string(var.kind) + ": ") == std::string::npos)
-                        why += (why.empty() ? "" : "; ") + std::string(var.kind) + ": " + *miss;
-                    continue;
-                }
-                auto trial = essential;
-                trial[i] = v;
-                SkelPtr probe;
-                last_verdict.clear();
-                int e = try_load(trial, consts, probe);
-                if (e == 0) {
-                    good[i] = v;
-                    c->probes_[i].kind = var.kind;
-                    break;
-                }
-                why += (why.empty() ? "" : "; ") + std::string(var.kind) +
-                       ": load failed: " + std::strerror(-e);
-                if (!last_verdict.empty()) why += " (verifier: " + last_verdict + ")";
-            }
-            c->probes_[i].reason = why;
-        }
-        err = try_load(good, consts, c->skel_);
-        if (err) {
+    if (try_load(sel, consts, c->skel_) != 0) {
+        auto good = fall_back(sel, essential, kf, opts, consts, c->probes_, error);
+        if (!good) return nullptr;
+        if (int err = try_load(*good, consts, c->skel_); err != 0) {
             error = load_error_text(err);
             return nullptr;
         }
-        sel = good;
+        sel = *good;
     }
-
     c->attached_programs_.resize(table.size());
-    for (auto [i, v] : sel) {
-        auto& st = c->probes_[i];
-        std::vector<std::unique_ptr<AttachedProbe>> links;
-        std::string why;
-        for (auto get : table[i].variants[static_cast<std::size_t>(v)].programs) {
-            auto probe = AttachedProbe::make(get(c->skel_.get()), why);
-            if (!probe) break;
-            if (get(c->skel_.get()) == c->skel_->progs.usc_iter_rings)
-                c->iter_link_ = probe->link();
-            links.push_back(std::move(probe));
-        }
-        if (!why.empty()) {
-            st.reason = why;
-            if (table[i].essential) {
-                error = std::string("cannot attach ") + table[i].name + ": " + why;
-                return nullptr;
-            }
-            continue;
-        }
-        st.attached = true;
-        if (table[i].variants[static_cast<std::size_t>(v)].programs.front()(c->skel_.get()) ==
-            c->skel_->progs.usc_tp_nvme_complete) {
-            c->nvme_tp_probe_ = static_cast<int>(i);
-            // Opened now, while privileged: see module_symbol_addresses().
-            c->kallsyms_ = UniqueFd(::open("/proc/kallsyms", O_RDONLY | O_CLOEXEC));
-        }
-        for (auto& l : links) c->links_.push_back(std::move(l));
-        for (auto get : table[i].variants[static_cast<std::size_t>(v)].programs)
-            c->attached_programs_[i].push_back(get(c->skel_.get()));
-    }
+    for (auto [i, v] : sel)
+        if (!c->attach(i, v, error)) return nullptr;
     c->refresh_modules();
-    for (const auto& st : c->probes_) {
+    c->log_probes();
+    return c;
+}
+
+bool BpfCollector::attach(std::size_t i, int v, std::string& error) {
+    const auto& spec = probe_table()[i];
+    const auto& programs = spec.variants[static_cast<std::size_t>(v)].programs;
+    auto& st = probes_[i];
+    std::vector<std::unique_ptr<AttachedProbe>> links;
+    std::string why;
+    for (auto get : programs) {
+        auto probe = AttachedProbe::make(get(skel_.get()), why);
+        if (!probe) break;
+        if (get(skel_.get()) == skel_->progs.usc_iter_rings) iter_link_ = probe->link();
+        links.push_back(std::move(probe));
+    }
+    if (!why.empty()) {
+        st.reason = why;
+        if (!spec.essential) return true;
+        error = std::string("cannot attach ") + spec.name + ": " + why;
+        return false;
+    }
+    st.attached = true;
+    if (programs.front()(skel_.get()) == skel_->progs.usc_tp_nvme_complete) {
+        nvme_tp_probe_ = static_cast<int>(i);
+        // Opened now, while privileged: see module_symbol_addresses().
+        kallsyms_ = UniqueFd(::open("/proc/kallsyms", O_RDONLY | O_CLOEXEC));
+    }
+    for (auto& l : links) links_.push_back(std::move(l));
+    for (auto get : programs) attached_programs_[i].push_back(get(skel_.get()));
+    return true;
+}
+
+void BpfCollector::log_probes() const {
+    for (const auto& st : probes_) {
         if (st.attached && !st.waiting_for.empty())
             spdlog::info("probe {} ({}): attached, waiting for module {} to load; {}", st.probe,
                          st.kind, st.waiting_for, st.reason);
@@ -543,7 +569,6 @@ std::unique_ptr<BpfCollector> BpfCollector::make(const KernelFeatures& kf,
         else
             spdlog::warn("probe {} ({}): off, {}", st.probe, st.kind, st.reason);
     }
-    return c;
 }
 
 bool BpfCollector::attached(ProbeId probe) const {

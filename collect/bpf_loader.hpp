@@ -188,6 +188,10 @@ public:
 
 private:
     BpfCollector() = default;
+    // Attaches variant v of probe i (probe_table() order); false only when an essential probe
+    // cannot attach, with error set.
+    bool attach(std::size_t i, int v, std::string& error);
+    void log_probes() const;
     // Declared before links_ so links are destroyed first: detach, then unload.
     std::unique_ptr<uringscope_bpf, SkeletonDeleter> skel_;
     std::vector<std::unique_ptr<AttachedProbe>> links_;

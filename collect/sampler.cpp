@@ -62,9 +62,7 @@ Sampler::Sampler(BpfCollector& bpf, bool work_time_per_thread, std::shared_ptr<S
     agg_.set_hz(config_hz);
 }
 
-bool Sampler::sample_once() {
-    const auto t0 = std::chrono::steady_clock::now();
-    RawSample raw;
+bool Sampler::collect(RawSample& raw) {
     raw.work_time_per_thread = work_time_per_thread_;
     bpf_.refresh_modules();
     // Drain before the walk: a ring created after the drain is walked now and recognised when
@@ -100,10 +98,12 @@ bool Sampler::sample_once() {
     raw.cmd_done = cmd_done_;
     raw.submit_probe = submit_probe_;
     raw.stats = bpf_.stats();
+    return true;
+}
 
-    auto snap = std::make_shared<Snapshot>(agg_.update(raw));
-    bpf_.cleanup(agg_.cleanup());
-    for (const auto& d : snap->devices) {
+// One log line when a device starts or stops completing polled requests by interrupts.
+void Sampler::log_poll_queue_changes(const Snapshot& snap) {
+    for (const auto& d : snap.devices) {
         bool was = flagged_.count(d.name) != 0;
         if (d.iopoll_without_poll_queues && !was) {
             flagged_.insert(d.name);
@@ -119,20 +119,31 @@ bool Sampler::sample_once() {
             spdlog::info("device {}: no more polled requests completed by interrupts", d.name);
         }
     }
-    snap->probes = bpf_.probes_with_misses();
-    if (advice_) {
-        snap->advice = advice_->update(snap);
-        std::set<std::pair<std::string, std::string>> now;  // (finding, subject)
-        for (const auto& f : snap->advice.findings) {
-            now.emplace(f.id, f.subject);
-            if (!logged_findings_.count({f.id, f.subject}))
-                spdlog::warn("advice {} ({}): {}. Change: {}", f.id, f.subject, f.summary,
-                             f.change);
-        }
-        for (const auto& [id, subject] : logged_findings_)
-            if (!now.count({id, subject})) spdlog::info("advice cleared: {} ({})", id, subject);
-        logged_findings_ = std::move(now);
+}
+
+// The advisor's findings over its window, each logged once when it appears and when it clears.
+void Sampler::advise(const std::shared_ptr<Snapshot>& snap) {
+    snap->advice = advice_->update(snap);
+    std::set<std::pair<std::string, std::string>> now;  // (finding, subject)
+    for (const auto& f : snap->advice.findings) {
+        now.emplace(f.id, f.subject);
+        if (!logged_findings_.count({f.id, f.subject}))
+            spdlog::warn("advice {} ({}): {}. Change: {}", f.id, f.subject, f.summary, f.change);
     }
+    for (const auto& [id, subject] : logged_findings_)
+        if (!now.count({id, subject})) spdlog::info("advice cleared: {} ({})", id, subject);
+    logged_findings_ = std::move(now);
+}
+
+bool Sampler::sample_once() {
+    const auto t0 = std::chrono::steady_clock::now();
+    RawSample raw;
+    if (!collect(raw)) return false;
+    auto snap = std::make_shared<Snapshot>(agg_.update(raw));
+    bpf_.cleanup(agg_.cleanup());
+    log_poll_queue_changes(*snap);
+    snap->probes = bpf_.probes_with_misses();
+    if (advice_) advise(snap);
     snap->map_entries = {{"ring_births", raw.births.size()},  {"sched_state", raw.sched.size()},
                          {"wakers", raw.wakers.size()},       {"ring_work", raw.ring_work.size()},
                          {"iopoll_stats", raw.iopoll.size()}, {"nvme_stats", raw.nvme.size()},

@@ -31,6 +31,10 @@ public:
     void run(std::stop_token stop, std::chrono::nanoseconds interval);
 
 private:
+    // BPF to raw sample: the walk and every map, at one instant (the walk's first record).
+    bool collect(RawSample& raw);
+    void log_poll_queue_changes(const Snapshot& snap);
+    void advise(const std::shared_ptr<Snapshot>& snap);
     BpfCollector& bpf_;
     bool work_time_per_thread_;
     // Which deep-tier definitions the aggregator applies; the probe set never changes.

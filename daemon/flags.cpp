@@ -81,14 +81,16 @@ std::optional<std::string> check_listen_address(std::string_view address) {
            "interfaces";
 }
 
-FlagsResult parse_daemon_flags(int argc, const char* const* argv) {
-    DaemonConfig cfg;
-    std::string interval_text = "1s";
-    bool version = false;
+namespace {
 
-    CLI::App app{kDescription, "uringscoped"};
-    app.footer(kFooter);
-    app.get_formatter()->column_width(34);
+// The flags as typed, before validation.
+struct RawFlags {
+    std::string interval = "1s";
+    std::string advise = "60s";
+    bool version = false;
+};
+
+void add_web_options(CLI::App& app, DaemonConfig& cfg) {
     app.add_option("--web.listen-address", cfg.listen_address,
                    "Address to serve metrics on, HOST:PORT. An empty host listens on every "
                    "interface.")
@@ -100,7 +102,10 @@ FlagsResult parse_daemon_flags(int argc, const char* const* argv) {
     app.add_option("--web.telemetry-path", cfg.telemetry_path,
                    "Path under which to expose metrics.")
         ->default_str("/metrics");
-    app.add_option("--sample.interval", interval_text,
+}
+
+void add_sampling_options(CLI::App& app, DaemonConfig& cfg, RawFlags& raw) {
+    app.add_option("--sample.interval", raw.interval,
                    "Time between samples, e.g. 500ms, 1s, 1m (10ms to 1h).")
         ->default_str("1s");
     app.add_option("--log.level", cfg.log_level, "Log level: debug, info, warn or error.")
@@ -115,8 +120,7 @@ FlagsResult parse_daemon_flags(int argc, const char* const* argv) {
     app.add_flag("--probe-report", cfg.probe_report,
                  "Load every probe this kernel allows (deep tier included), print each with the "
                  "attach kind chosen or the reason it is off, and exit.");
-    std::string advise_text = "60s";
-    app.add_option("--advise.window", advise_text,
+    app.add_option("--advise.window", raw.advise,
                    "History the advisor judges tuning findings over (uringscope advise, "
                    "uringscope_advice_finding, the log), 5s to 1h, or 0 to switch it off. The "
                    "sq_thread_idle curve needs --probes.deep.")
@@ -124,49 +128,68 @@ FlagsResult parse_daemon_flags(int argc, const char* const* argv) {
     app.add_option("--runas.user", cfg.runas_user,
                    "After attaching, switch to this user (e.g. nobody). Every capability is "
                    "dropped after attaching in any case.");
-    app.add_flag("--version", version, "Print the version and exit.");
+    app.add_flag("--version", raw.version, "Print the version and exit.");
+}
+
+// --advise.window after --sample.interval is known: "0", or 5s to 1h spanning two samples.
+std::optional<std::string> check_advise_window(const RawFlags& raw, DaemonConfig& cfg) {
+    if (raw.advise == "0") {
+        cfg.advise_window = std::chrono::nanoseconds(0);
+        return std::nullopt;
+    }
+    auto window = parse_duration(raw.advise);
+    if (!window)
+        return "--advise.window: \"" + raw.advise + "\" is not a duration (examples: 30s, 5m) or 0";
+    if (*window < std::chrono::seconds(5) || *window > std::chrono::hours(1))
+        return "--advise.window must be between 5s and 1h (or 0 for off), got " + raw.advise;
+    if (*window < 2 * cfg.interval)
+        return "--advise.window (" + raw.advise +
+               ") must span at least two samples of --sample.interval (" + raw.interval + ")";
+    cfg.advise_window = *window;
+    return std::nullopt;
+}
+
+// Every check a parsed command line must pass; the first failure's message.
+std::optional<std::string> validate(const RawFlags& raw, DaemonConfig& cfg) {
+    if (auto err = check_listen_address(cfg.listen_address)) return err;
+    if (cfg.telemetry_path.empty() || cfg.telemetry_path.front() != '/')
+        return "--web.telemetry-path must start with '/', got \"" + cfg.telemetry_path + "\"";
+    auto interval = parse_duration(raw.interval);
+    if (!interval)
+        return "--sample.interval: \"" + raw.interval +
+               "\" is not a duration (examples: 500ms, 1s, 2m)";
+    if (*interval < kMinInterval || *interval > kMaxInterval)
+        return "--sample.interval must be between 10ms and 1h, got " + raw.interval;
+    cfg.interval = *interval;
+    if (auto err = check_advise_window(raw, cfg)) return err;
+    if (cfg.log_level != "debug" && cfg.log_level != "info" && cfg.log_level != "warn" &&
+        cfg.log_level != "error")
+        return "--log.level must be debug, info, warn or error, got \"" + cfg.log_level + "\"";
+    return std::nullopt;
+}
+
+}  // namespace
+
+FlagsResult parse_daemon_flags(int argc, const char* const* argv) {
+    DaemonConfig cfg;
+    RawFlags raw;
+    CLI::App app{kDescription, "uringscoped"};
+    app.footer(kFooter);
+    app.get_formatter()->column_width(34);
+    add_web_options(app, cfg);
+    add_sampling_options(app, cfg, raw);
 
     FlagsResult result;
     if (!cli::parse_or_answer(app, argc, argv, "uringscoped", result)) return result;
-    if (version) {
+    if (raw.version) {
         result.output = "uringscoped " URINGSCOPE_VERSION;
         return result;
     }
-    auto fail = [&](std::string msg) {
+    if (auto err = validate(raw, cfg)) {
         result.exit_code = 2;
-        result.output = "uringscoped: " + msg;
+        result.output = "uringscoped: " + *err;
         return result;
-    };
-    if (auto err = check_listen_address(cfg.listen_address)) return fail(*err);
-    if (cfg.telemetry_path.empty() || cfg.telemetry_path.front() != '/')
-        return fail("--web.telemetry-path must start with '/', got \"" + cfg.telemetry_path + "\"");
-    auto interval = parse_duration(interval_text);
-    if (!interval)
-        return fail("--sample.interval: \"" + interval_text +
-                    "\" is not a duration (examples: 500ms, 1s, 2m)");
-    if (*interval < kMinInterval || *interval > kMaxInterval)
-        return fail("--sample.interval must be between 10ms and 1h, got " + interval_text);
-    cfg.interval = *interval;
-    if (advise_text == "0") {
-        cfg.advise_window = std::chrono::nanoseconds(0);
-    } else {
-        auto window = parse_duration(advise_text);
-        if (!window)
-            return fail("--advise.window: \"" + advise_text +
-                        "\" is not a duration (examples: 30s, 5m) or 0");
-        if (*window < std::chrono::seconds(5) || *window > std::chrono::hours(1))
-            return fail("--advise.window must be between 5s and 1h (or 0 for off), got " +
-                        advise_text);
-        if (*window < 2 * cfg.interval)
-            return fail("--advise.window (" + advise_text +
-                        ") must span at least two samples of --sample.interval (" + interval_text +
-                        ")");
-        cfg.advise_window = *window;
     }
-    if (cfg.log_level != "debug" && cfg.log_level != "info" && cfg.log_level != "warn" &&
-        cfg.log_level != "error")
-        return fail("--log.level must be debug, info, warn or error, got \"" + cfg.log_level +
-                    "\"");
     result.config = cfg;
     return result;
 }

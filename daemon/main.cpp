@@ -21,26 +21,81 @@
 
 using namespace uringscope;
 
-int main(int argc, char** argv) {
-    auto flags = parse_daemon_flags(argc, argv);
-    if (!flags.config) {
-        (flags.exit_code ? std::cerr : std::cout) << flags.output << "\n";
-        return flags.exit_code;
-    }
-    const DaemonConfig& cfg = *flags.config;
+namespace {
+
+void setup_logging(const DaemonConfig& cfg) {
     // Logs go to stderr; stdout is left for output a caller may parse.
     spdlog::set_default_logger(spdlog::stderr_color_mt("uringscoped"));
     spdlog::set_level(spdlog::level::from_str(cfg.log_level));
     spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %^%l%$ %v");
+}
 
-    // Signals are taken synchronously by main via sigwait; block them before any thread exists
-    // so the HTTP server's and the sampler's threads inherit the mask.
+// Signals are taken synchronously by main via sigwait; blocked before any thread exists so the
+// HTTP server's and the sampler's threads inherit the mask.
+sigset_t block_stop_signals() {
     sigset_t sigs;
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGINT);
     sigaddset(&sigs, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+    return sigs;
+}
 
+// --probe-report: which variant of each probe this kernel takes, then exit.
+int probe_report(const DaemonConfig& cfg, const KernelFeatures& kf) {
+    // The table is the output; the log only adds noise unless debugging was asked for.
+    if (cfg.log_level != "debug") spdlog::set_level(spdlog::level::err);
+    std::string err;
+    auto bpf = BpfCollector::make(kf, LoaderOptions{true, cfg.no_fentry}, err);
+    if (!bpf) {
+        spdlog::error("{}", err);
+        return 1;
+    }
+    std::printf("kernel %s\n%-24s %-8s %-9s %s\n", kf.release().c_str(), "PROBE", "KIND", "STATE",
+                "DETAIL");
+    for (const auto& p : bpf->probes())
+        std::printf("%-24s %-8s %-9s %s\n", p.probe.c_str(), p.attached ? p.kind.c_str() : "-",
+                    p.attached ? "attached" : "off", p.reason.c_str());
+    return 0;
+}
+
+// Binds the port before anything is loaded, so a busy port fails first. Sets exit_code on
+// failure: 2 for a bad web config, 1 for a port that cannot be served.
+std::unique_ptr<HttpServer> serve(const DaemonConfig& cfg, WebConfig& web, int& exit_code) {
+    if (!cfg.web_config.empty()) {
+        if (auto why = load_web_config(cfg.web_config, web)) {
+            std::cerr << "uringscoped: " << *why << "\n";
+            exit_code = 2;
+            return nullptr;
+        }
+    }
+    std::string err;
+    auto http = HttpServer::make(cfg.listen_address, web, err);
+    if (!http) {
+        spdlog::error(
+            "cannot serve on {}: {} (address in use or not on this host, or the TLS files in the "
+            "web config)",
+            cfg.listen_address, err);
+        exit_code = 1;
+    }
+    return http;
+}
+
+// /metrics and the JSON API, each rendered once per snapshot.
+void add_routes(HttpServer& http, const DaemonConfig& cfg, std::shared_ptr<SnapshotStore> store) {
+    auto metrics = std::make_shared<RenderCache>([](const Snapshot& s) { return render_text(s); });
+    auto json = std::make_shared<RenderCache>(snapshot_to_json);
+    http.route(cfg.telemetry_path, [store, metrics] {
+        return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8",
+                            *metrics->get(store->latest())};
+    });
+    http.route("/api/v1/snapshot", [store, json] {
+        return HttpResponse{200, "application/json", *json->get(store->latest())};
+    });
+}
+
+// The checks that need nothing loaded: the user to run as, BPF privileges, the kernel's BTF.
+int preflight(const DaemonConfig& cfg, KernelFeatures& kf) {
     if (!cfg.runas_user.empty() && !getpwnam(cfg.runas_user.c_str())) {
         std::cerr << "uringscoped: --runas.user: no user \"" << cfg.runas_user << "\"\n";
         return 2;
@@ -49,45 +104,20 @@ int main(int argc, char** argv) {
         spdlog::error("{}", *err);
         return 1;
     }
-    KernelFeatures kf;
     if (auto err = KernelFeatures::load(kf)) {
         spdlog::error("{}", *err);
         return 1;
     }
+    return 0;
+}
 
-    std::string err;
-    if (cfg.probe_report) {
-        LoaderOptions report_opts{true, cfg.no_fentry};
-        // The table is the output; the log only adds noise unless debugging was asked for.
-        if (cfg.log_level != "debug") spdlog::set_level(spdlog::level::err);
-        auto bpf = BpfCollector::make(kf, report_opts, err);
-        if (!bpf) {
-            spdlog::error("{}", err);
-            return 1;
-        }
-        std::printf("kernel %s\n%-24s %-8s %-9s %s\n", kf.release().c_str(), "PROBE", "KIND",
-                    "STATE", "DETAIL");
-        for (const auto& p : bpf->probes())
-            std::printf("%-24s %-8s %-9s %s\n", p.probe.c_str(), p.attached ? p.kind.c_str() : "-",
-                        p.attached ? "attached" : "off", p.reason.c_str());
-        return 0;
-    }
+// Loads and attaches, takes the first sample, drops privileges, serves until SIGINT/SIGTERM.
+int run(const DaemonConfig& cfg, const KernelFeatures& kf, const sigset_t& sigs) {
     WebConfig web;
-    if (!cfg.web_config.empty()) {
-        if (auto why = load_web_config(cfg.web_config, web)) {
-            std::cerr << "uringscoped: " << *why << "\n";
-            return 2;
-        }
-    }
-    auto http = HttpServer::make(cfg.listen_address, web, err);
-    if (!http) {
-        spdlog::error(
-            "cannot serve on {}: {} (address in use or not on this host, or the TLS files in the "
-            "web config)",
-            cfg.listen_address, err);
-        return 1;
-    }
-
+    int exit_code = 0;
+    auto http = serve(cfg, web, exit_code);
+    if (!http) return exit_code;
+    std::string err;
     auto bpf = BpfCollector::make(kf, LoaderOptions{cfg.deep, cfg.no_fentry}, err);
     if (!bpf) {
         spdlog::error("{}", err);
@@ -97,7 +127,6 @@ int main(int argc, char** argv) {
     spdlog::info("kernel {}: SQ thread work time {}", kf.release(),
                  per_thread ? "from the kernel (per-thread sqd->work_time)"
                             : "estimated (sqd->work_time absent or process-wide)");
-
     auto store = std::make_shared<SnapshotStore>();
     Sampler sampler(*bpf, per_thread, store, kf.release(), kf.config_hz());
     if (cfg.advise_window.count() > 0)
@@ -110,15 +139,7 @@ int main(int argc, char** argv) {
     }
     spdlog::info("dropped every capability but CAP_BPF{}",
                  cfg.runas_user.empty() ? "" : ", running as " + cfg.runas_user);
-    auto metrics = std::make_shared<RenderCache>([](const Snapshot& s) { return render_text(s); });
-    auto json = std::make_shared<RenderCache>(snapshot_to_json);
-    http->route(cfg.telemetry_path, [store, metrics] {
-        return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8",
-                            *metrics->get(store->latest())};
-    });
-    http->route("/api/v1/snapshot", [store, json] {
-        return HttpResponse{200, "application/json", *json->get(store->latest())};
-    });
+    add_routes(*http, cfg, store);
     spdlog::info("serving metrics on {}://{}{}{} every {} ms", web.tls() ? "https" : "http",
                  cfg.listen_address, cfg.telemetry_path,
                  web.users.empty() ? "" : " with basic auth",
@@ -134,4 +155,20 @@ int main(int argc, char** argv) {
     bpf.reset();
     spdlog::info("all probes detached");
     return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    auto flags = parse_daemon_flags(argc, argv);
+    if (!flags.config) {
+        (flags.exit_code ? std::cerr : std::cout) << flags.output << "\n";
+        return flags.exit_code;
+    }
+    const DaemonConfig& cfg = *flags.config;
+    setup_logging(cfg);
+    const sigset_t sigs = block_stop_signals();
+    KernelFeatures kf;
+    if (int rc = preflight(cfg, kf)) return rc;
+    return cfg.probe_report ? probe_report(cfg, kf) : run(cfg, kf, sigs);
 }

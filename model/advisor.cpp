@@ -109,10 +109,9 @@ std::string ring_list(const std::vector<const RingSnapshot*>& rings) {
 
 // --- sq_idle_too_long ---------------------------------------------------------------------
 
-bool idle_finding(const ThreadWindow& tw, const Snapshot& to, const AdviseOptions& o, double window,
-                  Advice& out) {
-    const ThreadSnapshot& a = *tw.a;
-    const ThreadSnapshot& b = *tw.b;
+// Whether both ends of the window have what the idle curve needs; a note says why not.
+bool idle_curve_ready(const ThreadSnapshot& a, const ThreadSnapshot& b, const Snapshot& to,
+                      Advice& out) {
     if (!b.has_gaps) return false;
     if (!a.has_gaps) {
         out.notes.push_back(
@@ -128,22 +127,71 @@ bool idle_finding(const ThreadWindow& tw, const Snapshot& to, const AdviseOption
                         b.tid));
         return false;
     }
-    const GapWindow gw = gap_window(a.gaps, b.gaps, window);
-    auto curve = idle_curve(gw, b.idle_setting_seconds, b.idle_ns_granular, to.hz);
-    if (curve.empty()) return false;
-    bool measured_wake = false;
-    const double wake_s = wake_latency(a, b, o, measured_wake);
+    return true;
+}
+
+// The setting that minimises CPU plus weighted wake delay; marks it recommended.
+IdleCurvePoint& recommend(std::vector<IdleCurvePoint>& curve, const AdviseOptions& o,
+                          double wake_s) {
     auto cost = [&](const IdleCurvePoint& p) {
         return p.cpu_cores + o.wake_weight * p.wakeups_per_second * wake_s;
     };
     std::size_t best = 0;
     for (std::size_t i = 1; i < curve.size(); ++i)
         if (cost(curve[i]) < cost(curve[best]) - 1e-12) best = i;
+    curve[best].recommended = true;
+    return curve[best];
+}
+
+std::string idle_assumption(const ThreadSnapshot& b, const Snapshot& to, const AdviseOptions& o,
+                            double window, double wake_s, bool measured_wake) {
+    return fmt::format(
+        "the gaps between SQEs stay as measured over {:.0f} s; the thread spins a gap out until "
+        "the idle time passes, then sleeps and is woken by the next SQE at a cost of {} each "
+        "({}); {}; one second of wake delay is weighed as {:g} CPU-seconds",
+        window, fmt_seconds(wake_s), measured_wake ? "measured median" : "assumed, no wake seen",
+        b.idle_ns_granular
+            ? "this kernel takes sq_thread_idle in nanoseconds (IORING_SETUP_IDLE_NS), so "
+              "sub-millisecond values are exact"
+            : fmt::format("this kernel rounds sq_thread_idle up to jiffies (HZ={}, {} each) and "
+                          "spins up to one more tick, so values below a tick are not available",
+                          to.hz, fmt_seconds(1.0 / to.hz)),
+        o.wake_weight);
+}
+
+// What the thread does now: the finding's evidence.
+std::vector<Figure> idle_evidence(const ThreadWindow& tw, const IdleCurvePoint* cur,
+                                  double wake_s) {
+    const ThreadSnapshot& a = *tw.a;
+    const ThreadSnapshot& b = *tw.b;
+    std::vector<Figure> ev = {{"cpu_cores", tw.cpu, "cores"},
+                              {"work_cores", tw.work, "cores"},
+                              {"spin_cores", tw.spin, "cores"},
+                              {"sqes_per_second", tw.sqes, "1/s"},
+                              {"wakeups_per_second", tw.wakeups, "1/s"},
+                              {"sq_thread_idle_seconds", b.idle_setting_seconds, "s"},
+                              {"wake_latency_seconds", wake_s, "s"}};
+    if (cur) ev.push_back({"model_cpu_cores_at_current_setting", cur->cpu_cores, "cores"});
+    const double sleeps = delta(a.gaps.sleep_spins, b.gaps.sleep_spins);
+    if (sleeps > 0)
+        ev.push_back({"spin_before_sleep_seconds",
+                      delta(a.gaps.sleep_spin_seconds, b.gaps.sleep_spin_seconds) / sleeps, "s"});
+    return ev;
+}
+
+bool idle_finding(const ThreadWindow& tw, const Snapshot& to, const AdviseOptions& o, double window,
+                  Advice& out) {
+    const ThreadSnapshot& b = *tw.b;
+    if (!idle_curve_ready(*tw.a, b, to, out)) return false;
+    auto curve = idle_curve(gap_window(tw.a->gaps, b.gaps, window), b.idle_setting_seconds,
+                            b.idle_ns_granular, to.hz);
+    if (curve.empty()) return false;
+    bool measured_wake = false;
+    const double wake_s = wake_latency(*tw.a, b, o, measured_wake);
     const IdleCurvePoint* cur = nullptr;
     for (auto& p : curve)
         if (p.current) cur = &p;
-    IdleCurvePoint& rec = curve[best];
-    rec.recommended = true;
+    const IdleCurvePoint& rec = recommend(curve, o, wake_s);
     const double saving = tw.cpu - rec.cpu_cores;
     if (rec.current || rec.setting_seconds >= b.idle_setting_seconds ||
         saving < o.min_cpu_saving_cores)
@@ -156,19 +204,7 @@ bool idle_finding(const ThreadWindow& tw, const Snapshot& to, const AdviseOption
         "CPU for {:.0f} SQEs/s; {} would use {:.0f}%",
         fmt_setting(b.idle_setting_seconds, b.idle_ns_granular), tw.cpu * 100, tw.sqes,
         fmt_setting(rec.setting_seconds, b.idle_ns_granular), rec.cpu_cores * 100);
-    f.evidence = {{"cpu_cores", tw.cpu, "cores"},
-                  {"work_cores", tw.work, "cores"},
-                  {"spin_cores", tw.spin, "cores"},
-                  {"sqes_per_second", tw.sqes, "1/s"},
-                  {"wakeups_per_second", tw.wakeups, "1/s"},
-                  {"sq_thread_idle_seconds", b.idle_setting_seconds, "s"},
-                  {"wake_latency_seconds", wake_s, "s"}};
-    if (cur) f.evidence.push_back({"model_cpu_cores_at_current_setting", cur->cpu_cores, "cores"});
-    const double sleeps = delta(a.gaps.sleep_spins, b.gaps.sleep_spins);
-    if (sleeps > 0)
-        f.evidence.push_back({"spin_before_sleep_seconds",
-                              delta(a.gaps.sleep_spin_seconds, b.gaps.sleep_spin_seconds) / sleeps,
-                              "s"});
+    f.evidence = idle_evidence(tw, cur, wake_s);
     f.change = fmt::format("set io_uring_params.sq_thread_idle = {}{} for ring{} {}",
                            b.idle_ns_granular ? std::llround(rec.setting_seconds * 1e9)
                                               : std::llround(rec.setting_seconds * 1e3),
@@ -179,18 +215,7 @@ bool idle_finding(const ThreadWindow& tw, const Snapshot& to, const AdviseOption
                    {"wakeups_per_second", rec.wakeups_per_second, "1/s"},
                    {"added_wake_delay_per_second",
                     std::max(0.0, rec.wakeups_per_second - tw.wakeups) * wake_s, "s/s"}};
-    f.assumption = fmt::format(
-        "the gaps between SQEs stay as measured over {:.0f} s; the thread spins a gap out until "
-        "the idle time passes, then sleeps and is woken by the next SQE at a cost of {} each "
-        "({}); {}; one second of wake delay is weighed as {:g} CPU-seconds",
-        window, fmt_seconds(wake_s), measured_wake ? "measured median" : "assumed, no wake seen",
-        b.idle_ns_granular
-            ? "this kernel takes sq_thread_idle in nanoseconds (IORING_SETUP_IDLE_NS), so "
-              "sub-millisecond values are exact"
-            : fmt::format("this kernel rounds sq_thread_idle up to jiffies (HZ={}, {} each) and "
-                          "spins up to one more tick, so values below a tick are not available",
-                          to.hz, fmt_seconds(1.0 / to.hz)),
-        o.wake_weight);
+    f.assumption = idle_assumption(b, to, o, window, wake_s, measured_wake);
     f.curve = std::move(curve);
     out.findings.push_back(std::move(f));
     return true;

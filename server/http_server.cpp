@@ -135,62 +135,53 @@ int HttpServer::answer(MHD_Connection* conn, const char* url, const char* method
     return reply(conn, std::move(r)) == MHD_YES;
 }
 
-std::unique_ptr<HttpServer> HttpServer::make(const std::string& listen_address,
-                                             const WebConfig& web, std::string& error) {
-    std::unique_ptr<HttpServer> s(new HttpServer);
-    s->web_ = web;
+namespace {
 
-    // HOST:PORT, checked by the flag parser: empty host, IPv4, or [IPv6].
+// HOST:PORT, checked by the flag parser: empty host (every IPv4 interface), IPv4, or [IPv6].
+std::optional<std::string> parse_listen_address(const std::string& listen_address,
+                                                sockaddr_storage& addr, unsigned& flags) {
     const auto colon = listen_address.rfind(':');
-    if (colon == std::string::npos) {
-        error = "no port in " + listen_address;
-        return nullptr;
-    }
-    std::string host = listen_address.substr(0, colon);
-    const int port = std::atoi(listen_address.c_str() + colon + 1);
-    sockaddr_storage addr{};
-    unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG;
+    if (colon == std::string::npos) return "no port in " + listen_address;
+    const std::string host = listen_address.substr(0, colon);
+    const auto port = htons(static_cast<uint16_t>(std::atoi(listen_address.c_str() + colon + 1)));
     if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
         auto* a6 = reinterpret_cast<sockaddr_in6*>(&addr);
         a6->sin6_family = AF_INET6;
-        a6->sin6_port = htons(static_cast<uint16_t>(port));
-        if (inet_pton(AF_INET6, host.substr(1, host.size() - 2).c_str(), &a6->sin6_addr) != 1) {
-            error = "bad IPv6 address " + host;
-            return nullptr;
-        }
+        a6->sin6_port = port;
+        if (inet_pton(AF_INET6, host.substr(1, host.size() - 2).c_str(), &a6->sin6_addr) != 1)
+            return "bad IPv6 address " + host;
         flags |= MHD_USE_IPv6;
-    } else {
-        // An empty host is every IPv4 interface, as before.
-        auto* a4 = reinterpret_cast<sockaddr_in*>(&addr);
-        a4->sin_family = AF_INET;
-        a4->sin_port = htons(static_cast<uint16_t>(port));
-        a4->sin_addr.s_addr = htonl(INADDR_ANY);
-        if (!host.empty() && inet_pton(AF_INET, host.c_str(), &a4->sin_addr) != 1) {
-            error = "bad IPv4 address " + host;
-            return nullptr;
-        }
+        return std::nullopt;
     }
+    auto* a4 = reinterpret_cast<sockaddr_in*>(&addr);
+    a4->sin_family = AF_INET;
+    a4->sin_port = port;
+    a4->sin_addr.s_addr = htonl(INADDR_ANY);
+    if (!host.empty() && inet_pton(AF_INET, host.c_str(), &a4->sin_addr) != 1)
+        return "bad IPv4 address " + host;
+    return std::nullopt;
+}
 
-    if (web.tls()) {
-        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
-            error = "this libmicrohttpd was built without TLS";
-            return nullptr;
-        }
-        // Read here, while still privileged: the key is usually readable by root only.
-        if (auto why = read_file(web.key_file, s->tls_key_)) {
-            error = "TLS key: " + *why;
-            return nullptr;
-        }
-        if (auto why = read_file(web.cert_file, s->tls_cert_)) {
-            error = "TLS certificate: " + *why;
-            return nullptr;
-        }
-        flags |= MHD_USE_TLS;
-    }
+const char* const kLandingPage =
+    "<html><head><title>uringscope</title></head><body>"
+    "<h1>uringscope</h1><ul>"
+    "<li><a href=\"metrics\">metrics</a></li>"
+    "<li><a href=\"api/v1/snapshot\">api/v1/snapshot</a> (JSON)</li>"
+    "</ul></body></html>\n";
 
-    // A scraper that hangs up mid-answer must not kill the daemon (civetweb did the same).
-    std::signal(SIGPIPE, SIG_IGN);
+}  // namespace
 
+std::optional<std::string> HttpServer::read_tls(unsigned& flags) {
+    if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
+        return "this libmicrohttpd was built without TLS";
+    // Read here, while still privileged: the key is usually readable by root only.
+    if (auto why = read_file(web_.key_file, tls_key_)) return "TLS key: " + *why;
+    if (auto why = read_file(web_.cert_file, tls_cert_)) return "TLS certificate: " + *why;
+    flags |= MHD_USE_TLS;
+    return std::nullopt;
+}
+
+std::optional<std::string> HttpServer::start(unsigned flags, const sockaddr_storage& addr) {
     Log& log = server_log();
     {
         std::lock_guard lock(log.mu);
@@ -200,38 +191,44 @@ std::unique_ptr<HttpServer> HttpServer::make(const std::string& listen_address,
     // Options are passed as an array so the TLS ones can be left out without varargs tricks.
     std::vector<MHD_OptionItem> opts = {
         {MHD_OPTION_EXTERNAL_LOGGER, reinterpret_cast<intptr_t>(&on_log), &log},
-        {MHD_OPTION_SOCK_ADDR, 0, &addr},
+        {MHD_OPTION_SOCK_ADDR, 0, const_cast<sockaddr_storage*>(&addr)},
         {MHD_OPTION_THREAD_POOL_SIZE, kThreads, nullptr},
         {MHD_OPTION_CONNECTION_TIMEOUT, kConnectionTimeoutSeconds, nullptr},
         {MHD_OPTION_CONNECTION_LIMIT, kConnectionLimit, nullptr},
     };
-    if (web.tls()) {
-        opts.push_back({MHD_OPTION_HTTPS_MEM_KEY, 0, s->tls_key_.data()});
-        opts.push_back({MHD_OPTION_HTTPS_MEM_CERT, 0, s->tls_cert_.data()});
+    if (web_.tls()) {
+        opts.push_back({MHD_OPTION_HTTPS_MEM_KEY, 0, tls_key_.data()});
+        opts.push_back({MHD_OPTION_HTTPS_MEM_CERT, 0, tls_cert_.data()});
         opts.push_back({MHD_OPTION_HTTPS_PRIORITIES, 0, const_cast<char*>(kTlsPriorities)});
     }
     opts.push_back({MHD_OPTION_END, 0, nullptr});
+    // The port argument is ignored when MHD_OPTION_SOCK_ADDR is given; passed all the same
+    // (sin_port and sin6_port sit at the same offset).
+    const auto port = ntohs(reinterpret_cast<const sockaddr_in*>(&addr)->sin_port);
+    daemon_ = MHD_start_daemon(flags, port, nullptr, nullptr, &on_request, this, MHD_OPTION_ARRAY,
+                               opts.data(), MHD_OPTION_END);
+    std::lock_guard lock(log.mu);
+    log.starting = false;
+    if (daemon_) return std::nullopt;
+    return log.start_messages.empty() ? "libmicrohttpd could not start" : log.start_messages;
+}
 
-    // The port argument is ignored when MHD_OPTION_SOCK_ADDR is given.
-    s->daemon_ = MHD_start_daemon(flags, static_cast<uint16_t>(port), nullptr, nullptr, &on_request,
-                                  s.get(), MHD_OPTION_ARRAY, opts.data(), MHD_OPTION_END);
-    {
-        std::lock_guard lock(log.mu);
-        log.starting = false;
-        if (!s->daemon_) {
-            error =
-                log.start_messages.empty() ? "libmicrohttpd could not start" : log.start_messages;
-            return nullptr;
-        }
+std::unique_ptr<HttpServer> HttpServer::make(const std::string& listen_address,
+                                             const WebConfig& web, std::string& error) {
+    std::unique_ptr<HttpServer> s(new HttpServer);
+    s->web_ = web;
+    sockaddr_storage addr{};
+    unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG;
+    auto why = parse_listen_address(listen_address, addr, flags);
+    if (!why && web.tls()) why = s->read_tls(flags);
+    // A scraper that hangs up mid-answer must not kill the daemon (civetweb did the same).
+    if (!why) std::signal(SIGPIPE, SIG_IGN);
+    if (!why) why = s->start(flags, addr);
+    if (why) {
+        error = *why;
+        return nullptr;
     }
-    s->route("/", [] {
-        return HttpResponse{200, "text/html; charset=utf-8",
-                            "<html><head><title>uringscope</title></head><body>"
-                            "<h1>uringscope</h1><ul>"
-                            "<li><a href=\"metrics\">metrics</a></li>"
-                            "<li><a href=\"api/v1/snapshot\">api/v1/snapshot</a> (JSON)</li>"
-                            "</ul></body></html>\n"};
-    });
+    s->route("/", [] { return HttpResponse{200, "text/html; charset=utf-8", kLandingPage}; });
     return s;
 }
 

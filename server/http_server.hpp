@@ -8,9 +8,12 @@
 // table written for the OpenSSL 1.1 API. OpenSSL 3 no longer exports SSL_get_peer_certificate,
 // so that entry stays NULL (mg_init_library(MG_FEATURES_TLS) reports the failure, mg_start then
 // goes ahead regardless) and every TLS connection crashes the process after its handshake.
+#include <sys/socket.h>
+
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <shared_mutex>
 #include <string>
 
@@ -49,6 +52,10 @@ public:
 
 private:
     HttpServer() = default;
+    // Reads the web config's key and certificate (while privileged) and asks for TLS.
+    std::optional<std::string> read_tls(unsigned& flags);
+    // Starts libmicrohttpd on addr; its own start-up messages are the error.
+    std::optional<std::string> start(unsigned flags, const sockaddr_storage& addr);
     WebConfig web_;
     std::string tls_key_, tls_cert_;  // PEM text, read once at start
     std::shared_mutex routes_mutex_;

@@ -189,6 +189,30 @@ TEST(TopView, PollingViewShowsPollEfficiencyAndTheNoPollQueuesWarning) {
     EXPECT_NE(dev1.find("NO POLL QUEUES"), std::string::npos) << dev1;
 }
 
+TEST(TopView, PollingViewTablesKeepTheirColumns) {
+    auto s = fixture();
+    DeviceSnapshot bad;
+    bad.name = "nvme1n1";
+    bad.iopoll_without_poll_queues = true;
+    s.devices = {bad};
+    ViewState v;
+    v.view = View::polling;
+    const auto lines = render(s, v, History{}, 200, 0, false);
+    auto line_starting = [&](const std::string& prefix) {
+        for (const auto& l : lines)
+            if (l.rfind(prefix, 0) == 0) return l.substr(0, l.find_last_not_of(' ') + 1);
+        return std::string();
+    };
+    EXPECT_EQ(line_starting("RING"),
+              "RING           COMM         MODE     CQE/s CALLER     POLLS/s EMPTY% CQE/POLL "
+              "BACKLOG");
+    EXPECT_EQ(line_starting("DEVICE"),
+              "DEVICE       CMPL/s POLLED% POLLS/CMPL      P50      P99  NOTE");
+    EXPECT_NE(line_starting("nvme1n1").find("0.00        -        -  NO POLL QUEUES"),
+              std::string::npos)
+        << line_starting("nvme1n1");
+}
+
 TEST(TopView, HistoryBuildsASparkline) {
     History h;
     auto s = fixture();

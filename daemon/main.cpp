@@ -85,13 +85,18 @@ std::unique_ptr<HttpServer> serve(const DaemonConfig& cfg, WebConfig& web, int& 
 void add_routes(HttpServer& http, const DaemonConfig& cfg, std::shared_ptr<SnapshotStore> store) {
     auto metrics = std::make_shared<RenderCache>([](const Snapshot& s) { return render_text(s); });
     auto json = std::make_shared<RenderCache>(snapshot_to_json);
-    http.route(cfg.telemetry_path, [store, metrics] {
-        return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8",
-                            *metrics->get(store->latest())};
-    });
-    http.route("/api/v1/snapshot", [store, json] {
-        return HttpResponse{200, "application/json", *json->get(store->latest())};
-    });
+    auto cached = [store](std::shared_ptr<RenderCache> cache, const char* type) {
+        return [store, cache, type] {
+            const auto snap = store->latest();
+            return HttpResponse{.status = 200,
+                                .content_type = type,
+                                .body = {},
+                                .shared_body = cache->get(snap),
+                                .gzip_body = [cache, snap] { return cache->gzip(snap); }};
+        };
+    };
+    http.route(cfg.telemetry_path, cached(metrics, "text/plain; version=0.0.4; charset=utf-8"));
+    http.route("/api/v1/snapshot", cached(json, "application/json"));
 }
 
 // The checks that need nothing loaded: the user to run as, BPF privileges, the kernel's BTF.

@@ -2,12 +2,15 @@
 // One rendering per snapshot. The exposition of 1,000 rings takes prometheus-cpp about 12 ms to
 // serialise; every scrape of the same sample after the first (a second Prometheus of an HA
 // pair, dashboards, a curl loop) then costs a copy of the text. Rendering happens at the first
-// scrape of a sample rather than in the sampler, so samples nobody scrapes cost nothing.
+// scrape of a sample rather than in the sampler, so samples nobody scrapes cost nothing. Served
+// from the cache without a copy (HttpResponse::shared_body), and gzip-compressed once for
+// scrapers that ask (Prometheus does).
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 
+#include "exporters/gzip.hpp"
 #include "model/snapshot.hpp"
 
 namespace uringscope {
@@ -32,6 +35,21 @@ public:
         }
         return text_;
     }
+    // The same text gzip-compressed, compressed once per snapshot at the first call that asks.
+    std::shared_ptr<const std::string> gzip(const std::shared_ptr<const Snapshot>& snap) {
+        auto text = get(snap);
+        std::lock_guard lock(mu_);
+        if (gzip_of_ != text) {
+            gzip_ = std::make_shared<const std::string>(gzip_compress(*text));
+            gzip_of_ = text;
+            ++compressions_;
+        }
+        return gzip_;
+    }
+    std::uint64_t compressions() const {
+        std::lock_guard lock(mu_);
+        return compressions_;
+    }
     std::uint64_t renders() const {
         std::lock_guard lock(mu_);
         return renders_;
@@ -43,6 +61,8 @@ private:
     std::shared_ptr<const Snapshot> key_;
     std::shared_ptr<const std::string> text_;
     std::uint64_t renders_ = 0;
+    std::shared_ptr<const std::string> gzip_of_, gzip_;  // gzip_ compresses the text gzip_of_
+    std::uint64_t compressions_ = 0;
 };
 
 }  // namespace uringscope

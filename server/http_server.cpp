@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdarg>
@@ -16,6 +17,7 @@
 #include <iterator>
 #include <mutex>
 #include <optional>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -62,20 +64,32 @@ Log& server_log() {
     return log;
 }
 
+// The response body's owner while libmicrohttpd sends it: the text itself, or a reference to
+// text shared with a cache.
+struct Body {
+    std::string own;
+    std::shared_ptr<const std::string> shared;
+    const std::string& text() const { return shared ? *shared : own; }
+};
+
 void free_body(void* cls) {
-    delete static_cast<std::string*>(cls);
+    delete static_cast<Body*>(cls);
 }
 
 enum MHD_Result reply(MHD_Connection* conn, HttpResponse r,
                       std::initializer_list<std::pair<const char*, const char*>> extra = {}) {
-    auto* body = new std::string(std::move(r.body));
+    const bool gzip = r.gzip_body && accepts_gzip(MHD_lookup_connection_value(
+                                         conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT_ENCODING));
+    auto* body = new Body{std::move(r.body), gzip ? r.gzip_body() : r.shared_body};
     MHD_Response* resp = MHD_create_response_from_buffer_with_free_callback_cls(
-        body->size(), body->data(), free_body, body);
+        body->text().size(), const_cast<char*>(body->text().data()), free_body, body);
     if (!resp) {
         delete body;
         return MHD_NO;
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r.content_type.c_str());
+    if (r.gzip_body) MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, "Accept-Encoding");
+    if (gzip) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_ENCODING, "gzip");
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     // One request per connection, as before: nothing a scraper needs, and no idle connections
     // held open between scrapes.
@@ -133,6 +147,29 @@ int HttpServer::answer(MHD_Connection* conn, const char* url, const char* method
         r = {500, "text/plain; charset=utf-8", "internal error\n"};
     }
     return reply(conn, std::move(r)) == MHD_YES;
+}
+
+bool accepts_gzip(const char* accept_encoding) {
+    if (!accept_encoding) return false;
+    std::string_view rest(accept_encoding);
+    while (!rest.empty()) {
+        const auto comma = rest.find(',');
+        std::string_view item = rest.substr(0, comma);
+        rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+        const auto semi = item.find(';');
+        std::string_view coding = item.substr(0, semi);
+        while (!coding.empty() && coding.front() == ' ') coding.remove_prefix(1);
+        while (!coding.empty() && coding.back() == ' ') coding.remove_suffix(1);
+        if (coding != "gzip" && coding != "*") continue;
+        if (semi == std::string_view::npos) return true;
+        std::string params(item.substr(semi + 1));
+        params.erase(std::remove(params.begin(), params.end(), ' '), params.end());
+        // q=0, q=0.0, q=0.00...: refused; any other weight accepts.
+        if (params.rfind("q=", 0) == 0 && params.find_first_not_of("0.", 2) == std::string::npos)
+            continue;
+        return true;
+    }
+    return false;
 }
 
 namespace {

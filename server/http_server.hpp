@@ -28,7 +28,15 @@ struct HttpResponse {
     int status = 200;
     std::string content_type = "text/plain; charset=utf-8";
     std::string body;
+    // Instead of body: text shared with a cache, sent without a copy.
+    std::shared_ptr<const std::string> shared_body = nullptr;
+    // The same text gzip-compressed, asked for only when the client's Accept-Encoding takes
+    // gzip, so a response nobody wants compressed costs no compression.
+    std::function<std::shared_ptr<const std::string>()> gzip_body = nullptr;
 };
+
+// Whether an Accept-Encoding value takes gzip: a "gzip" or "*" coding whose q is not 0.
+bool accepts_gzip(const char* accept_encoding);
 
 class HttpServer {
 public:

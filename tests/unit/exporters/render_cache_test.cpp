@@ -3,6 +3,7 @@
 #include "exporters/render_cache.hpp"
 
 #include <gtest/gtest.h>
+#include <zlib.h>
 
 #include <atomic>
 #include <thread>
@@ -55,4 +56,46 @@ TEST(RenderCache, RendersEachSnapshotOnceForConcurrentScrapes) {
     EXPECT_EQ(*cache.get(last), "seq 200");
     EXPECT_LE(cache.renders(), before + 1);
     EXPECT_EQ(*cache.get(nullptr), "");
+}
+
+namespace {
+
+// gunzip with zlib (windowBits 16+15: the gzip wrapper only).
+std::string gunzip(const std::string& in) {
+    z_stream z{};
+    EXPECT_EQ(inflateInit2(&z, 16 + 15), Z_OK);
+    std::string out(1 << 20, '\0');
+    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+    z.avail_in = static_cast<uInt>(in.size());
+    z.next_out = reinterpret_cast<Bytef*>(out.data());
+    z.avail_out = static_cast<uInt>(out.size());
+    EXPECT_EQ(inflate(&z, Z_FINISH), Z_STREAM_END);
+    out.resize(z.total_out);
+    inflateEnd(&z);
+    return out;
+}
+
+}  // namespace
+
+TEST(RenderCache, GzipsEachSnapshotsTextOnceAndItInflatesBackToIt) {
+    RenderCache cache([](const Snapshot& s) {
+        std::string text;
+        for (int i = 0; i < 2000; ++i)
+            text += "uringscope_ring_sqes_total{ring=\"" + std::to_string(i) + "\"} " +
+                    std::to_string(s.seq * i) + "\n";
+        return text;
+    });
+    auto a = std::make_shared<Snapshot>();
+    a->seq = 1;
+    const auto text = cache.get(a);
+    const auto packed = cache.gzip(a);
+    EXPECT_EQ(gunzip(*packed), *text);
+    EXPECT_LT(packed->size() * 5, text->size()) << "an exposition should shrink several-fold";
+    EXPECT_EQ(cache.gzip(a), packed);  // the same bytes, not compressed again
+    EXPECT_EQ(cache.compressions(), 1u);
+    auto b = std::make_shared<Snapshot>();
+    b->seq = 2;
+    EXPECT_EQ(gunzip(*cache.gzip(b)), *cache.get(b));
+    EXPECT_EQ(cache.compressions(), 2u);
+    EXPECT_EQ(cache.renders(), 2u);
 }

@@ -106,3 +106,80 @@ TEST(HttpServer, ConcurrentScrapesWhileSnapshotsAndRoutesChange) {
     server.reset();
     curl_global_cleanup();
 }
+
+namespace {
+
+// GET url with the Accept-Encoding header given (none when empty), bytes as sent: curl does
+// not decode them. Content-Encoding lands in encoding.
+long get_raw(const std::string& url, const std::string& accept, std::string& body,
+             std::string& encoding) {
+    CURL* c = curl_easy_init();
+    if (!c) return 0;
+    curl_slist* headers = nullptr;
+    if (!accept.empty())
+        headers = curl_slist_append(headers, ("Accept-Encoding: " + accept).c_str());
+    curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, append);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &body);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 5000L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    long status = 0;
+    if (curl_easy_perform(c) == CURLE_OK) {
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+        curl_header* h = nullptr;
+        if (curl_easy_header(c, "Content-Encoding", 0, CURLH_HEADER, -1, &h) == CURLHE_OK)
+            encoding = h->value;
+    }
+    curl_slist_free_all(headers);
+    curl_easy_cleanup(c);
+    return status;
+}
+
+}  // namespace
+
+TEST(HttpServer, SharedBodiesAndGzipOnlyForClientsThatAsk) {
+    const int port = free_port();
+    ASSERT_GT(port, 0);
+    std::string err;
+    auto s = HttpServer::make("127.0.0.1:" + std::to_string(port), WebConfig{}, err);
+    ASSERT_TRUE(s) << err;
+    auto text = std::make_shared<const std::string>("plain text\n");
+    auto packed = std::make_shared<const std::string>("pretend-gzip");
+    std::atomic<int> compressions = 0;
+    s->route("/m", [&] {
+        return HttpResponse{.status = 200,
+                            .content_type = "text/plain",
+                            .body = {},
+                            .shared_body = text,
+                            .gzip_body = [&] {
+                                ++compressions;
+                                return packed;
+                            }};
+    });
+    const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/m";
+    struct Case {
+        std::string accept;
+        bool gzip;
+    };
+    for (const Case& c : {Case{"", false}, Case{"gzip", true}, Case{"deflate, gzip;q=0.5", true},
+                          Case{"gzip;q=0", false}, Case{"identity", false}, Case{"*", true}}) {
+        std::string body, encoding;
+        ASSERT_EQ(get_raw(url, c.accept, body, encoding), 200) << c.accept;
+        EXPECT_EQ(body, c.gzip ? *packed : *text) << "Accept-Encoding: " << c.accept;
+        EXPECT_EQ(encoding, c.gzip ? "gzip" : "") << "Accept-Encoding: " << c.accept;
+    }
+    EXPECT_EQ(compressions, 3) << "compressed for a client that did not ask";
+}
+
+TEST(HttpServer, AcceptEncodingTakesGzipUnlessItsWeightIsZero) {
+    EXPECT_FALSE(accepts_gzip(nullptr));
+    EXPECT_FALSE(accepts_gzip(""));
+    EXPECT_TRUE(accepts_gzip("gzip"));
+    EXPECT_TRUE(accepts_gzip("br, gzip, deflate"));
+    EXPECT_TRUE(accepts_gzip("gzip ; q=0.001"));
+    EXPECT_FALSE(accepts_gzip("gzip;q=0"));
+    EXPECT_FALSE(accepts_gzip("gzip;q=0.000"));
+    EXPECT_FALSE(accepts_gzip("gzipx, xgzip"));
+    EXPECT_TRUE(accepts_gzip("*;q=1"));
+}

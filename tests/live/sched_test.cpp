@@ -78,15 +78,23 @@ protected:
     std::map<std::string, std::string> thread_labels(Daemon& d) {
         std::map<std::string, std::string> l;
         // Generous: a TCG guest with one CPU for everything but the SQ thread is slow to start.
+        std::string seen;
         eventually(seconds(15), [&] {
-            for (const auto& s : d.scrape())
-                if (s.name == "uringscope_ring_sqes_total" && s.labels.at("ring") == ring_id_ &&
-                    !s.labels.at("sq_thread").empty()) {
+            seen.clear();
+            for (const auto& s : d.scrape()) {
+                if (s.name == "uringscope_samples_total")
+                    seen += " samples=" + std::to_string(s.value);
+                if (s.name != "uringscope_ring_sqes_total") continue;
+                seen += " ring " + s.labels.at("ring") + " sq_thread=" + s.labels.at("sq_thread");
+                if (s.labels.at("ring") == ring_id_ && !s.labels.at("sq_thread").empty()) {
                     l = {{"sq_thread", s.labels.at("sq_thread")}};
                     return true;
                 }
+            }
             return false;
         });
+        // What the last scrape showed, for a test that fails on an empty answer.
+        if (l.empty()) std::printf("last scrape:%s\n", seen.c_str());
         return l;
     }
 

@@ -7,6 +7,7 @@
 
 #include "common/cli_parse.hpp"
 #include "common/duration.hpp"
+#include "exporters/metric_catalog.hpp"
 
 namespace uringscope {
 
@@ -25,17 +26,8 @@ tracepoints that return after one test for any other task. Nothing runs on the I
 It needs root, or CAP_BPF, CAP_PERFMON and CAP_SYSLOG, and a kernel with BTF
 (/sys/kernel/btf/vmlinux).)";
 
-const char* const kFooter = R"(METRICS
-  uringscope_sqthread_{cpu,work,spin,sleep}_seconds_total   CPU of each SQ thread, split
-  uringscope_sqthread_{sleeps,wakeups}_total                  sleep and wake transitions
-  uringscope_sqthread_wakeup_latency_seconds                  wakeup until back on a CPU
-  uringscope_sqthread_{rings,fairness,idle_setting_seconds}   sharing and settings
-  uringscope_ring_{sqes,cqes}_total, _sq_backlog, _sqthread_share   per ring
-  uringscope_advice_finding{finding,subject}                  tuning findings (uringscope advise)
-  uringscope_probe_attached                                   state of every BPF program
-  docs/ARCHITECTURE.md describes each one and how it is derived.
-
-PROBE TIERS
+// After the METRICS list, which metric_catalog prints.
+const char* const kFooter = R"(PROBE TIERS
   Each probe uses the best attach kind the kernel offers: fentry/fexit, then kprobe/kretprobe;
   tracepoints and the ring iterator need neither. --probe-report shows the choice per probe;
   uringscope_probe_attached{probe,kind} exports it.
@@ -88,6 +80,7 @@ struct RawFlags {
     std::string interval = "1s";
     std::string advise = "60s";
     bool version = false;
+    bool metrics = false;
 };
 
 void add_web_options(CLI::App& app, DaemonConfig& cfg) {
@@ -128,6 +121,8 @@ void add_sampling_options(CLI::App& app, DaemonConfig& cfg, RawFlags& raw) {
     app.add_option("--runas.user", cfg.runas_user,
                    "After attaching, switch to this user (e.g. nobody). Every capability is "
                    "dropped after attaching in any case.");
+    app.add_flag("--metrics", raw.metrics,
+                 "Print every metric family (name, type, labels, help; tab-separated) and exit.");
     app.add_flag("--version", raw.version, "Print the version and exit.");
 }
 
@@ -174,7 +169,7 @@ FlagsResult parse_daemon_flags(int argc, const char* const* argv) {
     DaemonConfig cfg;
     RawFlags raw;
     CLI::App app{kDescription, "uringscoped"};
-    app.footer(kFooter);
+    app.footer(metrics_help_list() + "\n\n" + kFooter);
     app.get_formatter()->column_width(34);
     add_web_options(app, cfg);
     add_sampling_options(app, cfg, raw);
@@ -183,6 +178,11 @@ FlagsResult parse_daemon_flags(int argc, const char* const* argv) {
     if (!cli::parse_or_answer(app, argc, argv, "uringscoped", result)) return result;
     if (raw.version) {
         result.output = "uringscoped " URINGSCOPE_VERSION;
+        return result;
+    }
+    if (raw.metrics) {
+        result.output = metrics_table();
+        result.output.pop_back();  // the caller ends the output with a newline
         return result;
     }
     if (auto err = validate(raw, cfg)) {

@@ -6,6 +6,10 @@
 #include <limits>
 #include <map>
 #include <sstream>
+#include <stdexcept>
+#include <string_view>
+
+#include "exporters/metric_catalog.hpp"
 
 namespace uringscope {
 
@@ -16,14 +20,29 @@ using prometheus::MetricFamily;
 using prometheus::MetricType;
 using Labels = std::vector<ClientMetric::Label>;
 
+MetricType type_of(MetricKind k) {
+    switch (k) {
+        case MetricKind::counter:
+            return MetricType::Counter;
+        case MetricKind::gauge:
+            return MetricType::Gauge;
+        case MetricKind::histogram:
+            return MetricType::Histogram;
+    }
+    return MetricType::Untyped;
+}
+
+// One declared family (exporters/metric_catalog) and its series.
 class Family {
 public:
-    Family(std::string name, std::string help, MetricType type) {
-        f_.name = std::move(name);
-        f_.help = std::move(help);
-        f_.type = type;
+    explicit Family(const MetricDecl& d) : decl_(d) {
+        f_.name = std::string(d.name);
+        f_.help = std::string(d.help);
+        f_.type = type_of(d.kind);
     }
     ClientMetric& add(Labels labels) {
+        // Series of one family take their labels from one helper, so the first shows them all.
+        if (f_.metric.empty()) check_labels(labels);
         for (auto& l : labels) l.value = sanitize_utf8(l.value);
         auto& m = f_.metric.emplace_back();
         m.label = std::move(labels);
@@ -46,16 +65,23 @@ public:
     }
 
 private:
+    void check_labels(const Labels& labels) const {
+        bool same = labels.size() == decl_.labels.size();
+        for (std::size_t i = 0; same && i < labels.size(); ++i)
+            same = labels[i].name == decl_.labels[i];
+        if (!same)
+            throw std::logic_error("series of " + f_.name +
+                                   " do not carry the labels metric_catalog declares");
+    }
+    const MetricDecl& decl_;
     MetricFamily f_;
 };
 
 // The families of one exposition, in the order they were added. A family exists by being added,
-// so none can be declared and then left out of the output.
+// so none can be declared and then left out of the output; one not in the catalogue throws.
 class Exposition {
 public:
-    Family& add(std::string name, std::string help, MetricType type) {
-        return families_.emplace_back(std::move(name), std::move(help), type);
-    }
+    Family& add(std::string_view name) { return families_.emplace_back(metric_decl(name)); }
     std::vector<MetricFamily> take() {
         std::vector<MetricFamily> out;
         for (auto& f : families_) f.move_into(out);
@@ -119,48 +145,15 @@ namespace {
 
 // Per SQ thread: its CPU split into work, spin and sleep, and how the split was made.
 void thread_cpu_families(Exposition& ex, const Snapshot& s) {
-    const auto C = MetricType::Counter;
-    const auto G = MetricType::Gauge;
-    Family& cpu = ex.add("uringscope_sqthread_cpu_seconds_total",
-                         "CPU time used by the SQ thread since it started.", C);
-    Family& work =
-        ex.add("uringscope_sqthread_work_seconds_total",
-               "SQ thread CPU time spent doing work (submitting, reaping, task work); see "
-               "uringscope_sqthread_work_time_source.",
-               C);
-    Family& spin = ex.add("uringscope_sqthread_spin_seconds_total",
-                          "SQ thread CPU time spent polling idle rings: CPU minus work.", C);
-    Family& sleep = ex.add("uringscope_sqthread_sleep_seconds_total",
-                           "Time the SQ thread spent in idle sleeps since uringscope attached.", C);
-    Family& blocks =
-        ex.add("uringscope_sqthread_blocks_total",
-               "Times the SQ thread blocked other than in its idle sleep since uringscope "
-               "attached: waits on sqd->lock, parking (ring exit, io-wq registration), I/O a "
-               "submission waited for. They charge no idle spin.",
-               C);
-    Family& blocked =
-        ex.add("uringscope_sqthread_blocked_seconds_total",
-               "Time the SQ thread spent blocked (see uringscope_sqthread_blocks_total).", C);
-    Family& model =
-        ex.add("uringscope_sqthread_spin_model",
-               "1 for how the estimate charges spin to each idle sleep on this kernel: "
-               "after_last_work (5.11+: sq_thread_idle plus half a tick after the last work), "
-               "after_wakeup (5.10: counted from the wakeup, an upper bound), ns (nanosecond "
-               "idle, no tick). Absent while HZ is being measured.",
-               G);
-    Family& source =
-        ex.add("uringscope_sqthread_work_time_source",
-               "1 for the source of the work/spin split, the best this kernel and tier give: "
-               "loop_passes (deep tier, 6.9+: the loop passes that served a ring, timed), "
-               "kernel (per-thread sqd->work_time, tick-sampled), submit_and_poll (deep tier: "
-               "io_submit_sqes and io_do_iopoll time), estimate.",
-               G);
-    Family& by_source =
-        ex.add("uringscope_sqthread_work_by_source_seconds_total",
-               "SQ thread work as each available source counts it, side by side (see "
-               "uringscope_sqthread_work_time_source): the estimate and kernel since the "
-               "thread started, the deep tier's since uringscope attached. Compare rates.",
-               C);
+    Family& cpu = ex.add("uringscope_sqthread_cpu_seconds_total");
+    Family& work = ex.add("uringscope_sqthread_work_seconds_total");
+    Family& spin = ex.add("uringscope_sqthread_spin_seconds_total");
+    Family& sleep = ex.add("uringscope_sqthread_sleep_seconds_total");
+    Family& blocks = ex.add("uringscope_sqthread_blocks_total");
+    Family& blocked = ex.add("uringscope_sqthread_blocked_seconds_total");
+    Family& model = ex.add("uringscope_sqthread_spin_model");
+    Family& source = ex.add("uringscope_sqthread_work_time_source");
+    Family& by_source = ex.add("uringscope_sqthread_work_by_source_seconds_total");
 
     for (const auto& t : s.threads) {
         auto l = thread_labels(t);
@@ -191,27 +184,12 @@ void thread_cpu_families(Exposition& ex, const Snapshot& s) {
 
 // Per SQ thread: sleeps, wakeups and who woke it, context switches, wake latency.
 void thread_wake_families(Exposition& ex, const Snapshot& s) {
-    const auto C = MetricType::Counter;
-    Family& sleeps =
-        ex.add("uringscope_sqthread_sleeps_total",
-               "Idle sleeps of the SQ thread since uringscope attached: its loop found no "
-               "work for sq_thread_idle and slept until woken.",
-               C);
-    Family& wakeups = ex.add("uringscope_sqthread_wakeups_total",
-                             "Times the SQ thread was woken since uringscope attached.", C);
-    Family& vcsw = ex.add("uringscope_sqthread_voluntary_switches_total",
-                          "Voluntary context switches of the SQ thread since it started.", C);
-    Family& ivcsw =
-        ex.add("uringscope_sqthread_involuntary_switches_total",
-               "Involuntary context switches (preemptions) of the SQ thread since it started.", C);
-    Family& by_waker = ex.add("uringscope_sqthread_wakeups_by_waker_total",
-                              "Wakeups of the SQ thread by the waking process, or by an interrupt "
-                              "(waker_context=\"irq\", waker_pid=\"0\"): a "
-                              "completion's task work, a timeout.",
-                              C);
-    Family& latency =
-        ex.add("uringscope_sqthread_wakeup_latency_seconds",
-               "Time from the SQ thread's wakeup until it ran on a CPU.", MetricType::Histogram);
+    Family& sleeps = ex.add("uringscope_sqthread_sleeps_total");
+    Family& wakeups = ex.add("uringscope_sqthread_wakeups_total");
+    Family& vcsw = ex.add("uringscope_sqthread_voluntary_switches_total");
+    Family& ivcsw = ex.add("uringscope_sqthread_involuntary_switches_total");
+    Family& by_waker = ex.add("uringscope_sqthread_wakeups_by_waker_total");
+    Family& latency = ex.add("uringscope_sqthread_wakeup_latency_seconds");
 
     for (const auto& t : s.threads) {
         auto l = thread_labels(t);
@@ -232,29 +210,12 @@ void thread_wake_families(Exposition& ex, const Snapshot& s) {
 
 // Per SQ thread: its rings and their fairness, settings, state and CPU.
 void thread_info_families(Exposition& ex, const Snapshot& s) {
-    const auto G = MetricType::Gauge;
-    Family& rings = ex.add("uringscope_sqthread_rings", "Rings served by the SQ thread.", G);
-    Family& fairness =
-        ex.add("uringscope_sqthread_fairness",
-               "Jain's fairness index of SQEs served among the thread's rings that had "
-               "demand in the last sample interval (1 = equal, 1/n = one ring took all).",
-               G);
-    Family& thread_start =
-        ex.add("uringscope_sqthread_start_time_seconds",
-               "Unix time the SQ thread started. A tid is reused once its thread exits: "
-               "when this changes under the same labels, the counters restart from the "
-               "new thread's own (a counter reset, never a jump).",
-               G);
-    Family& idle =
-        ex.add("uringscope_sqthread_idle_setting_seconds",
-               "sq_thread_idle: how long the thread polls idle rings before sleeping.", G);
-    Family& running =
-        ex.add("uringscope_sqthread_running",
-               "1 if the SQ thread was running or runnable at the last sample, 0 if asleep.", G);
-    Family& sq_cpu = ex.add("uringscope_sqthread_sq_cpu",
-                            "sqd->sq_cpu: the CPU the SQ thread is pinned to (pinned=\"true\", "
-                            "IORING_SETUP_SQ_AFF), or on newer kernels the CPU it last started on.",
-                            G);
+    Family& rings = ex.add("uringscope_sqthread_rings");
+    Family& fairness = ex.add("uringscope_sqthread_fairness");
+    Family& thread_start = ex.add("uringscope_sqthread_start_time_seconds");
+    Family& idle = ex.add("uringscope_sqthread_idle_setting_seconds");
+    Family& running = ex.add("uringscope_sqthread_running");
+    Family& sq_cpu = ex.add("uringscope_sqthread_sq_cpu");
 
     for (const auto& t : s.threads) {
         auto l = thread_labels(t);
@@ -273,30 +234,10 @@ void thread_info_families(Exposition& ex, const Snapshot& s) {
 
 // Per SQ thread: its loop passes and their work (deep tier, 6.9+).
 void thread_pass_families(Exposition& ex, const Snapshot& s) {
-    const auto C = MetricType::Counter;
-    Family& passes =
-        ex.add("uringscope_sqthread_loop_passes_total",
-               "Passes of the SQ thread's loop over its rings since uringscope attached. Deep "
-               "tier, kernels with io_sq_tw (6.9+).",
-               C);
-    Family& busy_passes =
-        ex.add("uringscope_sqthread_busy_loop_passes_total",
-               "Loop passes that served a ring or ran task work; the rest polled idle "
-               "rings. Deep tier.",
-               C);
-    Family& pass_work =
-        ex.add("uringscope_sqthread_pass_work_seconds_total",
-               "On-CPU time of the loop passes that served a ring, from the first ring's "
-               "work to the end of the pass: the kernel's work-time bracket, measured with "
-               "the monotonic clock. Deep tier.",
-               C);
-    Family& task_work =
-        ex.add("uringscope_sqthread_task_work_seconds_total",
-               "The part of the pass work spent in io_sq_tw running task work: under "
-               "SQPOLL the completions of every ring the thread serves, charged to none of "
-               "them. The rings' uringscope_ring_sqthread_work_seconds_total and this add up "
-               "to the pass work. Deep tier, 6.9+.",
-               C);
+    Family& passes = ex.add("uringscope_sqthread_loop_passes_total");
+    Family& busy_passes = ex.add("uringscope_sqthread_busy_loop_passes_total");
+    Family& pass_work = ex.add("uringscope_sqthread_pass_work_seconds_total");
+    Family& task_work = ex.add("uringscope_sqthread_task_work_seconds_total");
 
     for (const auto& t : s.threads) {
         if (!t.has_passes) continue;
@@ -311,39 +252,15 @@ void thread_pass_families(Exposition& ex, const Snapshot& s) {
 // Per ring: SQEs and CQEs, backlog, share of its SQ thread, and the SQ thread's work on it
 // (deep tier).
 void ring_families(Exposition& ex, const Snapshot& s) {
-    const auto C = MetricType::Counter;
-    const auto G = MetricType::Gauge;
-    Family& sqes =
-        ex.add("uringscope_ring_sqes_total", "SQEs consumed by the ring since it was created.", C);
-    Family& cqes =
-        ex.add("uringscope_ring_cqes_total", "CQEs posted by the ring since it was created.", C);
-    Family& backlog =
-        ex.add("uringscope_ring_sq_backlog",
-               "SQEs the application has queued that the kernel has not consumed yet.", G);
-    Family& share =
-        ex.add("uringscope_ring_sqthread_share",
-               "The ring's share of its SQ thread's SQEs in the last sample interval.", G);
-    Family& entries =
-        ex.add("uringscope_ring_sq_entries", "Size of the ring's submission queue.", G);
-    Family& start =
-        ex.add("uringscope_ring_start_time_seconds",
-               "Unix time the ring was created (or first seen, if it predates uringscope). "
-               "When a ring closes and a new one gets the same pid:fd, its counters restart "
-               "from zero and this changes: a counter reset, never a jump.",
-               G);
-    Family& ring_work =
-        ex.add("uringscope_ring_sqthread_work_seconds_total",
-               "SQ thread on-CPU time spent on this ring. Where uringscope_probe_attached"
-               "{probe=\"loop_passes\"} is 1: the ring's turns in the thread's loop passes, "
-               "which add up to uringscope_sqthread_pass_work_seconds_total; elsewhere its "
-               "time submitting (io_submit_sqes) and polling (io_do_iopoll). Deep tier.",
-               C);
-    Family& ring_submit =
-        ex.add("uringscope_ring_sqthread_submit_seconds_total",
-               "SQ thread time inside io_submit_sqes for this ring. Deep tier.", C);
-    Family& ring_batches =
-        ex.add("uringscope_ring_sqthread_batches_total",
-               "io_submit_sqes calls made by the SQ thread for this ring. Deep tier.", C);
+    Family& sqes = ex.add("uringscope_ring_sqes_total");
+    Family& cqes = ex.add("uringscope_ring_cqes_total");
+    Family& backlog = ex.add("uringscope_ring_sq_backlog");
+    Family& share = ex.add("uringscope_ring_sqthread_share");
+    Family& entries = ex.add("uringscope_ring_sq_entries");
+    Family& start = ex.add("uringscope_ring_start_time_seconds");
+    Family& ring_work = ex.add("uringscope_ring_sqthread_work_seconds_total");
+    Family& ring_submit = ex.add("uringscope_ring_sqthread_submit_seconds_total");
+    Family& ring_batches = ex.add("uringscope_ring_sqthread_batches_total");
 
     for (const auto& r : s.rings) {
         auto l = ring_labels(r);
@@ -363,15 +280,10 @@ void ring_families(Exposition& ex, const Snapshot& s) {
 
 // Per ring and caller: io_do_iopoll calls, empty calls, completions and time (deep tier).
 void ring_iopoll_families(Exposition& ex, const Snapshot& s) {
-    const auto C = MetricType::Counter;
-    Family& io_calls =
-        ex.add("uringscope_iopoll_calls_total", "io_do_iopoll calls on the ring. Deep tier.", C);
-    Family& io_empty = ex.add("uringscope_iopoll_empty_total",
-                              "io_do_iopoll calls that reaped nothing: spinning. Deep tier.", C);
-    Family& io_comp = ex.add("uringscope_iopoll_completions_total",
-                             "Completions reaped by io_do_iopoll. Deep tier.", C);
-    Family& io_secs =
-        ex.add("uringscope_iopoll_seconds_total", "Time spent in io_do_iopoll. Deep tier.", C);
+    Family& io_calls = ex.add("uringscope_iopoll_calls_total");
+    Family& io_empty = ex.add("uringscope_iopoll_empty_total");
+    Family& io_comp = ex.add("uringscope_iopoll_completions_total");
+    Family& io_secs = ex.add("uringscope_iopoll_seconds_total");
 
     for (const auto& r : s.rings) {
         for (const auto& io : r.iopoll) {
@@ -389,59 +301,27 @@ void ring_iopoll_families(Exposition& ex, const Snapshot& s) {
 
 // Rings by mode: live now, created and short-lived since attach.
 void ring_count_families(Exposition& ex, const Snapshot& s) {
-    const auto C = MetricType::Counter;
-    const auto G = MetricType::Gauge;
     std::map<std::string, int> by_mode = {{"plain", 0}, {"sqpoll", 0}, {"iopoll", 0}, {"both", 0}};
     for (const auto& r : s.rings) ++by_mode[r.mode];
-    Family& rings_by_mode = ex.add("uringscope_rings", "Live io_uring instances by mode.", G);
+    Family& rings_by_mode = ex.add("uringscope_rings");
     for (const auto& [mode, n] : by_mode) rings_by_mode.gauge({{"mode", mode}}, n);
-    Family& created =
-        ex.add("uringscope_rings_created_total",
-               "Rings created since uringscope attached, from the io_uring_create tracepoint.", C);
+    Family& created = ex.add("uringscope_rings_created_total");
     for (const auto& [mode, n] : s.rings_created_by_mode)
         created.counter({{"mode", mode}}, static_cast<double>(n));
-    Family& short_lived =
-        ex.add("uringscope_rings_short_lived_total",
-               "Rings created and destroyed between two samples: never walked, so their "
-               "counts are not in uringscope_ring_*.",
-               C);
+    Family& short_lived = ex.add("uringscope_rings_short_lived_total");
     for (const auto& [mode, n] : s.rings_short_lived_by_mode)
         short_lived.counter({{"mode", mode}}, static_cast<double>(n));
 }
 
 // Per NVMe namespace (deep tier), and IOPOLL totals over every ring since attach.
 void device_families(Exposition& ex, const Snapshot& s) {
-    const auto C = MetricType::Counter;
-    const auto G = MetricType::Gauge;
-    Family& nvme_comp =
-        ex.add("uringscope_nvme_uring_cmd_completions_total",
-               "NVMe passthrough (uring_cmd) completions, by whether the request sat on a "
-               "poll queue. Deep tier.",
-               C);
-    Family& nvme_polls = ex.add("uringscope_nvme_uring_cmd_polls_total",
-                                "nvme_ns_chr_uring_cmd_iopoll calls: poll attempts. Deep tier.", C);
-    Family& nvme_intent =
-        ex.add("uringscope_nvme_uring_cmd_polled_irq_total",
-               "Requests that asked to be polled but were completed by an interrupt.", C);
-    Family& no_pollq =
-        ex.add("uringscope_device_iopoll_without_poll_queues",
-               "1 if polled requests to the device were completed by interrupts in the last "
-               "minute: it has no poll queues (nvme poll_queues=0).",
-               G);
-    Family& nvme_lat =
-        ex.add("uringscope_nvme_uring_cmd_latency_seconds",
-               "NVMe passthrough request latency, from request start to end_io. Deep tier.",
-               MetricType::Histogram);
-    Family& nvme_cqes =
-        ex.add("uringscope_nvme_uring_cmd_cqes_total",
-               "NVMe passthrough completions handed to io_uring (io_uring_cmd_done). Deep "
-               "tier.",
-               C);
-    Family& nvme_cqe_delay =
-        ex.add("uringscope_nvme_uring_cmd_cqe_delay_seconds",
-               "Time from a passthrough request's end_io to io_uring_cmd_done: the "
-               "task-work hop before its CQE. Deep tier.",
-               MetricType::Histogram);
+    Family& nvme_comp = ex.add("uringscope_nvme_uring_cmd_completions_total");
+    Family& nvme_polls = ex.add("uringscope_nvme_uring_cmd_polls_total");
+    Family& nvme_intent = ex.add("uringscope_nvme_uring_cmd_polled_irq_total");
+    Family& no_pollq = ex.add("uringscope_device_iopoll_without_poll_queues");
+    Family& nvme_lat = ex.add("uringscope_nvme_uring_cmd_latency_seconds");
+    Family& nvme_cqes = ex.add("uringscope_nvme_uring_cmd_cqes_total");
+    Family& nvme_cqe_delay = ex.add("uringscope_nvme_uring_cmd_cqe_delay_seconds");
     for (const auto& d : s.devices) {
         if (d.has_cqes) {
             nvme_cqes.counter({{"device", d.name}}, static_cast<double>(d.cqes));
@@ -455,13 +335,9 @@ void device_families(Exposition& ex, const Snapshot& s) {
         nvme_lat.histogram({{"device", d.name}}, d.latency);
     }
 
-    Family& host_calls =
-        ex.add("uringscope_iopoll_host_calls_total",
-               "io_do_iopoll calls on every ring since attach, closed rings included.", C);
-    Family& host_empty = ex.add("uringscope_iopoll_host_empty_total",
-                                "Empty io_do_iopoll calls on every ring since attach.", C);
-    Family& host_comp = ex.add("uringscope_iopoll_host_completions_total",
-                               "Completions reaped by io_do_iopoll on every ring since attach.", C);
+    Family& host_calls = ex.add("uringscope_iopoll_host_calls_total");
+    Family& host_empty = ex.add("uringscope_iopoll_host_empty_total");
+    Family& host_comp = ex.add("uringscope_iopoll_host_completions_total");
     for (const auto& io : s.iopoll_host) {
         host_calls.counter({{"caller", io.caller}}, static_cast<double>(io.calls));
         host_empty.counter({{"caller", io.caller}}, static_cast<double>(io.empty));
@@ -471,28 +347,10 @@ void device_families(Exposition& ex, const Snapshot& s) {
 
 // Each probe's state, misses and coverage.
 void probe_families(Exposition& ex, const Snapshot& s) {
-    const auto C = MetricType::Counter;
-    const auto G = MetricType::Gauge;
-    Family& probe =
-        ex.add("uringscope_probe_attached",
-               "1 if the BPF program is attached, 0 if it is off (see the log for why).", G);
-    Family& missed =
-        ex.add("uringscope_probe_missed_total",
-               "Runs of an attached probe the kernel skipped because another BPF program was "
-               "running on the CPU (kprobes hit from interrupts): its counts are short by "
-               "this much.",
-               C);
-    Family& coverage =
-        ex.add("uringscope_probe_coverage_ratio",
-               "SQEs a deep probe saw submitted over the SQEs the rings' heads passed, on "
-               "SQPOLL rings, over the last sample interval (absent below 100 SQEs). Under 1: "
-               "the probe is attached but misses call sites (a partially inlined function).",
-               G);
-    Family& coverage_events =
-        ex.add("uringscope_probe_coverage_sqes_total",
-               "The two sides of uringscope_probe_coverage_ratio, cumulative: "
-               "seen_by=\"probe\" or \"iterator\".",
-               C);
+    Family& probe = ex.add("uringscope_probe_attached");
+    Family& missed = ex.add("uringscope_probe_missed_total");
+    Family& coverage = ex.add("uringscope_probe_coverage_ratio");
+    Family& coverage_events = ex.add("uringscope_probe_coverage_sqes_total");
     for (const auto& c : s.coverage) {
         if (c.ratio >= 0) coverage.gauge({{"probe", c.probe}}, c.ratio);
         coverage_events.counter({{"probe", c.probe}, {"seen_by", "probe"}},
@@ -500,12 +358,7 @@ void probe_families(Exposition& ex, const Snapshot& s) {
         coverage_events.counter({{"probe", c.probe}, {"seen_by", "iterator"}},
                                 static_cast<double>(c.iterator_events));
     }
-    Family& waiting =
-        ex.add("uringscope_probe_waiting",
-               "1 while an attached probe waits for a kernel module to load before it can "
-               "see anything: the NVMe tracepoint variant until nvme_core is loaded (the log names "
-               "the module).",
-               G);
+    Family& waiting = ex.add("uringscope_probe_waiting");
     for (const auto& p : s.probes) {
         probe.gauge({{"probe", p.probe}, {"kind", p.kind}}, p.attached ? 1 : 0);
         if (p.attached)
@@ -517,17 +370,8 @@ void probe_families(Exposition& ex, const Snapshot& s) {
 
 // The advisor's findings over its window.
 void advice_families(Exposition& ex, const Snapshot& s) {
-    const auto G = MetricType::Gauge;
-    Family& finding =
-        ex.add("uringscope_advice_finding",
-               "1 for each tuning finding of the advisor over its window (uringscope advise "
-               "explains it). The finding label is stable: sq_idle_too_long, "
-               "sq_spinning_without_work, shared_thread_backlog, sq_threads_should_share, "
-               "iopoll_without_poll_queues.",
-               G);
-    Family& saving =
-        ex.add("uringscope_advice_predicted_cpu_saving_cores",
-               "CPU (cores) the advisor predicts its recommended change would save.", G);
+    Family& finding = ex.add("uringscope_advice_finding");
+    Family& saving = ex.add("uringscope_advice_predicted_cpu_saving_cores");
     for (const auto& f : s.advice.findings) {
         Labels l{{"finding", f.id},
                  {"subject", f.subject},
@@ -539,51 +383,30 @@ void advice_families(Exposition& ex, const Snapshot& s) {
             if (p.name == "cpu_cores_saved")
                 saving.gauge({{"finding", f.id}, {"subject", f.subject}}, p.value);
     }
-    Family& window =
-        ex.add("uringscope_advice_window_seconds",
-               "Length of the window the advisor judged; 0 while it has too little data.", G);
+    Family& window = ex.add("uringscope_advice_window_seconds");
     window.gauge({}, s.advice.window_seconds);
 }
 
 // The daemon itself: maps, identities, samples, build.
 void daemon_families(Exposition& ex, const Snapshot& s) {
-    const auto C = MetricType::Counter;
-    const auto G = MetricType::Gauge;
-    Family& overflow =
-        ex.add("uringscope_map_overflow_total",
-               "Entries a bounded BPF map could not take; non-zero means data was lost.", C);
+    Family& overflow = ex.add("uringscope_map_overflow_total");
     for (const auto& [map, n] : s.map_overflows)
         overflow.counter({{"map", map}}, static_cast<double>(n));
-    Family& entries_now =
-        ex.add("uringscope_map_entries",
-               "Entries in each bounded BPF map at the last sample; they must stay flat "
-               "when rings and threads come and go.",
-               G);
+    Family& entries_now = ex.add("uringscope_map_entries");
     for (const auto& [map, n] : s.map_entries)
         entries_now.gauge({{"map", map}}, static_cast<double>(n));
-    Family& replaced =
-        ex.add("uringscope_identities_replaced_total",
-               "Rings that took a closed ring's kernel address, and SQ threads that took an "
-               "exited thread's tid: each started from its own counts.",
-               C);
+    Family& replaced = ex.add("uringscope_identities_replaced_total");
     replaced.counter({{"kind", "ring"}}, static_cast<double>(s.rings_replaced));
     replaced.counter({{"kind", "sq_thread"}}, static_cast<double>(s.threads_replaced));
-    Family& incomplete =
-        ex.add("uringscope_walks_incomplete_total",
-               "Ring walks that stopped before the end of the task list (an error); rings "
-               "they did not reach kept their state.",
-               C);
+    Family& incomplete = ex.add("uringscope_walks_incomplete_total");
     incomplete.counter({}, static_cast<double>(s.walks_incomplete));
-    Family& samples =
-        ex.add("uringscope_samples_total", "Samples taken since the daemon started.", C);
+    Family& samples = ex.add("uringscope_samples_total");
     samples.counter({}, static_cast<double>(s.seq));
-    Family& duration = ex.add("uringscope_sample_duration_seconds",
-                              "Time the last sample took: iterator walk plus map reads.", G);
+    Family& duration = ex.add("uringscope_sample_duration_seconds");
     duration.gauge({}, s.sample_duration_seconds);
-    Family& last =
-        ex.add("uringscope_last_sample_timestamp_seconds", "Unix time of the last sample.", G);
+    Family& last = ex.add("uringscope_last_sample_timestamp_seconds");
     last.gauge({}, s.timestamp);
-    Family& build = ex.add("uringscope_build_info", "Version of uringscope, always 1.", G);
+    Family& build = ex.add("uringscope_build_info");
     build.gauge({{"version", URINGSCOPE_VERSION}}, 1);
 }
 

@@ -1,68 +1,61 @@
 """The metric contract the dashboards and rules are written against.
 
-BASE is docs/ARCHITECTURE.md's "Metric contract" (plus its "Also exported" list); DEEP is the
-deep probe tier's fixed contract (issue 6). The live test checks dashboards against the running
-daemon's /metrics and uses these tables only for metrics the daemon cannot show on this kernel
-(DEEP, when its probes are not attached) and for the static checks that run without a daemon.
+CATALOGUE is every family the daemon declares (exporters/metric_catalog.cpp), read from
+`uringscoped --metrics`: name, type and labels come from that one declaration. DEEP names the
+deep tier's families with the probes that feed them; BASE is the rest. The live test checks
+dashboards against the running daemon's /metrics and uses these tables only for metrics the
+daemon cannot show on this kernel (DEEP, when its probes are not attached) and for the static
+checks that run without a daemon.
 
 DEEP also says which probes (uringscope_probe_attached{probe}) feed each metric: a query over
 a deep metric is skipped, with that reason, only when the metric is absent from the live
 exposition and none of its probes is attached.
 """
 
+import os
+import subprocess
+
+_BUILD = os.environ.get("URINGSCOPE_BUILD",
+                        os.path.join(os.path.dirname(__file__), "..", "..", "build"))
+
+
+def load_catalogue(daemon=os.path.join(_BUILD, "uringscoped")):
+    """name -> (type, labels, help) from `uringscoped --metrics` (tab-separated lines)."""
+    try:
+        out = subprocess.run([daemon, "--metrics"], capture_output=True, text=True, check=True,
+                             timeout=30).stdout
+    except (OSError, subprocess.SubprocessError) as e:
+        raise SystemExit(f"contract: cannot read the metric catalogue from {daemon} --metrics "
+                         f"({e}); build the project first (scripts/dev build)")
+    cat = {}
+    for line in out.splitlines():
+        name, typ, labels, help_text = line.split("\t", 3)
+        cat[name] = (typ, set(filter(None, labels.split(","))), help_text)
+    return cat
+
+
+CATALOGUE = load_catalogue()
+
 THREAD = {"sq_thread", "pid", "comm"}
 RING = {"ring", "pid", "comm", "mode", "sq_thread"}
 IOPOLL = {"ring", "pid", "comm", "caller"}
 
-# name: (type, labels)
-BASE = {
-    "uringscope_sqthread_cpu_seconds_total": ("counter", THREAD),
-    "uringscope_sqthread_work_seconds_total": ("counter", THREAD),
-    "uringscope_sqthread_spin_seconds_total": ("counter", THREAD),
-    "uringscope_sqthread_sleep_seconds_total": ("counter", THREAD),
-    "uringscope_sqthread_sleeps_total": ("counter", THREAD),
-    "uringscope_sqthread_wakeups_total": ("counter", THREAD),
-    "uringscope_sqthread_wakeup_latency_seconds": ("histogram", THREAD),
-    "uringscope_sqthread_rings": ("gauge", THREAD),
-    "uringscope_sqthread_fairness": ("gauge", THREAD),
-    "uringscope_sqthread_idle_setting_seconds": ("gauge", THREAD),
-    "uringscope_ring_sqes_total": ("counter", RING),
-    "uringscope_ring_cqes_total": ("counter", RING),
-    "uringscope_ring_sq_backlog": ("gauge", RING),
-    "uringscope_ring_sqthread_share": ("gauge", RING),
-    "uringscope_probe_attached": ("gauge", {"probe", "kind"}),
-    # "Also exported"
-    "uringscope_sqthread_work_time_source": ("gauge", THREAD | {"source"}),
-    "uringscope_sqthread_voluntary_switches_total": ("counter", THREAD),
-    "uringscope_sqthread_involuntary_switches_total": ("counter", THREAD),
-    "uringscope_sqthread_wakeups_by_waker_total": ("counter",
-                                                   THREAD | {"waker_pid", "waker_comm",
-                                                             "waker_context"}),
-    "uringscope_sqthread_blocks_total": ("counter", THREAD),
-    "uringscope_sqthread_work_by_source_seconds_total": ("counter", THREAD | {"source"}),
-    "uringscope_sqthread_blocked_seconds_total": ("counter", THREAD),
-    "uringscope_sqthread_spin_model": ("gauge", THREAD | {"model"}),
-    "uringscope_sqthread_sq_cpu": ("gauge", THREAD | {"pinned"}),
-    "uringscope_sqthread_running": ("gauge", THREAD),
-    "uringscope_ring_sq_entries": ("gauge", RING),
-    "uringscope_rings": ("gauge", {"mode"}),
-    "uringscope_rings_created_total": ("counter", {"mode"}),
-    "uringscope_rings_short_lived_total": ("counter", {"mode"}),
-    "uringscope_map_overflow_total": ("counter", {"map"}),
-    "uringscope_map_entries": ("gauge", {"map"}),
-    "uringscope_ring_start_time_seconds": ("gauge", RING),
-    "uringscope_sqthread_start_time_seconds": ("gauge", THREAD),
-    "uringscope_identities_replaced_total": ("counter", {"kind"}),
-    "uringscope_walks_incomplete_total": ("counter", set()),
-    "uringscope_probe_missed_total": ("counter", {"probe", "kind"}),
-    "uringscope_probe_waiting": ("gauge", {"probe", "kind"}),
-    "uringscope_samples_total": ("counter", set()),
-    "uringscope_sample_duration_seconds": ("gauge", set()),
-    "uringscope_last_sample_timestamp_seconds": ("gauge", set()),
-    "uringscope_build_info": ("gauge", {"version"}),
+# name: (type, labels, probes that feed it). Type and labels are the catalogue's; the probes are
+# what this table adds, and a test (check_catalogue) holds both to the catalogue.
+DEEP_PROBES = {
+    "uringscope_sqthread_loop_passes_total": ("loop_passes",),
+    "uringscope_sqthread_busy_loop_passes_total": ("loop_passes",),
+    "uringscope_sqthread_pass_work_seconds_total": ("loop_passes",),
+    "uringscope_ring_sqthread_submit_seconds_total": ("io_submit_sqes",),
+    "uringscope_ring_sqthread_batches_total": ("io_submit_sqes",),
+    "uringscope_iopoll_host_calls_total": ("io_do_iopoll",),
+    "uringscope_iopoll_host_empty_total": ("io_do_iopoll",),
+    "uringscope_iopoll_host_completions_total": ("io_do_iopoll",),
+    "uringscope_nvme_uring_cmd_polls_total": ("nvme_uring_cmd_iopoll",),
+    "uringscope_nvme_uring_cmd_polled_irq_total": ("nvme_uring_cmd_end_io",),
+    "uringscope_nvme_uring_cmd_cqes_total": ("io_uring_cmd_done",),
+    "uringscope_nvme_uring_cmd_cqe_delay_seconds": ("io_uring_cmd_done",),
 }
-
-# name: (type, labels, probes that feed it)
 DEEP = {
     "uringscope_sqthread_task_work_seconds_total": ("counter", THREAD, ("loop_passes",)),
     "uringscope_probe_coverage_ratio": ("gauge", {"probe"}, ("io_submit_sqes",)),
@@ -79,6 +72,23 @@ DEEP = {
     "uringscope_device_iopoll_without_poll_queues": ("gauge", {"device"},
                                                      ("nvme_uring_cmd_end_io",)),
 }
+
+DEEP.update({n: (CATALOGUE[n][0], CATALOGUE[n][1], p) for n, p in DEEP_PROBES.items()
+             if n in CATALOGUE})
+BASE = {n: (typ, labels) for n, (typ, labels, _h) in CATALOGUE.items() if n not in DEEP}
+
+
+def check_catalogue():
+    """Differences between the hand-kept DEEP table and the catalogue, as sentences."""
+    out = []
+    for n, (typ, labels, _probes) in DEEP.items():
+        if n not in CATALOGUE:
+            out.append(f"{n} is in DEEP but the daemon does not declare it")
+        elif (typ, labels) != CATALOGUE[n][:2]:
+            out.append(f"{n}: DEEP says {typ} {sorted(labels)}, the catalogue "
+                       f"{CATALOGUE[n][0]} {sorted(CATALOGUE[n][1])}")
+    return out
+
 
 # Series Prometheus itself adds for every target.
 TARGET_LABELS = {"instance", "job"}

@@ -4,12 +4,14 @@ what promtool does not check), every query read against the metric contract.
 Needs python3-yaml (Debian package) for the YAML files.
 """
 
+import fnmatch
 import glob
 import json
 import os
 import re
 import subprocess
 
+import contract
 import harness
 import promql
 
@@ -415,3 +417,47 @@ def check_rules(res, cat):
         detail = "fires and stays quiet in unit tests" if kind == "alert" else "unit-tested"
         res.check(not errs, f"{kind} {name}", detail, "; ".join(errs))
     return rules
+
+
+def documented_names(text):
+    """Metric names the docs mention, with brace lists after an underscore expanded
+    (uringscope_sqthread_{cpu,work}_seconds_total) and label braces dropped
+    (uringscope_rings{mode}); a trailing * stays a wildcard."""
+    def expand(tok):
+        m = re.search(r"_\{([a-z_,]+)\}", tok)
+        if not m:
+            return [re.sub(r"\{.*", "", tok).rstrip("_")]
+        out = []
+        for alt in m.group(1).split(","):
+            out += expand(tok[:m.start() + 1] + alt + tok[m.end():])
+        return out
+    names = set()
+    for tok in re.findall(r"uringscope_[a-z_{},*]+", text):
+        names.update(expand(tok.rstrip(",")))
+    return names
+
+
+def check_catalogue(res, repo):
+    """The daemon's declared families against the docs and the hand-kept DEEP table."""
+    res.section("metric catalogue (uringscoped --metrics)")
+    for problem in contract.check_catalogue():
+        res.fail("DEEP agrees with the catalogue", problem)
+    if not contract.check_catalogue():
+        res.ok("DEEP agrees with the catalogue", f"{len(contract.DEEP)} deep families")
+    docs = [os.path.join(repo, "README.md")] + sorted(
+        os.path.join(repo, "docs", f) for f in os.listdir(os.path.join(repo, "docs"))
+        if f.endswith(".md"))
+    # The reading can fail: brace lists expand, label braces drop, an absent name is absent.
+    control = documented_names("uringscope_a_{b,c}_total and uringscope_d{mode} uringscope_e_*")
+    if control != {"uringscope_a_b_total", "uringscope_a_c_total", "uringscope_d",
+                   "uringscope_e_*"}:
+        res.fail("documented_names reads the docs' shorthand", sorted(control))
+    text = "".join(open(f, encoding="utf-8").read() for f in docs)
+    said = documented_names(text)
+    missing = sorted(n for n in contract.CATALOGUE
+                     if n not in said and not any("*" in p and fnmatch.fnmatch(n, p) for p in said))
+    if missing:
+        res.fail("every family is documented in README.md or docs/", ", ".join(missing))
+    else:
+        res.ok("every family is documented in README.md or docs/",
+               f"{len(contract.CATALOGUE)} families")

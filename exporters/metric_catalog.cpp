@@ -1,0 +1,202 @@
+#include "exporters/metric_catalog.hpp"
+
+#include <stdexcept>
+
+namespace uringscope {
+
+const std::vector<MetricDecl>& metric_catalog() {
+    // clang-format off
+    static const std::vector<MetricDecl> catalog = {
+        {"uringscope_sqthread_cpu_seconds_total", MetricKind::counter, "thread_cpu", {"sq_thread", "pid", "comm"},
+         "CPU time used by the SQ thread since it started."},
+        {"uringscope_sqthread_work_seconds_total", MetricKind::counter, "thread_cpu", {"sq_thread", "pid", "comm"},
+         "SQ thread CPU time spent doing work (submitting, reaping, task work); see uringscope_sqthread_work_time_source."},
+        {"uringscope_sqthread_spin_seconds_total", MetricKind::counter, "thread_cpu", {"sq_thread", "pid", "comm"},
+         "SQ thread CPU time spent polling idle rings: CPU minus work."},
+        {"uringscope_sqthread_sleep_seconds_total", MetricKind::counter, "thread_cpu", {"sq_thread", "pid", "comm"},
+         "Time the SQ thread spent in idle sleeps since uringscope attached."},
+        {"uringscope_sqthread_blocks_total", MetricKind::counter, "thread_cpu", {"sq_thread", "pid", "comm"},
+         "Times the SQ thread blocked other than in its idle sleep since uringscope attached: waits on sqd->lock, parking (ring exit, io-wq registration), I/O a submission waited for. They charge no idle spin."},
+        {"uringscope_sqthread_blocked_seconds_total", MetricKind::counter, "thread_cpu", {"sq_thread", "pid", "comm"},
+         "Time the SQ thread spent blocked (see uringscope_sqthread_blocks_total)."},
+        {"uringscope_sqthread_spin_model", MetricKind::gauge, "thread_cpu", {"sq_thread", "pid", "comm", "model"},
+         "1 for how the estimate charges spin to each idle sleep on this kernel: after_last_work (5.11+: sq_thread_idle plus half a tick after the last work), after_wakeup (5.10: counted from the wakeup, an upper bound), ns (nanosecond idle, no tick). Absent while HZ is being measured."},
+        {"uringscope_sqthread_work_time_source", MetricKind::gauge, "thread_cpu", {"sq_thread", "pid", "comm", "source"},
+         "1 for the source of the work/spin split, the best this kernel and tier give: loop_passes (deep tier, 6.9+: the loop passes that served a ring, timed), kernel (per-thread sqd->work_time, tick-sampled), submit_and_poll (deep tier: io_submit_sqes and io_do_iopoll time), estimate."},
+        {"uringscope_sqthread_work_by_source_seconds_total", MetricKind::counter, "thread_cpu", {"sq_thread", "pid", "comm", "source"},
+         "SQ thread work as each available source counts it, side by side (see uringscope_sqthread_work_time_source): the estimate and kernel since the thread started, the deep tier's since uringscope attached. Compare rates."},
+        {"uringscope_sqthread_sleeps_total", MetricKind::counter, "thread_wake", {"sq_thread", "pid", "comm"},
+         "Idle sleeps of the SQ thread since uringscope attached: its loop found no work for sq_thread_idle and slept until woken."},
+        {"uringscope_sqthread_wakeups_total", MetricKind::counter, "thread_wake", {"sq_thread", "pid", "comm"},
+         "Times the SQ thread was woken since uringscope attached."},
+        {"uringscope_sqthread_voluntary_switches_total", MetricKind::counter, "thread_wake", {"sq_thread", "pid", "comm"},
+         "Voluntary context switches of the SQ thread since it started."},
+        {"uringscope_sqthread_involuntary_switches_total", MetricKind::counter, "thread_wake", {"sq_thread", "pid", "comm"},
+         "Involuntary context switches (preemptions) of the SQ thread since it started."},
+        {"uringscope_sqthread_wakeups_by_waker_total", MetricKind::counter, "thread_wake", {"sq_thread", "pid", "comm", "waker_pid", "waker_comm", "waker_context"},
+         "Wakeups of the SQ thread by the waking process, or by an interrupt (waker_context=\"irq\", waker_pid=\"0\"): a completion's task work, a timeout."},
+        {"uringscope_sqthread_wakeup_latency_seconds", MetricKind::histogram, "thread_wake", {"sq_thread", "pid", "comm"},
+         "Time from the SQ thread's wakeup until it ran on a CPU."},
+        {"uringscope_sqthread_rings", MetricKind::gauge, "thread_info", {"sq_thread", "pid", "comm"},
+         "Rings served by the SQ thread."},
+        {"uringscope_sqthread_fairness", MetricKind::gauge, "thread_info", {"sq_thread", "pid", "comm"},
+         "Jain's fairness index of SQEs served among the thread's rings that had demand in the last sample interval (1 = equal, 1/n = one ring took all)."},
+        {"uringscope_sqthread_start_time_seconds", MetricKind::gauge, "thread_info", {"sq_thread", "pid", "comm"},
+         "Unix time the SQ thread started. A tid is reused once its thread exits: when this changes under the same labels, the counters restart from the new thread's own (a counter reset, never a jump)."},
+        {"uringscope_sqthread_idle_setting_seconds", MetricKind::gauge, "thread_info", {"sq_thread", "pid", "comm"},
+         "sq_thread_idle: how long the thread polls idle rings before sleeping."},
+        {"uringscope_sqthread_running", MetricKind::gauge, "thread_info", {"sq_thread", "pid", "comm"},
+         "1 if the SQ thread was running or runnable at the last sample, 0 if asleep."},
+        {"uringscope_sqthread_sq_cpu", MetricKind::gauge, "thread_info", {"sq_thread", "pid", "comm", "pinned"},
+         "sqd->sq_cpu: the CPU the SQ thread is pinned to (pinned=\"true\", IORING_SETUP_SQ_AFF), or on newer kernels the CPU it last started on."},
+        {"uringscope_sqthread_loop_passes_total", MetricKind::counter, "thread_pass", {"sq_thread", "pid", "comm"},
+         "Passes of the SQ thread's loop over its rings since uringscope attached. Deep tier, kernels with io_sq_tw (6.9+)."},
+        {"uringscope_sqthread_busy_loop_passes_total", MetricKind::counter, "thread_pass", {"sq_thread", "pid", "comm"},
+         "Loop passes that served a ring or ran task work; the rest polled idle rings. Deep tier."},
+        {"uringscope_sqthread_pass_work_seconds_total", MetricKind::counter, "thread_pass", {"sq_thread", "pid", "comm"},
+         "On-CPU time of the loop passes that served a ring, from the first ring's work to the end of the pass: the kernel's work-time bracket, measured with the monotonic clock. Deep tier."},
+        {"uringscope_sqthread_task_work_seconds_total", MetricKind::counter, "thread_pass", {"sq_thread", "pid", "comm"},
+         "The part of the pass work spent in io_sq_tw running task work: under SQPOLL the completions of every ring the thread serves, charged to none of them. The rings' uringscope_ring_sqthread_work_seconds_total and this add up to the pass work. Deep tier, 6.9+."},
+        {"uringscope_ring_sqes_total", MetricKind::counter, "ring", {"ring", "pid", "comm", "mode", "sq_thread"},
+         "SQEs consumed by the ring since it was created."},
+        {"uringscope_ring_cqes_total", MetricKind::counter, "ring", {"ring", "pid", "comm", "mode", "sq_thread"},
+         "CQEs posted by the ring since it was created."},
+        {"uringscope_ring_sq_backlog", MetricKind::gauge, "ring", {"ring", "pid", "comm", "mode", "sq_thread"},
+         "SQEs the application has queued that the kernel has not consumed yet."},
+        {"uringscope_ring_sqthread_share", MetricKind::gauge, "ring", {"ring", "pid", "comm", "mode", "sq_thread"},
+         "The ring's share of its SQ thread's SQEs in the last sample interval."},
+        {"uringscope_ring_sq_entries", MetricKind::gauge, "ring", {"ring", "pid", "comm", "mode", "sq_thread"},
+         "Size of the ring's submission queue."},
+        {"uringscope_ring_start_time_seconds", MetricKind::gauge, "ring", {"ring", "pid", "comm", "mode", "sq_thread"},
+         "Unix time the ring was created (or first seen, if it predates uringscope). When a ring closes and a new one gets the same pid:fd, its counters restart from zero and this changes: a counter reset, never a jump."},
+        {"uringscope_ring_sqthread_work_seconds_total", MetricKind::counter, "ring", {"ring", "pid", "comm", "mode", "sq_thread"},
+         "SQ thread on-CPU time spent on this ring. Where uringscope_probe_attached{probe=\"loop_passes\"} is 1: the ring's turns in the thread's loop passes, which add up to uringscope_sqthread_pass_work_seconds_total; elsewhere its time submitting (io_submit_sqes) and polling (io_do_iopoll). Deep tier."},
+        {"uringscope_ring_sqthread_submit_seconds_total", MetricKind::counter, "ring", {"ring", "pid", "comm", "mode", "sq_thread"},
+         "SQ thread time inside io_submit_sqes for this ring. Deep tier."},
+        {"uringscope_ring_sqthread_batches_total", MetricKind::counter, "ring", {"ring", "pid", "comm", "mode", "sq_thread"},
+         "io_submit_sqes calls made by the SQ thread for this ring. Deep tier."},
+        {"uringscope_iopoll_calls_total", MetricKind::counter, "ring_iopoll", {"ring", "pid", "comm", "caller"},
+         "io_do_iopoll calls on the ring. Deep tier."},
+        {"uringscope_iopoll_empty_total", MetricKind::counter, "ring_iopoll", {"ring", "pid", "comm", "caller"},
+         "io_do_iopoll calls that reaped nothing: spinning. Deep tier."},
+        {"uringscope_iopoll_completions_total", MetricKind::counter, "ring_iopoll", {"ring", "pid", "comm", "caller"},
+         "Completions reaped by io_do_iopoll. Deep tier."},
+        {"uringscope_iopoll_seconds_total", MetricKind::counter, "ring_iopoll", {"ring", "pid", "comm", "caller"},
+         "Time spent in io_do_iopoll. Deep tier."},
+        {"uringscope_rings", MetricKind::gauge, "ring_count", {"mode"},
+         "Live io_uring instances by mode."},
+        {"uringscope_rings_created_total", MetricKind::counter, "ring_count", {"mode"},
+         "Rings created since uringscope attached, from the io_uring_create tracepoint."},
+        {"uringscope_rings_short_lived_total", MetricKind::counter, "ring_count", {"mode"},
+         "Rings created and destroyed between two samples: never walked, so their counts are not in uringscope_ring_*."},
+        {"uringscope_nvme_uring_cmd_completions_total", MetricKind::counter, "device", {"device", "polled"},
+         "NVMe passthrough (uring_cmd) completions, by whether the request sat on a poll queue. Deep tier."},
+        {"uringscope_nvme_uring_cmd_polls_total", MetricKind::counter, "device", {"device"},
+         "nvme_ns_chr_uring_cmd_iopoll calls: poll attempts. Deep tier."},
+        {"uringscope_nvme_uring_cmd_polled_irq_total", MetricKind::counter, "device", {"device"},
+         "Requests that asked to be polled but were completed by an interrupt."},
+        {"uringscope_device_iopoll_without_poll_queues", MetricKind::gauge, "device", {"device"},
+         "1 if polled requests to the device were completed by interrupts in the last minute: it has no poll queues (nvme poll_queues=0)."},
+        {"uringscope_nvme_uring_cmd_latency_seconds", MetricKind::histogram, "device", {"device"},
+         "NVMe passthrough request latency, from request start to end_io. Deep tier."},
+        {"uringscope_nvme_uring_cmd_cqes_total", MetricKind::counter, "device", {"device"},
+         "NVMe passthrough completions handed to io_uring (io_uring_cmd_done). Deep tier."},
+        {"uringscope_nvme_uring_cmd_cqe_delay_seconds", MetricKind::histogram, "device", {"device"},
+         "Time from a passthrough request's end_io to io_uring_cmd_done: the task-work hop before its CQE. Deep tier."},
+        {"uringscope_iopoll_host_calls_total", MetricKind::counter, "device", {"caller"},
+         "io_do_iopoll calls on every ring since attach, closed rings included."},
+        {"uringscope_iopoll_host_empty_total", MetricKind::counter, "device", {"caller"},
+         "Empty io_do_iopoll calls on every ring since attach."},
+        {"uringscope_iopoll_host_completions_total", MetricKind::counter, "device", {"caller"},
+         "Completions reaped by io_do_iopoll on every ring since attach."},
+        {"uringscope_probe_attached", MetricKind::gauge, "probe", {"probe", "kind"},
+         "1 if the BPF program is attached, 0 if it is off (see the log for why)."},
+        {"uringscope_probe_missed_total", MetricKind::counter, "probe", {"probe", "kind"},
+         "Runs of an attached probe the kernel skipped because another BPF program was running on the CPU (kprobes hit from interrupts): its counts are short by this much."},
+        {"uringscope_probe_coverage_ratio", MetricKind::gauge, "probe", {"probe"},
+         "SQEs a deep probe saw submitted over the SQEs the rings' heads passed, on SQPOLL rings, over the last sample interval (absent below 100 SQEs). Under 1: the probe is attached but misses call sites (a partially inlined function)."},
+        {"uringscope_probe_coverage_sqes_total", MetricKind::counter, "probe", {"probe", "seen_by"},
+         "The two sides of uringscope_probe_coverage_ratio, cumulative: seen_by=\"probe\" or \"iterator\"."},
+        {"uringscope_probe_waiting", MetricKind::gauge, "probe", {"probe", "kind"},
+         "1 while an attached probe waits for a kernel module to load before it can see anything: the NVMe tracepoint variant until nvme_core is loaded (the log names the module)."},
+        {"uringscope_advice_finding", MetricKind::gauge, "advice", {"finding", "subject", "sq_thread", "ring", "device"},
+         "1 for each tuning finding of the advisor over its window (uringscope advise explains it). The finding label is stable: sq_idle_too_long, sq_spinning_without_work, shared_thread_backlog, sq_threads_should_share, iopoll_without_poll_queues."},
+        {"uringscope_advice_predicted_cpu_saving_cores", MetricKind::gauge, "advice", {"finding", "subject"},
+         "CPU (cores) the advisor predicts its recommended change would save."},
+        {"uringscope_advice_window_seconds", MetricKind::gauge, "advice", {},
+         "Length of the window the advisor judged; 0 while it has too little data."},
+        {"uringscope_map_overflow_total", MetricKind::counter, "daemon", {"map"},
+         "Entries a bounded BPF map could not take; non-zero means data was lost."},
+        {"uringscope_map_entries", MetricKind::gauge, "daemon", {"map"},
+         "Entries in each bounded BPF map at the last sample; they must stay flat when rings and threads come and go."},
+        {"uringscope_identities_replaced_total", MetricKind::counter, "daemon", {"kind"},
+         "Rings that took a closed ring's kernel address, and SQ threads that took an exited thread's tid: each started from its own counts."},
+        {"uringscope_walks_incomplete_total", MetricKind::counter, "daemon", {},
+         "Ring walks that stopped before the end of the task list (an error); rings they did not reach kept their state."},
+        {"uringscope_samples_total", MetricKind::counter, "daemon", {},
+         "Samples taken since the daemon started."},
+        {"uringscope_sample_duration_seconds", MetricKind::gauge, "daemon", {},
+         "Time the last sample took: iterator walk plus map reads."},
+        {"uringscope_last_sample_timestamp_seconds", MetricKind::gauge, "daemon", {},
+         "Unix time of the last sample."},
+        {"uringscope_build_info", MetricKind::gauge, "daemon", {"version"},
+         "Version of uringscope, always 1."},
+    };
+    // clang-format on
+    return catalog;
+}
+
+const MetricDecl& metric_decl(std::string_view name) {
+    for (const auto& d : metric_catalog())
+        if (d.name == name) return d;
+    throw std::out_of_range("metric family " + std::string(name) +
+                            " is not declared in exporters/metric_catalog.cpp");
+}
+
+std::string_view kind_name(MetricKind k) {
+    switch (k) {
+        case MetricKind::counter:
+            return "counter";
+        case MetricKind::gauge:
+            return "gauge";
+        case MetricKind::histogram:
+            return "histogram";
+    }
+    return "untyped";
+}
+
+namespace {
+
+std::string label_list(const MetricDecl& d) {
+    std::string out;
+    for (auto l : d.labels) out += (out.empty() ? "" : ",") + std::string(l);
+    return out;
+}
+
+}  // namespace
+
+std::string metrics_help_list() {
+    std::string out = "METRICS (" + std::to_string(metric_catalog().size()) +
+                      " families; uringscoped --metrics lists them with their types)\n";
+    std::string_view section;
+    for (const auto& d : metric_catalog()) {
+        if (d.section != section) {
+            section = d.section;
+            out += "  " + std::string(section) + ":\n";
+        }
+        out += "    " + std::string(d.name);
+        if (!d.labels.empty()) out += "{" + label_list(d) + "}";
+        out += "\n";
+    }
+    return out + "  docs/ARCHITECTURE.md describes each one and how it is derived.";
+}
+
+std::string metrics_table() {
+    std::string out;
+    for (const auto& d : metric_catalog())
+        out += std::string(d.name) + "\t" + std::string(kind_name(d.kind)) + "\t" + label_list(d) +
+               "\t" + std::string(d.help) + "\n";
+    return out;
+}
+
+}  // namespace uringscope

@@ -1,0 +1,165 @@
+// The metric catalogue against the exposition: every family rendered from a snapshot that fills
+// them all carries exactly its declared labels, in order, and its declared help and type.
+#include "exporters/metric_catalog.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "exporters/prometheus_exporter.hpp"
+
+using namespace uringscope;
+
+namespace {
+
+LatencyHistogram histogram() {
+    LatencyHistogram h;
+    h.upper_bounds_s = {1e-6, 1e-3};
+    h.cumulative = {1, 2};
+    h.count = 2;
+    h.sum_s = 1e-3;
+    return h;
+}
+
+// A snapshot in which every section has something to say, deep tier and advice included.
+Snapshot full_snapshot() {
+    Snapshot s;
+    s.seq = 7;
+    ThreadSnapshot t;
+    t.tid = 42;
+    t.pid = 41;
+    t.comm = "db";
+    t.rings = 1;
+    t.sq_cpu = 1;
+    t.spin_model = "after_idle";
+    t.wake_latency = histogram();
+    t.wakers.push_back({7, "waker", 9, "task"});
+    t.work_by_source_seconds.push_back({WorkSource::loop_passes, 1.0});
+    t.has_gaps = true;
+    t.has_passes = true;
+    s.threads.push_back(t);
+    RingSnapshot r;
+    r.id = "41:5";
+    r.pid = 41;
+    r.fd = 5;
+    r.comm = "db";
+    r.mode = "sqpoll";
+    r.sq_thread = 42;
+    r.has_sqthread_work = true;
+    IopollSnapshot io;
+    io.caller = "sq_thread";
+    r.iopoll.push_back(io);
+    s.rings.push_back(r);
+    DeviceSnapshot d;
+    d.name = "nvme0n1";
+    d.latency = histogram();
+    d.cqe_delay = histogram();
+    d.has_cqes = true;
+    s.devices.push_back(d);
+    s.iopoll_host.push_back(io);
+    s.probes.push_back({"io_submit_sqes", "fentry", true, "", 3, "nvme_core"});
+    ProbeCoverage c;
+    c.probe = "io_submit_sqes";
+    c.ratio = 1;
+    s.coverage.push_back(c);
+    s.rings_created_by_mode = {{"sqpoll", 1}};
+    s.rings_short_lived_by_mode = {{"sqpoll", 0}};
+    s.map_overflows = {{"wakers", 0}};
+    s.map_entries = {{"wakers", 1}};
+    Finding f;
+    f.id = "sq_idle_too_long";
+    f.subject = "sq_thread 42";
+    f.sq_thread = 42;
+    f.predicted.push_back({"cpu_cores_saved", 0.5, "cores"});
+    s.advice.findings.push_back(f);
+    s.advice.window_seconds = 60;
+    return s;
+}
+
+struct Rendered {
+    std::string type, help;
+    std::vector<std::vector<std::string>> label_names;  // per series, in order
+};
+
+// Family -> what the text exposition says of it. Histogram series are folded into their family
+// without their "le" label.
+std::map<std::string, Rendered> parse(const std::string& text) {
+    std::map<std::string, Rendered> out;
+    std::istringstream in(text);
+    std::string line;
+    const std::regex series(R"(^([a-z_]+)(\{(.*)\})? \S+$)");
+    const std::regex label(R"re(([a-z_]+)="(?:[^"\\]|\\.)*")re");
+    while (std::getline(in, line)) {
+        std::smatch m;
+        if (line.rfind("# HELP ", 0) == 0) {
+            const auto sp = line.find(' ', 7);
+            out[line.substr(7, sp - 7)].help = line.substr(sp + 1);
+        } else if (line.rfind("# TYPE ", 0) == 0) {
+            const auto sp = line.find(' ', 7);
+            out[line.substr(7, sp - 7)].type = line.substr(sp + 1);
+        } else if (std::regex_match(line, m, series)) {
+            std::string name = m[1];
+            for (const char* suffix : {"_bucket", "_sum", "_count"})
+                if (!out.count(name) && name.size() > std::strlen(suffix) && name.ends_with(suffix))
+                    name.resize(name.size() - std::strlen(suffix));
+            std::vector<std::string> names;
+            const std::string labels = m[3];
+            for (auto it = std::sregex_iterator(labels.begin(), labels.end(), label);
+                 it != std::sregex_iterator(); ++it)
+                if ((*it)[1] != "le") names.push_back((*it)[1]);
+            out[name].label_names.push_back(names);
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST(MetricCatalog, NamesAreUniqueAndFollowPrometheusConventions) {
+    std::set<std::string_view> names;
+    for (const auto& d : metric_catalog()) {
+        EXPECT_TRUE(names.insert(d.name).second) << d.name << " declared twice";
+        EXPECT_TRUE(d.name.starts_with("uringscope_")) << d.name;
+        EXPECT_EQ(d.kind == MetricKind::counter, d.name.ends_with("_total")) << d.name;
+        EXPECT_FALSE(d.help.empty()) << d.name;
+        EXPECT_FALSE(d.section.empty()) << d.name;
+    }
+    EXPECT_THROW(metric_decl("uringscope_not_declared"), std::out_of_range);
+}
+
+TEST(MetricCatalog, EveryFamilyIsRenderedWithItsDeclaredLabelsHelpAndType) {
+    const auto families = parse(render_text(full_snapshot()));
+    std::set<std::string> declared;
+    for (const auto& d : metric_catalog()) {
+        const std::string name(d.name);
+        declared.insert(name);
+        const auto it = families.find(name);
+        if (it == families.end()) {
+            ADD_FAILURE() << name << " is declared but the full snapshot lacks it";
+            continue;
+        }
+        EXPECT_EQ(it->second.type, kind_name(d.kind)) << name;
+        EXPECT_EQ(it->second.help, d.help) << name;
+        const std::vector<std::string> want(d.labels.begin(), d.labels.end());
+        for (const auto& got : it->second.label_names) EXPECT_EQ(got, want) << name;
+    }
+    for (const auto& [name, f] : families)
+        EXPECT_TRUE(declared.count(name)) << name << " is exported but not declared";
+}
+
+TEST(MetricCatalog, HelpListsAndTableNameEveryFamily) {
+    const std::string help = metrics_help_list(), table = metrics_table();
+    for (const auto& d : metric_catalog()) {
+        EXPECT_NE(help.find("    " + std::string(d.name)), std::string::npos) << d.name;
+        EXPECT_NE(table.find(std::string(d.name) + "\t" + std::string(kind_name(d.kind)) + "\t"),
+                  std::string::npos)
+            << d.name;
+    }
+    EXPECT_EQ(static_cast<std::size_t>(std::count(table.begin(), table.end(), '\n')),
+              metric_catalog().size());
+}

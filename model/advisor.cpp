@@ -534,9 +534,17 @@ std::vector<IdleCurvePoint> idle_curve(const GapWindow& w, double current_s, boo
     return out;
 }
 
+double seconds_between(const Snapshot& from, const Snapshot& to) {
+    // The monotonic clock where both samples have it (a daemon before it did not send it): an
+    // NTP step or a settimeofday would otherwise stretch or shrink the window, and every rate.
+    if (from.monotonic_seconds > 0 && to.monotonic_seconds > 0)
+        return to.monotonic_seconds - from.monotonic_seconds;
+    return to.timestamp - from.timestamp;
+}
+
 Advice make_advice(const Snapshot& from, const Snapshot& to, const AdviseOptions& o) {
     Advice out;
-    const double window = to.timestamp - from.timestamp;
+    const double window = seconds_between(from, to);
     if (window < o.min_window_seconds) {
         out.notes.push_back(
             fmt::format("not enough data yet: {:.1f} s observed, advice needs {:.0f} s",
@@ -593,15 +601,15 @@ Advice AdviceWindow::update(const std::shared_ptr<const Snapshot>& now) {
         // The newest snapshot at least a window old, else the oldest we have.
         std::shared_ptr<const Snapshot> from = history_.front();
         for (const auto& s : history_)
-            if (now->timestamp - s->timestamp >= window_s_) from = s;
+            if (seconds_between(*s, *now) >= window_s_) from = s;
         a = make_advice(*from, *now, opts_);
         // Drop what no future window can start from.
-        while (history_.size() > 1 && now->timestamp - history_[1]->timestamp >= window_s_)
+        while (history_.size() > 1 && seconds_between(*history_[1], *now) >= window_s_)
             history_.erase(history_.begin());
     } else {
         a.notes.push_back("not enough data yet: first sample");
     }
-    if (history_.empty() || now->timestamp - history_.back()->timestamp >= window_s_ / 8)
+    if (history_.empty() || seconds_between(*history_.back(), *now) >= window_s_ / 8)
         history_.push_back(now);
     return a;
 }

@@ -27,6 +27,8 @@ struct AdviseOptions {
 };
 
 Advice make_advice(const Snapshot& from, const Snapshot& to, const AdviseOptions& opts = {});
+// Seconds from one sample to another, on the monotonic clock when both have it.
+double seconds_between(const Snapshot& from, const Snapshot& to);
 
 // The idle-time model, exposed for tests. Gaps are the differences of two WorkGaps.
 struct GapWindow {

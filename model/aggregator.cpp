@@ -183,6 +183,7 @@ Snapshot Aggregator::update(const RawSample& raw) {
     Snapshot snap;
     snap.seq = ++seq_;
     snap.timestamp = raw.unix_time;
+    snap.monotonic_seconds = static_cast<double>(raw.mono_ns) / 1e9;
     snap.interval_seconds =
         prev_mono_ns_ && raw.mono_ns > prev_mono_ns_ ? (raw.mono_ns - prev_mono_ns_) / 1e9 : 0;
     prev_mono_ns_ = raw.mono_ns;

@@ -193,6 +193,8 @@ struct Snapshot {
     std::string kernel;                  // uname -r of that host
     std::uint64_t seq = 0;               // samples taken so far
     double timestamp = 0;                // Unix time of the sample, seconds
+    double monotonic_seconds = 0;        // CLOCK_MONOTONIC of the same instant; 0 if unknown.
+                                         // Windows are measured on it: the wall clock can step
     double interval_seconds = 0;         // time since the previous sample
     double sample_duration_seconds = 0;  // time the sample itself took
     unsigned hz = 0;                     // CONFIG_HZ (configured or measured), 0 = not known yet

@@ -307,6 +307,24 @@ TEST(Advise, ShortWindowGivesNoAdvice) {
     EXPECT_NE(adv.notes.front().find("not enough data"), std::string::npos);
 }
 
+// An NTP step between two samples moves the wall clock, not the monotonic one: the window is
+// what really passed.
+TEST(Advise, WindowsAreMeasuredOnTheMonotonicClock) {
+    Snapshot a = snap(0), b = snap(100);  // the wall clock stepped 98 s forward meanwhile
+    a.monotonic_seconds = 5000;
+    b.monotonic_seconds = 5002;
+    EXPECT_DOUBLE_EQ(seconds_between(a, b), 2);
+    a.threads = {thread(5, 9, 0, 0)};
+    b.threads = {thread(5, 9, 2, 0)};
+    const auto adv = make_advice(a, b);
+    ASSERT_FALSE(adv.notes.empty());
+    EXPECT_NE(adv.notes.front().find("not enough data yet: 2.0 s observed"), std::string::npos)
+        << adv.notes.front();
+    // A snapshot from a daemon that did not send the monotonic time: the wall clock it is.
+    a.monotonic_seconds = 0;
+    EXPECT_DOUBLE_EQ(seconds_between(a, b), 100);
+}
+
 TEST(AdviceWindow, JudgesAgainstASnapshotAWindowOld) {
     AdviceWindow w(10);
     Advice last;

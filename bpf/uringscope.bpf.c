@@ -13,6 +13,7 @@
 #include <bpf/bpf_tracing.h>
 
 #include "uringscope/records.h"
+#include "uringscope/gap_bucket.h"
 #include "core_fixes.bpf.h"
 
 #define EEXIST 17
@@ -1057,22 +1058,6 @@ int BPF_KPROBE(usc_kprobe_nvme_head_poll, struct io_uring_cmd *cmd)
 
 /* --- Work gaps: io_uring_submit_req / io_uring_submit_sqe tracepoints ----------------------- */
 
-/* Bucket of USC_GAP_BUCKETS for a gap: a branchy log2 because BPF has no count-leading-zeros. */
-static __always_inline __u64 gap_bucket(__u64 v)
-{
-	if (v < 64)
-		return 0;
-	__u64 m = 0;
-	__u64 x = v;
-	if (x >= (1ULL << 32)) { x >>= 32; m += 32; }
-	if (x >= (1ULL << 16)) { x >>= 16; m += 16; }
-	if (x >= (1ULL << 8)) { x >>= 8; m += 8; }
-	if (x >= (1ULL << 4)) { x >>= 4; m += 4; }
-	if (x >= (1ULL << 2)) { x >>= 2; m += 2; }
-	if (x >= (1ULL << 1)) { m += 1; }
-	return (m - 6) * 4 + ((v >> (m - 2)) & 3) + 1;
-}
-
 /*
  * Records one SQE of the current SQ thread. Only that thread writes its entry (sched_switch
  * writes other fields, in the same thread's context), so plain increments suffice: this runs per
@@ -1092,7 +1077,7 @@ static __always_inline void note_work(void)
 	g->last_work_ns = now;
 	if (!last || now <= last)
 		return;
-	__u64 b = gap_bucket(now - last);
+	__u64 b = usc_gap_bucket(now - last);
 	/*
 	 * Clamped here, on the register used as the index: clang otherwise bounds a zero-extended
 	 * copy and indexes with the original, which verifiers before 6.8 or so reject.

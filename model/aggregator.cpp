@@ -5,6 +5,8 @@
 #include <cstring>
 #include <utility>
 
+#include "uringscope/gap_bucket.h"
+
 namespace uringscope {
 
 namespace {
@@ -108,10 +110,8 @@ double gap_bucket_lower_ns(std::size_t i) {
 }
 
 std::size_t gap_bucket_index(std::uint64_t v) {
-    if (v < 64) return 0;
-    const unsigned m = 63 - static_cast<unsigned>(__builtin_clzll(v));
-    const std::size_t b = (m - 6) * 4 + ((v >> (m - 2)) & 3) + 1;
-    return std::min<std::size_t>(b, USC_GAP_BUCKETS - 1);
+    // The BPF program's own function (include/uringscope/gap_bucket.h), clamped as it clamps.
+    return static_cast<std::size_t>(std::min<__u64>(usc_gap_bucket(v), USC_GAP_BUCKETS - 1));
 }
 
 double gap_bucket_upper_ns(std::size_t i) {

@@ -151,6 +151,122 @@ void draw(const std::vector<std::string>& lines, int selected_line) {
     refresh();
 }
 
+// The selected thread's screen line: header (3) + column titles (1) + help if shown + the rows
+// before it, counting the expanded rings of earlier rows.
+int selected_line(const Snapshot& s, const std::vector<const ThreadSnapshot*>& rows,
+                  const ViewState& v) {
+    int line = 4 + (v.help ? 6 : 0);
+    for (int i = 0; i < v.selected && i < static_cast<int>(rows.size()); ++i) {
+        ++line;
+        if (v.expanded.count(rows[static_cast<std::size_t>(i)]->tid))
+            for (const auto& r : s.rings)
+                line += r.sq_thread == rows[static_cast<std::size_t>(i)]->tid;
+    }
+    return line;
+}
+
+void show(const std::shared_ptr<const Snapshot>& shown, ViewState& v, const History& h, bool utf8) {
+    if (!shown) {
+        erase();
+        mvaddstr(0, 0, "uringscope top: waiting for the first snapshot...");
+        refresh();
+        return;
+    }
+    auto rows = visible_threads(*shown, v);
+    v.selected = std::clamp(v.selected, 0, std::max(0, static_cast<int>(rows.size()) - 1));
+    auto lines = render(*shown, v, h, COLS, LINES, utf8);
+    draw(lines, v.view == View::threads && !rows.empty() ? selected_line(*shown, rows, v) : -1);
+}
+
+// A key while the filter is being typed: Enter applies it, Escape drops it.
+void edit_filter(ViewState& v, int ch) {
+    if (ch == '\n' || ch == KEY_ENTER) {
+        v.filter = v.editing_filter;
+        v.editing = false;
+    } else if (ch == 27) {
+        v.editing = false;
+    } else if (ch == KEY_BACKSPACE || ch == 127 || ch == 8) {
+        if (!v.editing_filter.empty()) v.editing_filter.pop_back();
+    } else if (ch >= 32 && ch < 127) {
+        v.editing_filter += static_cast<char>(ch);
+    }
+}
+
+// The sort column `step` places away (-1 or +1), over every column but the last (HISTORY).
+Column next_sort(Column current, int step) {
+    const auto& cols = thread_columns();
+    const int n = static_cast<int>(cols.size()) - 1;
+    int at = 0;
+    for (std::size_t i = 0; i < cols.size(); ++i)
+        if (cols[i].id == current) at = static_cast<int>(i);
+    return cols[static_cast<std::size_t>(((at + step) % n + n) % n)].id;
+}
+
+void toggle_expanded(ViewState& v, const std::vector<const ThreadSnapshot*>& rows) {
+    if (v.selected >= static_cast<int>(rows.size())) return;
+    auto tid = rows[static_cast<std::size_t>(v.selected)]->tid;
+    if (!v.expanded.erase(tid)) v.expanded.insert(tid);
+}
+
+void set_refresh(ViewState& v, SnapshotSource& src, double seconds) {
+    v.refresh_seconds = std::clamp(seconds, 0.125, 60.0);
+    src.set_interval(v.refresh_seconds);
+}
+
+// Applies a key outside filter editing; false for a key that means nothing (no redraw).
+bool apply_key(int ch, ViewState& v, const std::vector<const ThreadSnapshot*>& rows,
+               SnapshotSource& src) {
+    switch (ch) {
+        case 'q':
+        case 'Q':
+            g_quit = true;
+            return true;
+        case '\t':
+            v.view = v.view == View::threads ? View::polling : View::threads;
+            return true;
+        case '\n':
+        case KEY_ENTER:
+        case 'e':
+            toggle_expanded(v, rows);
+            return true;
+        case KEY_UP:
+        case 'k':
+            v.selected = std::max(0, v.selected - 1);
+            return true;
+        case KEY_DOWN:
+        case 'j':
+            ++v.selected;
+            return true;
+        case '<':
+        case '>':
+            v.sort = next_sort(v.sort, ch == '<' ? -1 : 1);
+            return true;
+        case 'r':
+            v.descending = !v.descending;
+            return true;
+        case '/':
+            v.editing = true;
+            v.editing_filter = v.filter;
+            return true;
+        case 'p':
+        case ' ':
+            v.paused = !v.paused;
+            return true;
+        case '+':
+        case '-':
+            set_refresh(v, src, ch == '+' ? v.refresh_seconds * 2 : v.refresh_seconds / 2);
+            return true;
+        case 'h':
+        case '?':
+            v.help = !v.help;
+            return true;
+        case KEY_RESIZE:
+            return true;
+        default:
+            return false;
+    }
+}
+
 int run_interactive(SnapshotSource& src, ViewState v) {
     const char* codeset = nl_langinfo(CODESET);
     const bool utf8 = codeset && std::strcmp(codeset, "UTF-8") == 0;
@@ -167,110 +283,18 @@ int run_interactive(SnapshotSource& src, ViewState v) {
                 dirty = true;
             }
         }
-        if (dirty && shown) {
-            auto rows = visible_threads(*shown, v);
-            v.selected = std::clamp(v.selected, 0, std::max(0, static_cast<int>(rows.size()) - 1));
-            auto lines = render(*shown, v, h, COLS, LINES, utf8);
-            // The selected thread's line: header (3) + column titles (1) + rows before it,
-            // counting expanded rings of earlier rows.
-            int line = 4 + (v.help ? 6 : 0);
-            for (int i = 0; i < v.selected && i < static_cast<int>(rows.size()); ++i) {
-                ++line;
-                if (v.expanded.count(rows[static_cast<std::size_t>(i)]->tid))
-                    for (const auto& r : shown->rings)
-                        line += r.sq_thread == rows[static_cast<std::size_t>(i)]->tid;
-            }
-            draw(lines, v.view == View::threads && !rows.empty() ? line : -1);
-            dirty = false;
-        } else if (dirty) {
-            erase();
-            mvaddstr(0, 0, "uringscope top: waiting for the first snapshot...");
-            refresh();
-        }
-        int ch = getch();
+        if (dirty) show(shown, v, h, utf8);
+        // Without a snapshot the waiting line stays up and is redrawn after every key.
+        dirty = !shown;
+        const int ch = getch();
         if (ch == ERR) continue;
-        dirty = true;
         if (v.editing) {
-            if (ch == '\n' || ch == KEY_ENTER) {
-                v.filter = v.editing_filter;
-                v.editing = false;
-            } else if (ch == 27) {
-                v.editing = false;
-            } else if (ch == KEY_BACKSPACE || ch == 127 || ch == 8) {
-                if (!v.editing_filter.empty()) v.editing_filter.pop_back();
-            } else if (ch >= 32 && ch < 127) {
-                v.editing_filter += static_cast<char>(ch);
-            }
+            edit_filter(v, ch);
+            dirty = true;
             continue;
         }
         auto rows = shown ? visible_threads(*shown, v) : std::vector<const ThreadSnapshot*>{};
-        const auto& cols = thread_columns();
-        int sort_idx = 0;
-        for (std::size_t i = 0; i < cols.size(); ++i)
-            if (cols[i].id == v.sort) sort_idx = static_cast<int>(i);
-        switch (ch) {
-            case 'q':
-            case 'Q':
-                g_quit = true;
-                break;
-            case '\t':
-                v.view = v.view == View::threads ? View::polling : View::threads;
-                break;
-            case '\n':
-            case KEY_ENTER:
-            case 'e':
-                if (v.selected < static_cast<int>(rows.size())) {
-                    auto tid = rows[static_cast<std::size_t>(v.selected)]->tid;
-                    if (!v.expanded.erase(tid)) v.expanded.insert(tid);
-                }
-                break;
-            case KEY_UP:
-            case 'k':
-                v.selected = std::max(0, v.selected - 1);
-                break;
-            case KEY_DOWN:
-            case 'j':
-                ++v.selected;
-                break;
-            case '<':
-                v.sort =
-                    cols[static_cast<std::size_t>((sort_idx + static_cast<int>(cols.size()) - 2) %
-                                                  (static_cast<int>(cols.size()) - 1))]
-                        .id;
-                break;
-            case '>':
-                v.sort = cols[static_cast<std::size_t>((sort_idx + 1) %
-                                                       (static_cast<int>(cols.size()) - 1))]
-                             .id;
-                break;
-            case 'r':
-                v.descending = !v.descending;
-                break;
-            case '/':
-                v.editing = true;
-                v.editing_filter = v.filter;
-                break;
-            case 'p':
-            case ' ':
-                v.paused = !v.paused;
-                break;
-            case '+':
-                v.refresh_seconds = std::min(60.0, v.refresh_seconds * 2);
-                src.set_interval(v.refresh_seconds);
-                break;
-            case '-':
-                v.refresh_seconds = std::max(0.125, v.refresh_seconds / 2);
-                src.set_interval(v.refresh_seconds);
-                break;
-            case 'h':
-            case '?':
-                v.help = !v.help;
-                break;
-            case KEY_RESIZE:
-                break;
-            default:
-                dirty = false;
-        }
+        dirty = apply_key(ch, v, rows, src) || dirty;
     }
     return 0;
 }

@@ -143,11 +143,6 @@ std::string ring_mode(std::uint32_t flags) {
 
 // What one update reads from the raw sample, indexed once, and what the ring stage hands to
 // the thread stage.
-struct Aggregator::RingDelta {
-    std::uint64_t sqes = 0, cqes = 0;
-    std::uint64_t deep_work_ns = 0;  // io_submit_sqes + SQ-thread io_do_iopoll time
-};
-
 struct Aggregator::UpdateContext {
     const RawSample& raw;
     double interval = 0;  // seconds since the previous sample, 0 on the first
@@ -339,11 +334,6 @@ void Aggregator::ring_deep_work(UpdateContext& cx, std::uint64_t ctx, const usc_
 // --- Thread stage --------------------------------------------------------------------------
 
 // What a thread's rings did in the interval, summed.
-struct Aggregator::MemberTotals {
-    std::uint64_t sqes = 0, cqes = 0, deep_work_ns = 0, sqes_total = 0;
-    bool pinned = false;
-};
-
 ThreadSnapshot Aggregator::observe_thread(
     UpdateContext& cx, std::int32_t tid,
     const std::vector<std::pair<std::size_t, RingDelta>>& members,

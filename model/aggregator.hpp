@@ -138,10 +138,18 @@ private:
     std::uint64_t rings_replaced_ = 0, walks_incomplete_ = 0, threads_replaced_ = 0;
     ProbeCoverage submit_coverage_{"io_submit_sqes"};
 
-    // The stages of update() (aggregator.cpp), each a function of what one update read.
-    struct RingDelta;
+    // The stages of update() (aggregator.cpp), each a function of what one update read. The
+    // unit tests reach the stages that take all they use as arguments through AggregatorStages.
+    friend class AggregatorStages;
+    struct RingDelta {
+        std::uint64_t sqes = 0, cqes = 0;
+        std::uint64_t deep_work_ns = 0;  // io_submit_sqes + SQ-thread io_do_iopoll time
+    };
     struct UpdateContext;
-    struct MemberTotals;
+    struct MemberTotals {
+        std::uint64_t sqes = 0, cqes = 0, deep_work_ns = 0, sqes_total = 0;
+        bool pinned = false;
+    };
     void measure_hz(const RawSample& raw);
     RingSnapshot observe_ring(UpdateContext& cx, std::uint64_t ctx, const usc_ring_record& rec,
                               std::size_t index);

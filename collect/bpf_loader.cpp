@@ -759,6 +759,7 @@ void BpfCollector::cleanup(const MapCleanup& c) {
     // Per-key deletes: a batch delete stops at the first key that is already gone, and these
     // lists are what changed since the last sample, not what is alive. Every map whose entries
     // follow a thread or a ring is named by its probe in probe_table(); none is listed here.
+    if (c.empty()) return;  // most samples: nothing went, so no map need be looked up
     for (const auto& probe : probe_table())
         for (const auto& m : probe.maps) {
             const int fd = bpf_map__fd(bpf_object__find_map_by_name(skel_->obj, m.map));

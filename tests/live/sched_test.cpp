@@ -268,6 +268,13 @@ TEST_F(Sched, TimerInterruptWakeupsAreNamedAsInterrupts) {
             for (auto& t : threads) t.join();
         }
     };
+    // Ground truth for the task wakeups: the submitter wakes the thread only when liburing's
+    // io_uring_submit finds IORING_SQ_NEED_WAKEUP set. Read before and after the submit, so a
+    // flag set in between is counted too: this is an upper bound.
+    auto needs_wakeup = [&] {
+        return (IO_URING_READ_ONCE(*ring_.sq.kflags) & IORING_SQ_NEED_WAKEUP) != 0;
+    };
+    int submits_to_sleeper = 0;
     {
         Join join{stop_spinning, spinners};  // also when an assertion returns early
         for (int i = 0; i < kTimeouts; ++i) {
@@ -275,7 +282,9 @@ TEST_F(Sched, TimerInterruptWakeupsAreNamedAsInterrupts) {
             io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
             ASSERT_NE(sqe, nullptr);
             io_uring_prep_timeout(sqe, &ts, 0, 0);
+            const bool before = needs_wakeup();
             ASSERT_GE(io_uring_submit(&ring_), 0);
+            if (before || needs_wakeup()) ++submits_to_sleeper;
             io_uring_cqe* cqe = nullptr;
             ASSERT_EQ(io_uring_wait_cqe(&ring_, &cqe), 0);
             EXPECT_EQ(cqe->res, -ETIME);
@@ -285,19 +294,38 @@ TEST_F(Sched, TimerInterruptWakeupsAreNamedAsInterrupts) {
     auto wakeups_in = [&](const std::vector<Series>& m, const std::string& context) {
         return wakeups_by_context(m, l.at("sq_thread"), context);
     };
+    // The thread is asleep for good now; read once three samples in a row agree.
     std::vector<Series> m;
-    eventually(seconds(3), [&] {
+    double total = 0;
+    std::vector<double> last;
+    eventually(seconds(5), [&] {
+        std::this_thread::sleep_for(milliseconds(150));
         m = d->scrape();
-        return wakeups_in(m, "irq") >= kTimeouts;
+        total = value(m, "uringscope_sqthread_wakeups_total", l);
+        std::vector<double> now{total, wakeups_in(m, "irq"), wakeups_in(m, "task"),
+                                value(m, "uringscope_sqthread_sleeps_total", l)};
+        const bool settled = now == last;
+        last = now;
+        return settled;
     });
     const double irq = wakeups_in(m, "irq"), task = wakeups_in(m, "task");
-    std::printf("%d timeouts: %.0f wakeups from interrupts, %.0f from tasks\n", kTimeouts, irq,
-                task);
-    // Non-RT kernels run io_uring's timeout hrtimer in hardirq. (PREEMPT_RT runs it in a
-    // softirq thread, which would be named as a task.)
-    EXPECT_EQ(irq, kTimeouts);
-    // The submitter wakes it no more than once per timeout (io_uring_enter with SQ_WAKEUP).
-    EXPECT_LE(task, kTimeouts + 1);
+    // Sleeps that ended with no wakeup traced (the thread sleeps again at the end, hence - 1).
+    const double untraced = value(m, "uringscope_sqthread_sleeps_total", l) - 1 - total;
+    std::printf(
+        "%d timeouts, %d submits found the thread asleep: %.0f wakeups, %.0f from interrupts, "
+        "%.0f from tasks; %.0f sleeps ended with no wakeup traced\n",
+        kTimeouts, submits_to_sleeper, total, irq, task, untraced);
+    // Every wakeup the scheduler traced is named, once.
+    EXPECT_EQ(irq + task, total);
+    // Named by the task they interrupted (a spinner, of this process), the timer's wakeups would
+    // push the task count past what the submitter did.
+    EXPECT_LE(task, submits_to_sleeper);
+    // Most timeouts find the thread asleep: 10 ms idle against 100 ms. Not all, on a loaded host:
+    // a thread preempted on its way to sleep needs no wakeup, and the 6.18 host, under CPU
+    // contention, put the sleeping thread back on a CPU when its timer fired with no wakeup
+    // traced at all (seen also by bpftrace's sched_waking). Exact equality flaked that way.
+    EXPECT_GE(irq, kTimeouts / 2);
+    EXPECT_LE(irq, kTimeouts);
     expect_interrupts_have_no_waker_pid(m);
 }
 

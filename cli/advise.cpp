@@ -26,6 +26,10 @@ FINDINGS
                               deep tier's work_gaps probe: uringscoped --probes.deep, or
                               --local, which loads it)
   sq_spinning_without_work    an SQ thread burns CPU for (almost) no SQEs
+  sq_thread_overpriced        an SQ thread costs 10x or more what the same SQEs would cost
+                              without SQPOLL, with another sq_thread_idle, batched, or on a
+                              kernel with nanosecond idle; prices each, and says when no
+                              setting helps
   shared_thread_backlog       a ring waits for its turn on a saturated shared SQ thread
   sq_threads_should_share     several SQ threads of one process, each mostly spinning
   iopoll_without_poll_queues  polled NVMe requests completed by interrupts (no poll queues)
@@ -170,6 +174,22 @@ std::string wrap(const std::string& text, std::size_t width, const std::string& 
     return out;
 }
 
+// sq_thread_overpriced: each way to do the work, with its price, then why any is unavailable.
+std::string alternatives(const std::vector<Alternative>& alts) {
+    if (alts.empty()) return "";
+    std::string out = "  alternatives:\n";
+    out += fmt::format("    {:<18} {:>8} {:>10} {:>13}\n", "", "cpu", "wakes/s", "added delay");
+    for (const auto& a : alts) {
+        if (!a.available) continue;
+        out += fmt::format("    {:<18} {:>7.1f}% {:>10.1f} {:>10.1f} us{}\n", a.name,
+                           a.cpu_cores * 100, a.wakeups_per_second, a.added_latency_seconds * 1e6,
+                           a.recommended ? "  <- recommended" : "");
+    }
+    for (const auto& a : alts)
+        if (!a.note.empty()) out += wrap(a.name + ": " + a.note, 94, "    ");
+    return out;
+}
+
 }  // namespace
 
 std::string render_text(const Advice& a, const Snapshot& snap) {
@@ -205,6 +225,7 @@ std::string render_text(const Advice& a, const Snapshot& snap) {
                                   : "");
             }
         }
+        out += alternatives(f.alternatives);
     }
     if (!a.notes.empty()) {
         out += "\nnotes:\n";

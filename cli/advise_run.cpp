@@ -10,6 +10,7 @@
 
 #include "cli/advise.hpp"
 #include "cli/top_source.hpp"
+#include "collect/submit_cost.hpp"
 #include "exporters/json_exporter.hpp"
 #include "model/advisor.hpp"
 
@@ -41,6 +42,9 @@ int run_local(const Options& o) {
     // Warnings from the tier fallback (fentry refused, ...) are the daemon's business; here they
     // would only bury the advice.
     spdlog::set_level(spdlog::level::err);
+    AdviseOptions ao;
+    ao.wake_weight = o.wake_weight;
+    measure_submit_cost(ao);  // before the probes attach: its ring is not one to judge
     auto src = top::start_local(1.0, err, true);
     if (!src) {
         std::cerr << "uringscope advise: cannot sample in-process: " << err << "\n";
@@ -75,8 +79,6 @@ int run_local(const Options& o) {
     // One more tick so the last snapshot is at least `duration` after the first.
     std::this_thread::sleep_for(std::chrono::milliseconds(1100));
     auto last = src->latest();
-    AdviseOptions ao;
-    ao.wake_weight = o.wake_weight;
     return print(o, *last, make_advice(*first, *last, ao));
 }
 

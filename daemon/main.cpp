@@ -13,6 +13,7 @@
 #include "collect/kernel_features.hpp"
 #include "collect/privileges.hpp"
 #include "collect/sampler.hpp"
+#include "collect/submit_cost.hpp"
 #include "daemon/flags.hpp"
 #include "exporters/json_exporter.hpp"
 #include "exporters/prometheus_exporter.hpp"
@@ -122,6 +123,9 @@ int run(const DaemonConfig& cfg, const KernelFeatures& kf, const sigset_t& sigs)
     int exit_code = 0;
     auto http = serve(cfg, web, exit_code);
     if (!http) return exit_code;
+    // Measured before any probe is attached: its ring is not one to report.
+    AdviseOptions advise_opts;
+    if (cfg.advise_window.count() > 0) measure_submit_cost(advise_opts);
     std::string err;
     auto bpf = BpfCollector::make(kf, LoaderOptions{cfg.deep, cfg.no_fentry}, err);
     if (!bpf) {
@@ -135,7 +139,8 @@ int run(const DaemonConfig& cfg, const KernelFeatures& kf, const sigset_t& sigs)
     auto store = std::make_shared<SnapshotStore>();
     Sampler sampler(*bpf, per_thread, store, kf.release(), kf.config_hz());
     if (cfg.advise_window.count() > 0)
-        sampler.enable_advice(std::chrono::duration<double>(cfg.advise_window).count());
+        sampler.enable_advice(std::chrono::duration<double>(cfg.advise_window).count(),
+                              advise_opts);
     if (!sampler.sample_once()) return 1;
     // Everything privileged is done: programs attached, port bound, first walk taken.
     if (auto why = drop_privileges(cfg.runas_user)) {

@@ -135,7 +135,7 @@ const std::vector<MetricDecl>& metric_catalog() {
         {"uringscope_probe_waiting", MetricKind::gauge, "probe", {"probe", "kind"},
          "1 while an attached probe waits for a kernel module to load before it can see anything: the NVMe tracepoint variant until nvme_core is loaded (the log names the module)."},
         {"uringscope_advice_finding", MetricKind::gauge, "advice", {"finding", "subject", "sq_thread", "ring", "device"},
-         "1 for each tuning finding of the advisor over its window (uringscope advise explains it). The finding label is stable: sq_idle_too_long, sq_spinning_without_work, shared_thread_backlog, sq_threads_should_share, iopoll_without_poll_queues."},
+         "1 for each tuning finding of the advisor over its window (uringscope advise explains it). The finding label is stable: sq_idle_too_long, sq_spinning_without_work, sq_thread_overpriced, shared_thread_backlog, sq_threads_should_share, iopoll_without_poll_queues."},
         {"uringscope_advice_predicted_cpu_saving_cores", MetricKind::gauge, "advice", {"finding", "subject"},
          "CPU (cores) the advisor predicts its recommended change would save."},
         {"uringscope_advice_window_seconds", MetricKind::gauge, "advice", {},

@@ -25,10 +25,23 @@ struct IdleCurvePoint {
     bool recommended = false;
 };
 
+// One way to do an SQ thread's work, priced: sq_thread_overpriced lists each, the thread as it
+// runs ("now") first. Prices are for the same SQEs per second as measured.
+struct Alternative {
+    std::string name;      // now, no_sqpoll, sq_thread_idle, batch_submissions, idle_ns_kernel
+    std::string change;    // what to do, in words; empty for "now"
+    double cpu_cores = 0;  // predicted CPU per second for the work, SQ thread and submitter
+    double wakeups_per_second = 0;     // predicted SQ thread wakeups
+    double added_latency_seconds = 0;  // mean delay a submission gains over one never delayed
+    bool available = true;  // false: this kernel or this evidence cannot do it (note says why)
+    bool recommended = false;
+    std::string note;  // why unavailable, or what the price takes for granted
+};
+
 struct Finding {
     // Stable identifiers, also the `finding` label of uringscope_advice_finding:
-    //   sq_idle_too_long, sq_spinning_without_work, shared_thread_backlog,
-    //   sq_threads_should_share, iopoll_without_poll_queues
+    //   sq_idle_too_long, sq_spinning_without_work, sq_thread_overpriced,
+    //   shared_thread_backlog, sq_threads_should_share, iopoll_without_poll_queues
     std::string id;
     std::string subject;          // "sq_thread 1234", "ring 1234:5", "device nvme1n1"
     std::int32_t sq_thread = -1;  // the thread concerned, -1 if none
@@ -42,6 +55,7 @@ struct Finding {
     std::vector<Figure> predicted;      // the effect predicted for that change
     std::string assumption;             // what the prediction takes for granted
     std::vector<IdleCurvePoint> curve;  // sq_idle_too_long only
+    std::vector<Alternative> alternatives;  // sq_thread_overpriced only
 };
 
 struct Advice {

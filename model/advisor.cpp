@@ -19,9 +19,6 @@ namespace {
 // IORING_SQPOLL_CAP_ENTRIES_VALUE: with more than one ring on a thread, each pass takes at most
 // this many SQEs from each ring.
 constexpr double kSharedPassCap = 8;
-// What one io_uring_enter costs the application when a ring submits without SQPOLL; used only
-// to show that dropping SQPOLL from a nearly idle ring costs next to nothing.
-constexpr double kSyscallSeconds = 1e-6;
 
 std::string fmt_seconds(double s) {
     if (s >= 1) return fmt::format("{:.3g} s", s);
@@ -239,14 +236,246 @@ bool idle_ring_finding(const ThreadWindow& tw, const AdviseOptions& o, double wi
         "keep SQPOLL, make sq_thread_idle shorter than the {} between its submissions",
         tw.rings.size() > 1 ? "s" : "", ring_list(tw.rings),
         tw.sqes > 0 ? fmt_seconds(1.0 / tw.sqes) : std::string("time"));
-    const double after = tw.sqes * kSyscallSeconds;
+    const double after = tw.sqes * o.submit_syscall_seconds;
     f.predicted = {{"cpu_cores", after, "cores"},
                    {"cpu_cores_saved", tw.cpu - after, "cores"},
                    {"wakeups_per_second", 0, "1/s"}};
     f.assumption = fmt::format(
         "without an SQ thread each submission costs the application one io_uring_enter "
-        "(about {} each, {:.2g} per second)",
-        fmt_seconds(kSyscallSeconds), tw.sqes);
+        "({} each, {}; {:.2g} per second)",
+        fmt_seconds(o.submit_syscall_seconds), o.submit_cost_source, tw.sqes);
+    out.findings.push_back(std::move(f));
+    return true;
+}
+
+// --- sq_thread_overpriced -------------------------------------------------------------------
+//
+// The thread's price against what the same SQEs would cost done otherwise, from measured
+// figures, whatever the SQE rate: the fixed thresholds above miss a thread at 100 % for a modest
+// rate whose gaps no sq_thread_idle can span.
+
+struct PriceContext {
+    const ThreadWindow& tw;
+    const Snapshot& to;
+    const AdviseOptions& o;
+    double window;
+    double wake_s;
+    bool measured_wake;
+};
+
+// Mean spin after the last SQE at the shortest setting: upstream rounds sq_thread_idle up to
+// whole jiffies (1 ms is one tick) and spins up to a tick more. 0 with nanosecond idle.
+double shortest_mean_spin(const ThreadSnapshot& b, unsigned hz) {
+    if (b.idle_ns_granular || hz == 0) return 0;
+    return 1.5 / hz;
+}
+
+// Share of submissions that find the thread asleep, each waiting for its wakeup.
+double wake_delay(const PriceContext& c, double wakeups_per_second) {
+    if (c.tw.sqes <= 0) return 0;
+    return std::min(1.0, wakeups_per_second / c.tw.sqes) * c.wake_s;
+}
+
+std::string no_setting_helps(const PriceContext& c, double floor) {
+    return fmt::format(
+        "no setting helps: the gaps between SQEs (mean {}) are shorter than the shortest spin "
+        "this kernel allows (sq_thread_idle of 1 ms is one tick at HZ={}, and the thread spins "
+        "{} to {} after its last SQE), so no sq_thread_idle lets it sleep between them",
+        fmt_seconds(1 / c.tw.sqes), c.to.hz, fmt_seconds(floor / 1.5), fmt_seconds(floor / 0.75));
+}
+
+Alternative price_now(const PriceContext& c) {
+    Alternative a;
+    a.name = "now";
+    a.cpu_cores = c.tw.cpu;
+    a.wakeups_per_second = c.tw.wakeups;
+    a.added_latency_seconds = wake_delay(c, c.tw.wakeups);
+    a.note = c.tw.sqes > 0
+                 ? fmt::format("{} of SQ thread CPU per SQE", fmt_seconds(c.tw.cpu / c.tw.sqes))
+                 : std::string("no SQEs in the window");
+    return a;
+}
+
+Alternative price_no_sqpoll(const PriceContext& c) {
+    Alternative a;
+    a.name = "no_sqpoll";
+    a.change =
+        fmt::format("create ring{} {} without IORING_SETUP_SQPOLL and submit with io_uring_enter",
+                    c.tw.rings.size() > 1 ? "s" : "", ring_list(c.tw.rings));
+    // The thread's work moves to the submitter, which pays one system call per submission.
+    a.cpu_cores = c.tw.work + c.tw.sqes * c.o.submit_syscall_seconds;
+    a.added_latency_seconds = c.o.submit_syscall_seconds;
+    a.note = fmt::format("one io_uring_enter per SQE at {} ({})",
+                         fmt_seconds(c.o.submit_syscall_seconds), c.o.submit_cost_source);
+    return a;
+}
+
+// The cheapest other setting of a curve, by CPU plus weighted wake delay.
+const IdleCurvePoint* cheapest_point(const PriceContext& c,
+                                     const std::vector<IdleCurvePoint>& curve) {
+    const IdleCurvePoint* best = nullptr;
+    auto score = [&](const IdleCurvePoint& p) {
+        return p.cpu_cores + c.o.wake_weight * p.wakeups_per_second * c.wake_s;
+    };
+    for (const auto& p : curve)
+        if (!p.current && (!best || score(p) < score(*best))) best = &p;
+    return best;
+}
+
+std::vector<IdleCurvePoint> curve_of(const PriceContext& c, bool ns_granular) {
+    const ThreadSnapshot& b = *c.tw.b;
+    if (!c.tw.a->has_gaps || !b.has_gaps) return {};
+    return idle_curve(gap_window(c.tw.a->gaps, b.gaps, c.window), b.idle_setting_seconds,
+                      ns_granular, c.to.hz);
+}
+
+Alternative price_idle(const PriceContext& c) {
+    const ThreadSnapshot& b = *c.tw.b;
+    Alternative a;
+    a.name = "sq_thread_idle";
+    a.available = false;
+    const double floor = shortest_mean_spin(b, c.to.hz);
+    const bool gaps_too_short = c.tw.sqes > 0 && 1 / c.tw.sqes < floor;
+    const auto curve = curve_of(c, b.idle_ns_granular);
+    const IdleCurvePoint* best = cheapest_point(c, curve);
+    if (best && best->cpu_cores < 0.9 * c.tw.cpu) {
+        a.available = true;
+        a.change = fmt::format("set io_uring_params.sq_thread_idle = {}",
+                               fmt_setting(best->setting_seconds, b.idle_ns_granular));
+        a.cpu_cores = best->cpu_cores;
+        a.wakeups_per_second = best->wakeups_per_second;
+        a.added_latency_seconds = wake_delay(c, best->wakeups_per_second);
+        a.note = "from the gaps between SQEs measured over the window";
+    } else if (gaps_too_short || !curve.empty()) {
+        a.note = gaps_too_short
+                     ? no_setting_helps(c, floor)
+                     : "no sq_thread_idle saves a tenth of the thread's CPU on these gaps";
+    } else {
+        a.note = "pricing other idle times needs the gaps between SQEs: uringscoped --probes.deep";
+    }
+    return a;
+}
+
+// Gathering submissions so that the gaps outgrow the shortest spin; never held longer than
+// batch_max_delay_seconds.
+Alternative price_batch(const PriceContext& c) {
+    const ThreadSnapshot& b = *c.tw.b;
+    Alternative a;
+    a.name = "batch_submissions";
+    const double floor = shortest_mean_spin(b, c.to.hz);
+    const double period = c.o.batch_max_delay_seconds;
+    const double per_batch = std::round(period * c.tw.sqes);
+    // The gap between batches must outlast the longest spin, two ticks.
+    const double longest_spin = floor * 4 / 3;
+    a.available = floor > 0 && period > longest_spin && per_batch >= 2;
+    if (!a.available) {
+        a.note = floor == 0      ? "this kernel's nanosecond idle makes batching unneeded"
+                 : per_batch < 2 ? "submissions are already further apart than a batch would hold"
+                                 : fmt::format("a batch held at most {} cannot outlast the {} spin",
+                                               fmt_seconds(period), fmt_seconds(longest_spin));
+        return a;
+    }
+    const double batches = c.tw.sqes / per_batch;
+    a.change = fmt::format(
+        "submit {:.0f} SQEs at a time (one tail update every {}), with sq_thread_idle = 1 ms",
+        per_batch, fmt_seconds(period));
+    a.cpu_cores = c.tw.work + batches * floor;
+    a.wakeups_per_second = batches;
+    a.added_latency_seconds = period / 2 + c.wake_s;
+    a.note = "submissions evenly spaced; each batch is spun out for the shortest idle, then slept";
+    return a;
+}
+
+Alternative price_ns_kernel(const PriceContext& c) {
+    Alternative a;
+    a.name = "idle_ns_kernel";
+    a.available = false;
+    if (c.tw.b->idle_ns_granular) {
+        a.note = "this kernel already takes sq_thread_idle in nanoseconds";
+        return a;
+    }
+    // The least CPU it could do: its wakeups are priced when the alternatives are weighed.
+    const auto curve = curve_of(c, true);
+    const IdleCurvePoint* best = nullptr;
+    for (const auto& p : curve)
+        if (!best || p.cpu_cores < best->cpu_cores) best = &p;
+    if (!best) {
+        a.note = "pricing it needs the gaps between SQEs: uringscoped --probes.deep";
+        return a;
+    }
+    a.available = true;
+    a.change =
+        fmt::format("a kernel with nanosecond sq_thread_idle (IORING_SETUP_IDLE_NS), set to {} ns",
+                    std::llround(best->setting_seconds * 1e9));
+    a.cpu_cores = best->cpu_cores;
+    a.wakeups_per_second = best->wakeups_per_second;
+    a.added_latency_seconds = wake_delay(c, best->wakeups_per_second);
+    a.note = "from the gaps between SQEs measured over the window";
+    return a;
+}
+
+// Marks the cheapest available alternative by CPU plus weighted added delay; returns it.
+Alternative* recommend_alternative(const PriceContext& c, std::vector<Alternative>& alts) {
+    Alternative* best = nullptr;
+    auto score = [&](const Alternative& a) {
+        return a.cpu_cores + c.o.wake_weight * a.added_latency_seconds * c.tw.sqes;
+    };
+    for (auto& a : alts)
+        if (a.name != "now" && a.available && a.cpu_cores < c.tw.cpu &&
+            (!best || score(a) < score(*best)))
+            best = &a;
+    if (best) best->recommended = true;
+    return best;
+}
+
+std::vector<Figure> price_evidence(const PriceContext& c) {
+    std::vector<Figure> ev = {{"cpu_cores", c.tw.cpu, "cores"},
+                              {"work_cores", c.tw.work, "cores"},
+                              {"spin_cores", c.tw.spin, "cores"},
+                              {"sqes_per_second", c.tw.sqes, "1/s"},
+                              {"wakeups_per_second", c.tw.wakeups, "1/s"},
+                              {"sq_thread_idle_seconds", c.tw.b->idle_setting_seconds, "s"},
+                              {"submit_syscall_seconds", c.o.submit_syscall_seconds, "s"},
+                              {"wake_latency_seconds", c.wake_s, "s"}};
+    if (c.tw.sqes > 0) ev.push_back({"cpu_seconds_per_sqe", c.tw.cpu / c.tw.sqes, "s"});
+    return ev;
+}
+
+bool price_finding(const ThreadWindow& tw, const Snapshot& to, const AdviseOptions& o,
+                   double window, Advice& out) {
+    if (tw.cpu < o.price_min_cpu_cores) return false;
+    PriceContext c{tw, to, o, window, 0, false};
+    c.wake_s = wake_latency(*tw.a, *tw.b, o, c.measured_wake);
+    std::vector<Alternative> alts = {price_now(c), price_no_sqpoll(c), price_idle(c),
+                                     price_batch(c), price_ns_kernel(c)};
+    double cheapest = tw.cpu;
+    for (const auto& a : alts)
+        if (a.available && a.name != "now") cheapest = std::min(cheapest, a.cpu_cores);
+    if (tw.cpu < o.price_ratio * cheapest) return false;
+    const Alternative* rec = recommend_alternative(c, alts);
+    if (!rec) return false;
+
+    Finding f = thread_finding("sq_thread_overpriced", *tw.b);
+    f.ring = tw.rings.empty() ? "" : tw.rings.front()->id;
+    f.summary = fmt::format(
+        "SQ thread uses {:.0f}% of a CPU for {:.0f} SQEs/s; {} would do the same for {:.1f}% "
+        "({:.0f}x less)",
+        tw.cpu * 100, tw.sqes, rec->name, rec->cpu_cores * 100,
+        tw.cpu / std::max(rec->cpu_cores, 1e-9));
+    f.evidence = price_evidence(c);
+    f.change = rec->change;
+    f.predicted = {{"cpu_cores", rec->cpu_cores, "cores"},
+                   {"cpu_cores_saved", tw.cpu - rec->cpu_cores, "cores"},
+                   {"wakeups_per_second", rec->wakeups_per_second, "1/s"},
+                   {"added_latency_seconds", rec->added_latency_seconds, "s"}};
+    f.assumption = fmt::format(
+        "each alternative does the {:.0f} SQEs/s measured over {:.0f} s; a submission without "
+        "SQPOLL costs {} ({}); a woken thread costs {} of delay ({}); one second of added delay "
+        "is weighed as {:g} CPU-seconds",
+        tw.sqes, window, fmt_seconds(o.submit_syscall_seconds), o.submit_cost_source,
+        fmt_seconds(c.wake_s), c.measured_wake ? "measured median" : "assumed, no wake seen",
+        o.wake_weight);
+    f.alternatives = std::move(alts);
     out.findings.push_back(std::move(f));
     return true;
 }
@@ -583,7 +812,8 @@ Advice make_advice(const Snapshot& from, const Snapshot& to, const AdviseOptions
     for (const auto& tw : windows) {
         // A thread with no work gets the stronger advice; the idle curve would say the same.
         if (idle_ring_finding(tw, o, window, out)) continue;
-        idle_finding(tw, to, o, window, out);
+        // The price finding is the broader one: only where no narrower finding already spoke.
+        if (!idle_finding(tw, to, o, window, out)) price_finding(tw, to, o, window, out);
         backlog_findings(tw, index, o, window, out);
     }
     share_findings(windows, o, out);

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "model/snapshot.hpp"
@@ -24,6 +25,16 @@ struct AdviseOptions {
     double backlog_min_fraction = 0.5;     // share of samples with SQEs waiting
     double share_min_spin_fraction = 0.5;  // spin / CPU of a thread worth merging
     double share_max_work_cores = 0.8;     // combined work must fit in one thread
+    // What one submission costs without SQPOLL: an io_uring_enter that submits one SQE. The
+    // programs measure it at start-up (collect/submit_cost.hpp); the source says how it was got.
+    double submit_syscall_seconds = 1e-6;
+    std::string submit_cost_source = "assumed: 1 us per io_uring_enter";
+    // sq_thread_overpriced: an SQ thread costing this many times its cheapest alternative, and
+    // at least this much of a CPU, gets a finding whatever its SQE rate.
+    double price_ratio = 10;
+    double price_min_cpu_cores = 0.05;
+    // The submissions one batch may gather when batching is priced: never more than this delay.
+    double batch_max_delay_seconds = 0.010;
 };
 
 Advice make_advice(const Snapshot& from, const Snapshot& to, const AdviseOptions& opts = {});

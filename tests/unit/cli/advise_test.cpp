@@ -68,8 +68,9 @@ TEST(AdviseOptions, BadValuesAreRefusedWithExitTwo) {
 TEST(AdviseOptions, HelpNamesEveryFinding) {
     auto r = parse({"--help"});
     EXPECT_EQ(r.exit_code, 0);
-    for (const char* id : {"sq_idle_too_long", "sq_spinning_without_work", "shared_thread_backlog",
-                           "sq_threads_should_share", "iopoll_without_poll_queues"})
+    for (const char* id :
+         {"sq_idle_too_long", "sq_spinning_without_work", "sq_thread_overpriced",
+          "shared_thread_backlog", "sq_threads_should_share", "iopoll_without_poll_queues"})
         EXPECT_NE(r.output.find(id), std::string::npos) << id;
 }
 
@@ -120,4 +121,20 @@ TEST(AdviseRender, ShowsEvidenceChangePredictionAndCurve) {
     Advice none;
     none.window_seconds = 15;
     EXPECT_NE(render_text(none, with_thread(77, 10)).find("No findings"), std::string::npos);
+}
+
+TEST(AdviseRender, ShowsEachAlternativeWithItsPriceAndWhyOthersAreUnavailable) {
+    Advice a;
+    a.window_seconds = 10;
+    auto f = finding("sq_thread_overpriced", 42, 7);
+    f.alternatives = {{"now", "", 1.0, 0, 0, true, false, "667 us of SQ thread CPU per SQE"},
+                      {"no_sqpoll", "drop SQPOLL", 0.012, 0, 1e-6, true, true, "measured"},
+                      {"sq_thread_idle", "", 0, 0, 0, false, false, "no setting helps: gaps"}};
+    a.findings = {f};
+    const auto text = render_text(a, with_thread(42, 7));
+    for (const char* s : {"alternatives:", "no_sqpoll", "1.2%", "1.0 us  <- recommended",
+                          "sq_thread_idle: no setting helps: gaps", "100.0%"})
+        EXPECT_NE(text.find(s), std::string::npos) << s << "\n" << text;
+    // An unavailable alternative has no price row, only its note.
+    EXPECT_EQ(text.find("sq_thread_idle        "), std::string::npos) << text;
 }

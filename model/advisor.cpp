@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -176,23 +177,24 @@ std::vector<Figure> idle_evidence(const ThreadWindow& tw, const IdleCurvePoint* 
     return ev;
 }
 
-bool idle_finding(const ThreadWindow& tw, const Snapshot& to, const AdviseOptions& o, double window,
-                  Advice& out) {
+std::optional<double> idle_finding(const ThreadWindow& tw, const Snapshot& to,
+                                   const AdviseOptions& o, double window, Advice& out) {
     const ThreadSnapshot& b = *tw.b;
-    if (!idle_curve_ready(*tw.a, b, to, out)) return false;
+    if (!idle_curve_ready(*tw.a, b, to, out)) return std::nullopt;
     auto curve = idle_curve(gap_window(tw.a->gaps, b.gaps, window), b.idle_setting_seconds,
                             b.idle_ns_granular, to.hz);
-    if (curve.empty()) return false;
+    if (curve.empty()) return std::nullopt;
     bool measured_wake = false;
     const double wake_s = wake_latency(*tw.a, b, o, measured_wake);
     const IdleCurvePoint* cur = nullptr;
     for (auto& p : curve)
         if (p.current) cur = &p;
     const IdleCurvePoint& rec = recommend(curve, o, wake_s);
+    const double rec_cpu = rec.cpu_cores;
     const double saving = tw.cpu - rec.cpu_cores;
     if (rec.current || rec.setting_seconds >= b.idle_setting_seconds ||
         saving < o.min_cpu_saving_cores)
-        return false;
+        return std::nullopt;
 
     Finding f = thread_finding("sq_idle_too_long", b);
     f.ring = tw.rings.empty() ? "" : tw.rings.front()->id;
@@ -215,7 +217,7 @@ bool idle_finding(const ThreadWindow& tw, const Snapshot& to, const AdviseOption
     f.assumption = idle_assumption(b, to, o, window, wake_s, measured_wake);
     f.curve = std::move(curve);
     out.findings.push_back(std::move(f));
-    return true;
+    return rec_cpu;
 }
 
 // --- sq_spinning_without_work ---------------------------------------------------------------
@@ -441,19 +443,23 @@ std::vector<Figure> price_evidence(const PriceContext& c) {
     return ev;
 }
 
+// `after_idle`: the thread's CPU once an sq_idle_too_long finding is applied, or its CPU now.
+// A thread that sq_thread_idle alone brings within price_ratio of every alternative needs no
+// second finding; one that stays far above them (20 SQEs/s at 6 ms of spin each) does.
 bool price_finding(const ThreadWindow& tw, const Snapshot& to, const AdviseOptions& o,
-                   double window, Advice& out) {
-    if (tw.cpu < o.price_min_cpu_cores) return false;
+                   double window, double after_idle, Advice& out) {
+    if (after_idle < o.price_min_cpu_cores) return false;
     PriceContext c{tw, to, o, window, 0, false};
     c.wake_s = wake_latency(*tw.a, *tw.b, o, c.measured_wake);
     std::vector<Alternative> alts = {price_now(c), price_no_sqpoll(c), price_idle(c),
                                      price_batch(c), price_ns_kernel(c)};
-    double cheapest = tw.cpu;
+    double cheapest = after_idle;
     for (const auto& a : alts)
-        if (a.available && a.name != "now") cheapest = std::min(cheapest, a.cpu_cores);
-    if (tw.cpu < o.price_ratio * cheapest) return false;
+        if (a.available && a.name != "now" && a.name != "sq_thread_idle")
+            cheapest = std::min(cheapest, a.cpu_cores);
+    if (after_idle < o.price_ratio * cheapest) return false;
     const Alternative* rec = recommend_alternative(c, alts);
-    if (!rec) return false;
+    if (!rec || rec->name == "sq_thread_idle") return false;  // sq_idle_too_long says it
 
     Finding f = thread_finding("sq_thread_overpriced", *tw.b);
     f.ring = tw.rings.empty() ? "" : tw.rings.front()->id;
@@ -812,8 +818,8 @@ Advice make_advice(const Snapshot& from, const Snapshot& to, const AdviseOptions
     for (const auto& tw : windows) {
         // A thread with no work gets the stronger advice; the idle curve would say the same.
         if (idle_ring_finding(tw, o, window, out)) continue;
-        // The price finding is the broader one: only where no narrower finding already spoke.
-        if (!idle_finding(tw, to, o, window, out)) price_finding(tw, to, o, window, out);
+        const auto after_idle = idle_finding(tw, to, o, window, out);
+        price_finding(tw, to, o, window, after_idle.value_or(tw.cpu), out);
         backlog_findings(tw, index, o, window, out);
     }
     share_findings(windows, o, out);

@@ -458,3 +458,34 @@ TEST(Advise, TheRatioAndTheFloorBothGateTheFinding) {
     o.price_min_cpu_cores = 1.01;  // the thread uses 1.0
     EXPECT_EQ(find(make_advice(w.a, w.b, o), "sq_thread_overpriced"), nullptr);
 }
+
+TEST(Advise, AThreadStillOverpricedAfterTheIdleFixGetsBothFindings) {
+    // 20 SQEs/s, 50 ms apart, idle 2 s: 1 ms would leave 6 ms of spin per SQE, 12 % of a CPU,
+    // against 20 us/s of system calls without SQPOLL.
+    Snapshot a = snap(0), b = snap(10);
+    auto t0 = thread(42, 7, 0, 0, 2.0);
+    auto t1 = thread(42, 7, 10.0, 0.001, 2.0);
+    t0.has_gaps = t1.has_gaps = true;
+    add_gaps(t0.gaps, 50'000'000, 1);
+    t1.gaps = t0.gaps;
+    add_gaps(t1.gaps, 50'000'000, 200);
+    a.threads = {t0};
+    b.threads = {t1};
+    a.rings = {ring("7:5", 3, 42, 0)};
+    b.rings = {ring("7:5", 3, 42, 200)};
+    const auto adv = make_advice(a, b);
+    const Finding* idle = find(adv, "sq_idle_too_long");
+    ASSERT_NE(idle, nullptr);
+    EXPECT_NEAR(figure(idle->predicted, "cpu_cores"), 20 * 0.006, 0.005);
+    const Finding* price = find(adv, "sq_thread_overpriced");
+    ASSERT_NE(price, nullptr);
+    EXPECT_TRUE(alternative(*price, "no_sqpoll").recommended);
+    EXPECT_EQ(adv.findings.size(), 2u);
+
+    // Where the idle fix brings the thread within 10x of every alternative, it alone speaks.
+    AdviseOptions o;
+    o.price_ratio = 1e6;
+    const auto alone = make_advice(a, b, o);
+    EXPECT_NE(find(alone, "sq_idle_too_long"), nullptr);
+    EXPECT_EQ(find(alone, "sq_thread_overpriced"), nullptr);
+}

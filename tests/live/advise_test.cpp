@@ -147,7 +147,35 @@ protected:
         return c;
     }
 
+    // Runs one SQPOLL ring, measures its SQ thread for 6 s, then waits for the advisor's `id`
+    // about it. The load keeps running in load_.
+    json measure_then_advise(const std::string& spec, const std::string& id, Measured& before) {
+        std::vector<LoadRing> rings;
+        load_ = start_load({"--ring", spec, "--duration", "120s"}, rings);
+        if (rings.size() != 1u) return {{"error", "load started " + std::to_string(rings.size())}};
+        std::this_thread::sleep_for(seconds(2));
+        before = measure(rings[0].pid, {rings[0].sq_thread}, seconds(6));
+        return wait_for_finding(*daemon_, id, seconds(30), {"--pid", std::to_string(rings[0].pid)});
+    }
+
+    // The advice applied: the same load as a plain ring, which has no SQ thread. Returns its
+    // submitting thread's CPU, in cores, over 6 s.
+    double plain_ring_cpu(const std::string& spec) {
+        load_.reset();
+        std::vector<LoadRing> rings;
+        load_ = start_load({"--ring", spec, "--duration", "120s"}, rings);
+        if (rings.size() != 1u || rings[0].sq_thread > 0) {
+            ADD_FAILURE() << spec << ": expected one ring without an SQ thread";
+            return NAN;
+        }
+        std::this_thread::sleep_for(seconds(2));
+        auto cpu0 = schedstat_ns(rings[0].pid, rings[0].pid).value_or(0);
+        std::this_thread::sleep_for(seconds(6));
+        return (schedstat_ns(rings[0].pid, rings[0].pid).value_or(0) - cpu0) / 6e9;
+    }
+
     std::unique_ptr<Daemon> daemon_;
+    std::unique_ptr<Child> load_;
 };
 
 const std::vector<std::string> kBursty = {"--duration", "120s",        "--pause-every",
@@ -206,31 +234,19 @@ TEST_F(Advise, IdleTooLongPredictsTheCpuAndWakesOfTheRecommendedSetting) {
 
 // One SQE per second on a thread that spins 5 s before sleeping.
 TEST_F(Advise, SpinningWithoutWorkPredictsTheSavingOfDroppingSqpoll) {
-    std::vector<LoadRing> rings;
-    auto load =
-        start_load({"--ring", "sqpoll,idle=5000,rate=1,batch=1", "--duration", "120s"}, rings);
-    ASSERT_EQ(rings.size(), 1u);
-    std::this_thread::sleep_for(seconds(2));
-    const Measured before = measure(rings[0].pid, {rings[0].sq_thread}, seconds(6));
-    json advice = wait_for_finding(*daemon_, "sq_spinning_without_work", seconds(30),
-                                   {"--pid", std::to_string(rings[0].pid)});
+    Measured before;
+    const json advice =
+        measure_then_advise("sqpoll,idle=5000,rate=1,batch=1", "sq_spinning_without_work", before);
     const json* f = finding(advice, "sq_spinning_without_work");
     ASSERT_NE(f, nullptr) << advice.dump();
     EXPECT_NE((*f)["change"].get<std::string>().find("without IORING_SETUP_SQPOLL"),
               std::string::npos);
     const double pred_saving = figure(*f, "predicted", "cpu_cores_saved");
     const double pred_wakes = figure(*f, "predicted", "wakeups_per_second");
-    load.reset();
 
-    // Applied: the same ring without SQPOLL. There is no SQ thread left to burn anything; the
-    // application's own thread does the one submission per second.
-    load = start_load({"--ring", "plain,rate=1,batch=1", "--duration", "120s"}, rings);
-    ASSERT_EQ(rings.size(), 1u);
-    EXPECT_LE(rings[0].sq_thread, 0);
-    std::this_thread::sleep_for(seconds(2));
-    auto cpu0 = schedstat_ns(rings[0].pid, rings[0].pid).value_or(0);
-    std::this_thread::sleep_for(seconds(6));
-    const double after_cpu = (schedstat_ns(rings[0].pid, rings[0].pid).value_or(0) - cpu0) / 6e9;
+    // There is no SQ thread left to burn anything; the application's own thread does the one
+    // submission per second.
+    const double after_cpu = plain_ring_cpu("plain,rate=1,batch=1");
     std::printf(
         "SQPOLL at 1 SQE/s: CPU %.3f cores -> %.4f cores without SQPOLL; saving "
         "measured %.3f predicted %.3f; wakes/s predicted %.1f\n",
@@ -305,14 +321,9 @@ TEST_F(Advise, BacklogOnASaturatedSharedThreadIsReported) {
 // any idle the kernel allows. The thread burns a core; without SQPOLL the same SQEs cost a
 // system call each.
 TEST_F(Advise, OverpricedThreadIsPricedAndDroppingSqpollSavesWhatWasPredicted) {
-    std::vector<LoadRing> rings;
-    auto load =
-        start_load({"--ring", "sqpoll,idle=1000,rate=1500,batch=1", "--duration", "120s"}, rings);
-    ASSERT_EQ(rings.size(), 1u);
-    std::this_thread::sleep_for(seconds(2));
-    const Measured before = measure(rings[0].pid, {rings[0].sq_thread}, seconds(6));
-    json advice = wait_for_finding(*daemon_, "sq_thread_overpriced", seconds(30),
-                                   {"--pid", std::to_string(rings[0].pid)});
+    Measured before;
+    const json advice =
+        measure_then_advise("sqpoll,idle=1000,rate=1500,batch=1", "sq_thread_overpriced", before);
     const json* f = finding(advice, "sq_thread_overpriced");
     ASSERT_NE(f, nullptr) << advice.dump();
     EXPECT_EQ(advice["findings"].size(), 1u) << advice.dump(2);
@@ -325,15 +336,9 @@ TEST_F(Advise, OverpricedThreadIsPricedAndDroppingSqpollSavesWhatWasPredicted) {
               std::string::npos);
     const double pred_cpu = alt["no_sqpoll"]["cpu_cores"].get<double>();
     const double pred_saving = figure(*f, "predicted", "cpu_cores_saved");
-    load.reset();
 
-    // Applied: the same ring without SQPOLL; the application's thread submits each SQE.
-    load = start_load({"--ring", "plain,rate=1500,batch=1", "--duration", "120s"}, rings);
-    ASSERT_EQ(rings.size(), 1u);
-    std::this_thread::sleep_for(seconds(2));
-    auto cpu0 = schedstat_ns(rings[0].pid, rings[0].pid).value_or(0);
-    std::this_thread::sleep_for(seconds(6));
-    const double after_cpu = (schedstat_ns(rings[0].pid, rings[0].pid).value_or(0) - cpu0) / 6e9;
+    // Applied: the application's thread submits each SQE itself.
+    const double after_cpu = plain_ring_cpu("plain,rate=1500,batch=1");
     std::printf(
         "SQPOLL, idle 1 s, 1,500 SQEs/s: CPU %.3f cores -> %.4f without SQPOLL (predicted "
         "%.4f); saving measured %.3f predicted %.3f\n",

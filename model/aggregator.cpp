@@ -387,6 +387,7 @@ ThreadSnapshot Aggregator::observe_thread(
               [](const auto& a, const auto& b) { return a.wakeups > b.wakeups; });
 
     st.prev_cpu_ns = cpu_ns;
+    st.prev_nvcsw = rec.sq_nvcsw;
     st.prev_work_ns = st.work_ns;
     st.prev_sleeps = ts.sleeps;
     st.prev_wakeups = ts.wakeups;
@@ -737,9 +738,15 @@ std::uint64_t Aggregator::thread_cpu_ns(const usc_ring_record& rec, const Thread
         ns += rec.sq_running_ns;
         // On its CPU since sq_oncpu_ns, the thread's CPU time grows with the clock: given at the
         // sample's instant, not at this record's read, which a walk split over several read()s
-        // (preempted in between) can put hundreds of ms later. Before its switch-in it had what
-        // it had at the switch-in.
-        const std::uint64_t from = std::max<std::uint64_t>(at_ns, rec.sq_oncpu_ns);
+        // (preempted in between) can put hundreds of ms later. Switched in after the instant:
+        // one that slept or blocked since the last sample had at most what it had at the
+        // switch-in; one that did not was only preempted, and ran until shortly before it (on a
+        // nohz_full CPU, for all but a kworker's few us), so its time counts back from there.
+        // Taking the first bound for both read 0.83 s of CPU per second for a thread that never
+        // left its isolated CPU.
+        const bool only_preempted = st.seen_before && rec.sq_nvcsw == st.prev_nvcsw;
+        const std::uint64_t from =
+            only_preempted ? at_ns : std::max<std::uint64_t>(at_ns, rec.sq_oncpu_ns);
         if (rec.read_ns > from) ns -= std::min<std::uint64_t>(ns, rec.read_ns - from);
     }
     // The running part is timed from the switch-in on the monotonic clock while sum_exec_runtime

@@ -111,6 +111,7 @@ private:
         std::string comm;
         std::uint64_t prev_cpu_ns = 0, prev_work_ns = 0, prev_sleep_ns = 0;
         std::uint64_t prev_sleeps = 0, prev_wakeups = 0, prev_blocks = 0;
+        std::uint64_t prev_nvcsw = 0;  // the kernel's voluntary switches at the last sample
         std::uint64_t block_ns = 0;
         bool split_started = false;          // work/spin hold the thread's history split
         bool estimate_started = false;       // estimate_work_ns holds the estimate's history split

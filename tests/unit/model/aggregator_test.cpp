@@ -719,14 +719,22 @@ TEST(AggregatorCpu, RunningThreadIsGivenItsTimeAtTheSampleInstantNotAtItsRead) {
     s = a.update(sample(2 * kSec, {r}));
     EXPECT_NEAR(s.threads[0].cpu_seconds, 6.5, 1e-9);
     EXPECT_NEAR(s.threads[0].cpu_util, 1.0, 1e-9);
-    // Switched in after the instant (at 3.2 s, 6.6 s charged), read at 3.4 s: it had at most what
-    // it had at the switch-in.
+    // Preempted (no voluntary switch), switched back in at 3.2 s with 7.7 s charged, read at
+    // 3.4 s: it ran until just before the switch-in, so at 3 s it had 7.5 s.
     r.sq_oncpu_ns = 3 * kSec + 200'000'000;
-    r.sq_runtime_ns = 6'600'000'000;
+    r.sq_runtime_ns = 7'700'000'000;
     r.read_ns = 3 * kSec + 400'000'000;
     r.sq_running_ns = 200'000'000;
     s = a.update(sample(3 * kSec, {r}));
-    EXPECT_NEAR(s.threads[0].cpu_seconds, 6.6, 1e-9);
+    EXPECT_NEAR(s.threads[0].cpu_seconds, 7.5, 1e-9);
+    // Slept since (one voluntary switch), switched in at 4.2 s with 7.8 s charged, read at 4.4 s:
+    // it had at most what it had at the switch-in.
+    r.sq_nvcsw += 1;
+    r.sq_oncpu_ns = 4 * kSec + 200'000'000;
+    r.sq_runtime_ns = 7'800'000'000;
+    r.read_ns = 4 * kSec + 400'000'000;
+    s = a.update(sample(4 * kSec, {r}));
+    EXPECT_NEAR(s.threads[0].cpu_seconds, 7.8, 1e-9);
 }
 
 TEST(AggregatorSpinModel, NamedAfterTheLoopTheKernelRuns) {

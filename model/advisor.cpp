@@ -128,12 +128,22 @@ bool idle_curve_ready(const ThreadSnapshot& a, const ThreadSnapshot& b, const Sn
     return true;
 }
 
+// What a setting costs: CPU plus its wakes' delay, weighed by wake_weight.
+double curve_cost(const IdleCurvePoint& p, const AdviseOptions& o, double wake_s) {
+    return p.cpu_cores + o.wake_weight * p.wakeups_per_second * wake_s;
+}
+
+// The thread's idle curve over the window, at the kernel's granularity or at nanoseconds.
+std::vector<IdleCurvePoint> thread_curve(const ThreadWindow& tw, const Snapshot& to, double window,
+                                         bool ns_granular) {
+    return idle_curve(gap_window(tw.a->gaps, tw.b->gaps, window), tw.b->idle_setting_seconds,
+                      ns_granular, to.hz);
+}
+
 // The setting that minimises CPU plus weighted wake delay; marks it recommended.
 IdleCurvePoint& recommend(std::vector<IdleCurvePoint>& curve, const AdviseOptions& o,
                           double wake_s) {
-    auto cost = [&](const IdleCurvePoint& p) {
-        return p.cpu_cores + o.wake_weight * p.wakeups_per_second * wake_s;
-    };
+    auto cost = [&](const IdleCurvePoint& p) { return curve_cost(p, o, wake_s); };
     std::size_t best = 0;
     for (std::size_t i = 1; i < curve.size(); ++i)
         if (cost(curve[i]) < cost(curve[best]) - 1e-12) best = i;
@@ -181,8 +191,7 @@ std::optional<double> idle_finding(const ThreadWindow& tw, const Snapshot& to,
                                    const AdviseOptions& o, double window, Advice& out) {
     const ThreadSnapshot& b = *tw.b;
     if (!idle_curve_ready(*tw.a, b, to, out)) return std::nullopt;
-    auto curve = idle_curve(gap_window(tw.a->gaps, b.gaps, window), b.idle_setting_seconds,
-                            b.idle_ns_granular, to.hz);
+    auto curve = thread_curve(tw, to, window, b.idle_ns_granular);
     if (curve.empty()) return std::nullopt;
     bool measured_wake = false;
     const double wake_s = wake_latency(*tw.a, b, o, measured_wake);
@@ -316,19 +325,15 @@ Alternative price_no_sqpoll(const PriceContext& c) {
 const IdleCurvePoint* cheapest_point(const PriceContext& c,
                                      const std::vector<IdleCurvePoint>& curve) {
     const IdleCurvePoint* best = nullptr;
-    auto score = [&](const IdleCurvePoint& p) {
-        return p.cpu_cores + c.o.wake_weight * p.wakeups_per_second * c.wake_s;
-    };
+    auto score = [&](const IdleCurvePoint& p) { return curve_cost(p, c.o, c.wake_s); };
     for (const auto& p : curve)
         if (!p.current && (!best || score(p) < score(*best))) best = &p;
     return best;
 }
 
 std::vector<IdleCurvePoint> curve_of(const PriceContext& c, bool ns_granular) {
-    const ThreadSnapshot& b = *c.tw.b;
-    if (!c.tw.a->has_gaps || !b.has_gaps) return {};
-    return idle_curve(gap_window(c.tw.a->gaps, b.gaps, c.window), b.idle_setting_seconds,
-                      ns_granular, c.to.hz);
+    if (!c.tw.a->has_gaps || !c.tw.b->has_gaps) return {};
+    return thread_curve(c.tw, c.to, c.window, ns_granular);
 }
 
 Alternative price_idle(const PriceContext& c) {

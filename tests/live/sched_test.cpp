@@ -94,7 +94,9 @@ protected:
             return false;
         });
         // What the last scrape showed, for a test that fails on an empty answer.
-        if (l.empty()) std::printf("last scrape:%s\n", seen.c_str());
+        if (l.empty())
+            std::printf("last scrape:%s\ndaemon's log:\n%s\n", seen.c_str(),
+                        d.process().drain(seconds(2)).c_str());
         return l;
     }
 

@@ -174,7 +174,8 @@ std::string wrap(const std::string& text, std::size_t width, const std::string& 
     return out;
 }
 
-// sq_thread_overpriced: each way to do the work, with its price, then why any is unavailable.
+// sq_thread_overpriced, sq_threads_should_share: each way to do the work, with its price, then
+// why any is unavailable.
 std::string alternatives(const std::vector<Alternative>& alts) {
     if (alts.empty()) return "";
     std::string out = "  alternatives:\n";

@@ -25,10 +25,12 @@ struct IdleCurvePoint {
     bool recommended = false;
 };
 
-// One way to do an SQ thread's work, priced: sq_thread_overpriced lists each, the thread as it
-// runs ("now") first. Prices are for the same SQEs per second as measured.
+// One way to do an SQ thread's work, priced: sq_thread_overpriced lists each for one thread, and
+// sq_threads_should_share for its group of threads, as they run ("now") first. Prices are for the
+// same SQEs per second as measured.
 struct Alternative {
-    std::string name;      // now, no_sqpoll, sq_thread_idle, batch_submissions, idle_ns_kernel
+    std::string name;      // now, no_sqpoll, sq_thread_idle, batch_submissions, idle_ns_kernel,
+                           // share_sq_thread
     std::string change;    // what to do, in words; empty for "now"
     double cpu_cores = 0;  // predicted CPU per second for the work, SQ thread and submitter
     double wakeups_per_second = 0;     // predicted SQ thread wakeups

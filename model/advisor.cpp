@@ -560,6 +560,46 @@ void backlog_findings(const ThreadWindow& tw, const FromIndex& from, const Advis
 
 // --- sq_threads_should_share ----------------------------------------------------------------
 
+// The group's ways of doing its SQEs, priced side by side: as now, on one shared thread, and
+// without SQPOLL at all. Sharing is priced for the whole group, not per thread: each thread's
+// marginal cost of joining another that spins anyway is near zero, and all of them cannot join
+// each other.
+std::vector<Alternative> share_alternatives(const std::vector<const ThreadWindow*>& group,
+                                            double merged, double merged_wakes,
+                                            const AdviseOptions& o) {
+    Alternative now, share, plain;
+    now.name = "now";
+    share.name = "share_sq_thread";
+    plain.name = "no_sqpoll";
+    double sqes = 0, work = 0, wake_s = o.assumed_wake_latency_seconds;
+    bool measured = false;
+    for (const auto* tw : group) {
+        now.cpu_cores += tw->cpu;
+        now.wakeups_per_second += tw->wakeups;
+        sqes += tw->sqes;
+        work += tw->work;
+        if (!measured) wake_s = wake_latency(*tw->a, *tw->b, o, measured);
+    }
+    const auto delay = [&](double wakes) {
+        return sqes > 0 ? std::min(1.0, wakes / sqes) * wake_s : 0.0;
+    };
+    now.added_latency_seconds = delay(now.wakeups_per_second);
+    share.change = "one SQ thread for the rings of all of them (IORING_SETUP_ATTACH_WQ)";
+    share.cpu_cores = merged;
+    share.wakeups_per_second = merged_wakes;
+    share.added_latency_seconds = delay(merged_wakes);
+    share.recommended = true;
+    share.note = "busy periods independent; the combined work fits one thread";
+    plain.change = "create the rings without IORING_SETUP_SQPOLL and submit with io_uring_enter";
+    plain.cpu_cores = work + sqes * o.submit_syscall_seconds;
+    plain.added_latency_seconds = o.submit_syscall_seconds;
+    plain.note = fmt::format(
+        "one io_uring_enter per SQE at {} ({}); sq_thread_overpriced speaks "
+        "for a thread that costs {:g}x more than this",
+        fmt_seconds(o.submit_syscall_seconds), o.submit_cost_source, o.price_ratio);
+    return {now, share, plain};
+}
+
 void share_findings(const std::vector<ThreadWindow>& windows, const AdviseOptions& o, Advice& out) {
     std::map<std::uint32_t, std::vector<const ThreadWindow*>> by_pid;
     for (const auto& tw : windows) {
@@ -626,6 +666,7 @@ void share_findings(const std::vector<ThreadWindow>& windows, const AdviseOption
         f.predicted = {{"cpu_cores", merged, "cores"},
                        {"cpu_cores_saved", saving, "cores"},
                        {"wakeups_per_second", wakes, "1/s"}};
+        f.alternatives = share_alternatives(group, merged, wakes, o);
         f.assumption =
             "the threads' busy periods are independent, so the shared thread is busy when any "
             "of them would be (1 - product of their idle fractions), and a thread that never "

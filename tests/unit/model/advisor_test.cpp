@@ -222,6 +222,18 @@ TEST(Advise, IdleThreadsOfOneProcessShouldShare) {
     EXPECT_NEAR(figure(f->predicted, "cpu_cores"), 1.0, 1e-9);  // neither ever sleeps
     EXPECT_NEAR(figure(f->predicted, "cpu_cores_saved"), 0.9, 1e-9);
     EXPECT_NE(f->change.find("IORING_SETUP_ATTACH_WQ"), std::string::npos);
+
+    // Sharing is priced for the group beside what it costs now and without SQPOLL at all:
+    // the two threads' work plus 2,000 io_uring_enter/s at 1 us.
+    ASSERT_EQ(f->alternatives.size(), 3u);
+    EXPECT_EQ(f->alternatives[0].name, "now");
+    EXPECT_NEAR(f->alternatives[0].cpu_cores, 1.9, 1e-9);
+    EXPECT_EQ(f->alternatives[1].name, "share_sq_thread");
+    EXPECT_TRUE(f->alternatives[1].recommended);
+    EXPECT_NEAR(f->alternatives[1].cpu_cores, 1.0, 1e-9);
+    EXPECT_EQ(f->alternatives[2].name, "no_sqpoll");
+    EXPECT_FALSE(f->alternatives[2].recommended);
+    EXPECT_NEAR(f->alternatives[2].cpu_cores, 0.02 + 2000 * 1e-6, 1e-9);
 }
 
 TEST(Advise, SleepingThreadsMergeByIndependentBusyPeriods) {
@@ -240,6 +252,13 @@ TEST(Advise, SleepingThreadsMergeByIndependentBusyPeriods) {
     EXPECT_NEAR(figure(f->predicted, "cpu_cores_saved"), 0.8 - 0.64, 1e-9);
     // Each thread's wakes survive only when the other is idle too.
     EXPECT_NEAR(figure(f->predicted, "wakeups_per_second"), 2 * 10 * 0.6, 1e-9);
+    ASSERT_EQ(f->alternatives.size(), 3u);
+    EXPECT_NEAR(f->alternatives[0].wakeups_per_second, 20, 1e-9);
+    EXPECT_NEAR(f->alternatives[1].wakeups_per_second, 12, 1e-9);
+    // Fewer wakes, fewer submissions that wait for one: 12 of 2,000 SQEs/s, at the assumed
+    // wake latency.
+    EXPECT_NEAR(f->alternatives[1].added_latency_seconds,
+                12.0 / 2000 * AdviseOptions{}.assumed_wake_latency_seconds, 1e-15);
 }
 
 TEST(Advise, ThreadsPinnedToDifferentCpusAreLeftAlone) {

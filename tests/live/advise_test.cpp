@@ -11,11 +11,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "tests/live/harness.hpp"
 
@@ -68,6 +70,83 @@ Measured measure(pid_t pid, const std::set<int>& tids, seconds window) {
         m.sleeps += (voluntary_switches(pid, t).value_or(0) - sw0[t]) / secs;
     }
     return m;
+}
+
+// CPU of every thread of the process (submitters and SQ threads alike), in cores over `window`.
+// A thread that starts or ends inside the window is not in it: the loads here start all theirs
+// before they report "started".
+double process_cpu(pid_t pid, seconds window) {
+    const auto total = [pid] {
+        unsigned long long ns = 0;
+        const auto dir = "/proc/" + std::to_string(pid) + "/task";
+        std::error_code ec;
+        for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+            ns += schedstat_ns(pid, std::stoi(e.path().filename().string())).value_or(0);
+        return ns;
+    };
+    const unsigned long long ns0 = total();
+    const auto t0 = steady_clock::now();
+    std::this_thread::sleep_for(window);
+    const double secs = duration<double>(steady_clock::now() - t0).count();
+    return (total() - ns0) / 1e9 / secs;
+}
+
+// The load's --ring specs rewritten by `edit`, which gets the mode and the key=value fields of
+// each and returns the new spec; the other arguments are kept.
+std::vector<std::string> rewrite_rings(
+    std::vector<std::string> args,
+    const std::function<std::string(const std::string&, std::map<std::string, std::string>)>&
+        edit) {
+    for (std::size_t i = 0; i + 1 < args.size(); ++i) {
+        if (args[i] != "--ring") continue;
+        std::istringstream in(args[i + 1]);
+        std::string mode, kv;
+        std::getline(in, mode, ',');
+        std::map<std::string, std::string> fields;
+        while (std::getline(in, kv, ','))
+            if (auto eq = kv.find('='); eq != std::string::npos)
+                fields[kv.substr(0, eq)] = kv.substr(eq + 1);
+        args[i + 1] = edit(mode, fields);
+    }
+    return args;
+}
+
+std::string join_spec(const std::string& mode, const std::map<std::string, std::string>& fields) {
+    std::string spec = mode;
+    for (const auto& [k, v] : fields) spec += "," + k + "=" + v;
+    return spec;
+}
+
+// The recommendation "drop SQPOLL" applied: every ring plain, at the same rate and batch.
+std::vector<std::string> without_sqpoll(const std::vector<std::string>& args) {
+    return rewrite_rings(args, [](const std::string&, std::map<std::string, std::string> f) {
+        f.erase("idle");
+        f.erase("share");
+        return join_spec("plain", f);
+    });
+}
+
+// The recommendation "share one SQ thread" applied: every SQPOLL ring after the first attaches
+// to the first ring's thread (and inherits its idle).
+std::vector<std::string> shared(const std::vector<std::string>& args) {
+    bool first = true;
+    return rewrite_rings(args,
+                         [&first](const std::string& mode, std::map<std::string, std::string> f) {
+                             if (mode != "sqpoll") return join_spec(mode, f);
+                             if (!std::exchange(first, false)) {
+                                 f.erase("idle");
+                                 f["share"] = "0";
+                             }
+                             return join_spec(mode, f);
+                         });
+}
+
+// The recommendation "sq_thread_idle = ms" applied to every ring that sets its own.
+std::vector<std::string> with_idle(const std::vector<std::string>& args, long ms) {
+    return rewrite_rings(args, [ms](const std::string& mode, std::map<std::string, std::string> f) {
+        if (mode == "sqpoll" && !f.count("share")) f["idle"] = std::to_string(ms);
+        return join_spec(mode, f);
+    });
 }
 
 // `uringscope advise --json` against the daemon; returns the parsed advice and exit status.
@@ -172,6 +251,63 @@ protected:
         auto cpu0 = schedstat_ns(rings[0].pid, rings[0].pid).value_or(0);
         std::this_thread::sleep_for(seconds(6));
         return (schedstat_ns(rings[0].pid, rings[0].pid).value_or(0) - cpu0) / 6e9;
+    }
+
+    // The load restarted as `args` (the advice applied): its process's CPU over 6 s, after 2 s.
+    double applied_cpu(const std::vector<std::string>& args) {
+        load_.reset();
+        std::vector<LoadRing> rings;
+        load_ = start_load(args, rings);
+        if (rings.empty()) {
+            ADD_FAILURE() << "the applied load did not start";
+            return NAN;
+        }
+        std::this_thread::sleep_for(seconds(2));
+        return process_cpu(rings[0].pid, seconds(6));
+    }
+
+    // Each change the advice recommends for the case's process, applied to its load in turn:
+    // the sq_thread_idle that sq_idle_too_long recommends, one thread where
+    // sq_threads_should_share says so, no SQPOLL where sq_thread_overpriced does. Returns one table
+    // row per change: predicted and measured CPU of the process.
+    std::string apply_advice(const std::vector<std::string>& args, const json& advice,
+                             double before) {
+        double overpriced_saving = 0, idle_saving = 0, share_saving = 0;
+        long idle_ms = -1;
+        for (const auto& f : advice.value("findings", json::array())) {
+            if (f["id"] == "sq_thread_overpriced") {
+                for (const auto& a : f["alternatives"]) {
+                    if (a["recommended"].get<bool>()) {
+                        EXPECT_EQ(a["name"], "no_sqpoll") << "no load here applies " << a.dump();
+                    }
+                }
+                overpriced_saving += figure(f, "predicted", "cpu_cores_saved");
+            } else if (f["id"] == "sq_threads_should_share") {
+                share_saving += figure(f, "predicted", "cpu_cores_saved");
+            } else if (f["id"] == "sq_idle_too_long") {
+                for (const auto& p : f["curve"])
+                    if (p["recommended"].get<bool>())
+                        idle_ms = std::lround(p["setting_seconds"].get<double>() * 1000);
+                idle_saving += figure(f, "predicted", "cpu_cores_saved");
+            }
+        }
+        std::string rows;
+        const auto row = [&](const std::string& change, double saving, double after) {
+            char buf[256];
+            std::snprintf(buf, sizeof buf,
+                          "      %-22s CPU %.3f -> predicted %.3f, measured %.3f cores "
+                          "(saving predicted %.3f, measured %.3f)\n",
+                          change.c_str(), before, before - saving, after, saving, before - after);
+            rows += buf;
+            expect_within_25pct(saving, before - after, change.c_str());
+        };
+        if (idle_ms > 0)
+            row("sq_thread_idle=" + std::to_string(idle_ms) + "ms", idle_saving,
+                applied_cpu(with_idle(args, idle_ms)));
+        if (share_saving > 0) row("one shared SQ thread", share_saving, applied_cpu(shared(args)));
+        if (overpriced_saving > 0)
+            row("no SQPOLL", overpriced_saving, applied_cpu(without_sqpoll(args)));
+        return rows;
     }
 
     std::unique_ptr<Daemon> daemon_;
@@ -370,9 +506,10 @@ TEST_F(Advise, HealthyConfigurationHasNoFindings) {
 }
 
 // Workloads labelled by hand with what an expert would advise: each gets exactly those findings
-// for its process, once the daemon's advisor has judged a full window of it. Two SQ threads, not
-// three, for the process with several: three spinning threads starve everything else on this
-// 2-vCPU machine kind, the daemon's sampler included.
+// for its process, once the daemon's advisor has judged a full window of it; then each change
+// advised is applied and the process measured again. Three SQ threads in one process only where
+// they sleep most of the time: three that spin starve everything else on this 2-vCPU machine
+// kind, the daemon's sampler included.
 TEST_F(Advise, WorkloadMatrixGetsExactlyTheLabelledFindings) {
     struct Case {
         const char* label;
@@ -386,6 +523,7 @@ TEST_F(Advise, WorkloadMatrixGetsExactlyTheLabelledFindings) {
     };
     const std::string sqpoll500 = "sqpoll,idle=1000,rate=500,batch=1";
     const std::string shared500 = "sqpoll,share=0,rate=500,batch=1";
+    const std::string sqpoll10 = "sqpoll,idle=5,rate=10,batch=1";
     const std::vector<Case> cases = {
         // sq_thread_idle = 1 ms would save most of the spin, and dropping SQPOLL nearly all.
         {"20 SQEs/s, idle 2 s",
@@ -410,6 +548,18 @@ TEST_F(Advise, WorkloadMatrixGetsExactlyTheLabelledFindings) {
         {"2 SQ threads in one process, 500 SQEs/s each, idle 1 s",
          {"--ring", sqpoll500, "--ring", sqpoll500},
          {"sq_threads_should_share", "sq_thread_overpriced"}},
+        // Gaps of 100 ms, each ended by 20 to 24 ms of spin (HZ=250): 1 ms would leave 4 to 8,
+        // and dropping SQPOLL nothing.
+        {"10 SQEs/s, idle 20 ms",
+         {"--ring", "sqpoll,idle=20,rate=10,batch=1"},
+         {"sq_idle_too_long", "sq_thread_overpriced"}},
+        // Each thread spins 8 to 12 ms per SQE: 1 ms would save about 0.04 cores of each,
+        // under sq_idle_too_long's 0.1-core floor (the price finding lists it among its
+        // alternatives). Sharing would not help: one thread woken by all 30 SQEs/s would spin
+        // as long after each.
+        {"3 SQ threads in one process, 10 SQEs/s each, idle 5 ms",
+         {"--ring", sqpoll10, "--ring", sqpoll10, "--ring", sqpoll10},
+         {"sq_thread_overpriced"}},
         {"plain ring, 1,000 SQEs/s", {"--ring", "plain,rate=1000,batch=1"}, {}},
     };
     std::string table;
@@ -445,13 +595,20 @@ TEST_F(Advise, WorkloadMatrixGetsExactlyTheLabelledFindings) {
             return got == c.expected;
         });
         EXPECT_EQ(got, c.expected) << advice.dump(2);
+        // The advice applied, against the process's CPU with the advice still pending.
+        std::string applied;
+        if (!got.empty()) {
+            load_ = std::move(load);
+            applied = apply_advice(args, advice, process_cpu(rings[0].pid, seconds(6)));
+            load_.reset();
+        }
         std::string ids;
         for (const auto& id : got) ids += (ids.empty() ? "" : ", ") + id;
         for (const auto& f : advice.value("findings", json::array()))
             ids += "\n      " + f["id"].get<std::string>() + ": " + f["summary"].get<std::string>();
         std::string label = c.label;
         label.resize(std::max<std::size_t>(label.size(), 56), ' ');
-        table += "  " + label + " " + (ids.empty() ? "-" : ids) + "\n";
+        table += "  " + label + " " + (ids.empty() ? "-" : ids) + "\n" + applied;
     }
     std::printf("workload matrix (finding for the process):\n%s", table.c_str());
 }

@@ -282,9 +282,25 @@ double shortest_mean_spin(const ThreadSnapshot& b, unsigned hz) {
 }
 
 // Share of submissions that find the thread asleep, each waiting for its wakeup.
+double wake_delay(double sqes, double wakeups_per_second, double wake_s) {
+    if (sqes <= 0) return 0;
+    return std::min(1.0, wakeups_per_second / sqes) * wake_s;
+}
+
 double wake_delay(const PriceContext& c, double wakeups_per_second) {
-    if (c.tw.sqes <= 0) return 0;
-    return std::min(1.0, wakeups_per_second / c.tw.sqes) * c.wake_s;
+    return wake_delay(c.tw.sqes, wakeups_per_second, c.wake_s);
+}
+
+// The same SQEs without SQPOLL: the work moves to the submitter, which pays one system call per
+// submission. The caller says what to change.
+Alternative no_sqpoll_price(double work, double sqes, const AdviseOptions& o) {
+    Alternative a;
+    a.name = "no_sqpoll";
+    a.cpu_cores = work + sqes * o.submit_syscall_seconds;
+    a.added_latency_seconds = o.submit_syscall_seconds;
+    a.note = fmt::format("one io_uring_enter per SQE at {} ({})",
+                         fmt_seconds(o.submit_syscall_seconds), o.submit_cost_source);
+    return a;
 }
 
 std::string no_setting_helps(const PriceContext& c, double floor) {
@@ -308,16 +324,10 @@ Alternative price_now(const PriceContext& c) {
 }
 
 Alternative price_no_sqpoll(const PriceContext& c) {
-    Alternative a;
-    a.name = "no_sqpoll";
+    Alternative a = no_sqpoll_price(c.tw.work, c.tw.sqes, c.o);
     a.change =
         fmt::format("create ring{} {} without IORING_SETUP_SQPOLL and submit with io_uring_enter",
                     c.tw.rings.size() > 1 ? "s" : "", ring_list(c.tw.rings));
-    // The thread's work moves to the submitter, which pays one system call per submission.
-    a.cpu_cores = c.tw.work + c.tw.sqes * c.o.submit_syscall_seconds;
-    a.added_latency_seconds = c.o.submit_syscall_seconds;
-    a.note = fmt::format("one io_uring_enter per SQE at {} ({})",
-                         fmt_seconds(c.o.submit_syscall_seconds), c.o.submit_cost_source);
     return a;
 }
 
@@ -567,10 +577,9 @@ void backlog_findings(const ThreadWindow& tw, const FromIndex& from, const Advis
 std::vector<Alternative> share_alternatives(const std::vector<const ThreadWindow*>& group,
                                             double merged, double merged_wakes,
                                             const AdviseOptions& o) {
-    Alternative now, share, plain;
+    Alternative now, share;
     now.name = "now";
     share.name = "share_sq_thread";
-    plain.name = "no_sqpoll";
     double sqes = 0, work = 0, wake_s = o.assumed_wake_latency_seconds;
     bool measured = false;
     for (const auto* tw : group) {
@@ -580,23 +589,19 @@ std::vector<Alternative> share_alternatives(const std::vector<const ThreadWindow
         work += tw->work;
         if (!measured) wake_s = wake_latency(*tw->a, *tw->b, o, measured);
     }
-    const auto delay = [&](double wakes) {
-        return sqes > 0 ? std::min(1.0, wakes / sqes) * wake_s : 0.0;
-    };
-    now.added_latency_seconds = delay(now.wakeups_per_second);
+    now.added_latency_seconds = wake_delay(sqes, now.wakeups_per_second, wake_s);
     share.change = "one SQ thread for the rings of all of them (IORING_SETUP_ATTACH_WQ)";
     share.cpu_cores = merged;
     share.wakeups_per_second = merged_wakes;
-    share.added_latency_seconds = delay(merged_wakes);
+    share.added_latency_seconds = wake_delay(sqes, merged_wakes, wake_s);
     share.recommended = true;
     share.note = "busy periods independent; the combined work fits one thread";
+    Alternative plain = no_sqpoll_price(work, sqes, o);
     plain.change = "create the rings without IORING_SETUP_SQPOLL and submit with io_uring_enter";
-    plain.cpu_cores = work + sqes * o.submit_syscall_seconds;
-    plain.added_latency_seconds = o.submit_syscall_seconds;
-    plain.note = fmt::format(
-        "one io_uring_enter per SQE at {} ({}); sq_thread_overpriced speaks "
-        "for a thread that costs {:g}x more than this",
-        fmt_seconds(o.submit_syscall_seconds), o.submit_cost_source, o.price_ratio);
+    plain.note += fmt::format(
+        "; sq_thread_overpriced speaks for a thread that costs {:g}x more "
+        "than this",
+        o.price_ratio);
     return {now, share, plain};
 }
 

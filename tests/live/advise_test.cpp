@@ -76,19 +76,12 @@ Measured measure(pid_t pid, const std::set<int>& tids, seconds window) {
 // A thread that starts or ends inside the window is not in it: the loads here start all theirs
 // before they report "started".
 double process_cpu(pid_t pid, seconds window) {
-    const auto total = [pid] {
-        unsigned long long ns = 0;
-        const auto dir = "/proc/" + std::to_string(pid) + "/task";
-        std::error_code ec;
-        for (const auto& e : std::filesystem::directory_iterator(dir, ec))
-            ns += schedstat_ns(pid, std::stoi(e.path().filename().string())).value_or(0);
-        return ns;
-    };
-    const unsigned long long ns0 = total();
-    const auto t0 = steady_clock::now();
-    std::this_thread::sleep_for(window);
-    const double secs = duration<double>(steady_clock::now() - t0).count();
-    return (total() - ns0) / 1e9 / secs;
+    std::set<int> tids;
+    std::error_code ec;
+    for (const auto& e :
+         std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec))
+        tids.insert(std::stoi(e.path().filename().string()));
+    return measure(pid, tids, window).cpu;
 }
 
 // The load's --ring specs rewritten by `edit`, which gets the mode and the key=value fields of
@@ -240,30 +233,32 @@ protected:
     // The advice applied: the same load as a plain ring, which has no SQ thread. Returns its
     // submitting thread's CPU, in cores, over 6 s.
     double plain_ring_cpu(const std::string& spec) {
-        load_.reset();
-        std::vector<LoadRing> rings;
-        load_ = start_load({"--ring", spec, "--duration", "120s"}, rings);
+        const auto rings = restart_load({"--ring", spec, "--duration", "120s"});
         if (rings.size() != 1u || rings[0].sq_thread > 0) {
             ADD_FAILURE() << spec << ": expected one ring without an SQ thread";
             return NAN;
         }
-        std::this_thread::sleep_for(seconds(2));
-        auto cpu0 = schedstat_ns(rings[0].pid, rings[0].pid).value_or(0);
-        std::this_thread::sleep_for(seconds(6));
-        return (schedstat_ns(rings[0].pid, rings[0].pid).value_or(0) - cpu0) / 6e9;
+        return measure(rings[0].pid, {rings[0].pid}, seconds(6)).cpu;
     }
 
     // The load restarted as `args` (the advice applied): its process's CPU over 6 s, after 2 s.
     double applied_cpu(const std::vector<std::string>& args) {
-        load_.reset();
-        std::vector<LoadRing> rings;
-        load_ = start_load(args, rings);
+        const auto rings = restart_load(args);
         if (rings.empty()) {
             ADD_FAILURE() << "the applied load did not start";
             return NAN;
         }
-        std::this_thread::sleep_for(seconds(2));
         return process_cpu(rings[0].pid, seconds(6));
+    }
+
+    // load_ replaced by a load of `args`, given 2 s to settle once it has started; its rings
+    // (none if it did not start).
+    std::vector<LoadRing> restart_load(const std::vector<std::string>& args) {
+        load_.reset();
+        std::vector<LoadRing> rings;
+        load_ = start_load(args, rings);
+        if (!rings.empty()) std::this_thread::sleep_for(seconds(2));
+        return rings;
     }
 
     // Each change the advice recommends for the case's process, applied to its load in turn:

@@ -23,6 +23,17 @@ struct task_struct___pre514 {
 	volatile long state;
 } __attribute__((preserve_access_index));
 
+/*
+ * cgroup v2 id of a task: the kernfs node id of its default-hierarchy cgroup. kernfs_node.id is a
+ * u64 since 5.5 ("kernfs: convert kernfs_node->id from union kernfs_node_id to u64"), before the
+ * oldest kernel uringscope supports, so no flavour is needed; the inline keeps the path in one
+ * place.
+ */
+static __always_inline __u64 get_task_cgroup_id(struct task_struct *t)
+{
+	return BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
+}
+
 static __always_inline __u32 get_task_state(void *task)
 {
 	struct task_struct *t = task;

@@ -407,6 +407,7 @@ int usc_iter_rings(struct bpf_iter__task_file *it)
 	r.ctx = (__u64)ctx;
 	r.pid = BPF_CORE_READ(task, tgid);
 	r.fd = it->fd;
+	r.cgroup_id = get_task_cgroup_id(task);
 	r.setup_flags = BPF_CORE_READ(ctx, flags);
 	r.sq_head = BPF_CORE_READ(ctx, cached_sq_head);
 	r.cq_tail = BPF_CORE_READ(ctx, cached_cq_tail);
@@ -455,6 +456,7 @@ int usc_iter_rings(struct bpf_iter__task_file *it)
 			r.sq_nivcsw = BPF_CORE_READ(t, nivcsw);
 			r.sq_state = get_task_state(t);
 			r.sq_tgid = BPF_CORE_READ(t, tgid);
+			r.sq_cgroup_id = get_task_cgroup_id(t);
 			BPF_CORE_READ_STR_INTO(&r.sq_comm, t, group_leader, comm);
 		}
 	}

@@ -55,11 +55,27 @@ Sampler::Sampler(BpfCollector& bpf, bool work_time_per_thread, std::shared_ptr<S
       cmd_done_(bpf.provides(Feature::cmd_cqes)),
       submit_probe_(bpf.provides(Feature::submit_time)),
       store_(std::move(store)),
-      kernel_(std::move(kernel_release)) {
+      kernel_(std::move(kernel_release)),
+      cgroups_(find_cgroup2_mount()) {
+    if (cgroups_.mount().empty())
+        spdlog::warn(
+            "no cgroup v2 hierarchy is mounted here (cgroup v1 only): rings and SQ "
+            "threads get no cgroup, container or pod");
     char host[256] = {};
     gethostname(host, sizeof host - 1);
     hostname_ = host;
     agg_.set_hz(config_hz);
+}
+
+// Paths for the walk's cgroup ids: only those alive now, so the map costs what is alive.
+void Sampler::resolve_cgroups(RawSample& raw) {
+    if (cgroups_.mount().empty()) return;
+    std::set<std::uint64_t> ids;
+    for (const auto& r : raw.rings) {
+        ids.insert(r.cgroup_id);
+        if (r.sq_cgroup_id) ids.insert(r.sq_cgroup_id);
+    }
+    raw.cgroup_paths = cgroups_.resolve(ids);
 }
 
 bool Sampler::collect(RawSample& raw) {
@@ -79,6 +95,7 @@ bool Sampler::collect(RawSample& raw) {
         spdlog::warn("ring walk ended early ({}); rings it did not reach are kept as they were",
                      err);
     raw.walk_complete = complete;
+    resolve_cgroups(raw);
     // The sample's time is when the walk read its first record, not when it was asked for: a
     // sampler delayed between the two would skew every rate of the interval.
     if (!raw.rings.empty() && raw.rings.front().read_ns > raw.mono_ns) {

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "collect/bpf_loader.hpp"
+#include "collect/cgroups.hpp"
 #include "model/advisor.hpp"
 #include "model/aggregator.hpp"
 #include "model/snapshot_store.hpp"
@@ -33,6 +34,7 @@ public:
 private:
     // BPF to raw sample: the walk and every map, at one instant (the walk's first record).
     bool collect(RawSample& raw);
+    void resolve_cgroups(RawSample& raw);
     void log_poll_queue_changes(const Snapshot& snap);
     void advise(const std::shared_ptr<Snapshot>& snap);
     BpfCollector& bpf_;
@@ -42,6 +44,7 @@ private:
     std::shared_ptr<SnapshotStore> store_;
     std::string hostname_, kernel_;
     Aggregator agg_;
+    CgroupPaths cgroups_;
     std::set<std::string> flagged_;  // devices logged as IOPOLL without poll queues
     std::unique_ptr<AdviceWindow> advice_;
     std::set<std::pair<std::string, std::string>> logged_findings_;  // (finding, subject) logged

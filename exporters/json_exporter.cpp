@@ -27,19 +27,22 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Finding, id, subject, sq_thread,
                                                 assumption, curve, alternatives)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Advice, window_seconds, gaps_available, findings,
                                                 notes)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CgroupLabels, cgroup, container_id, pod_uid)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ProcessSnapshot, pid, comm, cgroup)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
-    ThreadSnapshot, tid, pid, comm, start_time_seconds, cpu_seconds, work_seconds, spin_seconds,
-    sleep_seconds, work_source, work_by_source_seconds, sleeps, blocks, block_seconds, spin_model,
-    split_known, wakeups, voluntary_switches, involuntary_switches, state, sq_cpu, pinned,
-    idle_setting_seconds, idle_ns_granular, wake_latency, wake_latency_log2, wake_p50_seconds,
-    wake_p99_seconds, rings, fairness, rings_work_seconds, cpu_util, work_util, spin_util,
-    sleep_util, sqe_rate, sleep_rate, wakeup_rate, block_rate, wakers, has_gaps, gaps, has_passes,
-    loop_passes, busy_passes, pass_work_seconds, task_work_seconds, pass_rate, empty_pass_ratio)
+    ThreadSnapshot, tid, pid, comm, cgroup, start_time_seconds, cpu_seconds, work_seconds,
+    spin_seconds, sleep_seconds, work_source, work_by_source_seconds, sleeps, blocks, block_seconds,
+    spin_model, split_known, wakeups, voluntary_switches, involuntary_switches, state, sq_cpu,
+    pinned, idle_setting_seconds, idle_ns_granular, wake_latency, wake_latency_log2,
+    wake_p50_seconds, wake_p99_seconds, rings, fairness, rings_work_seconds, cpu_util, work_util,
+    spin_util, sleep_util, sqe_rate, sleep_rate, wakeup_rate, block_rate, wakers, has_gaps, gaps,
+    has_passes, loop_passes, busy_passes, pass_work_seconds, task_work_seconds, pass_rate,
+    empty_pass_ratio)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(IopollSnapshot, caller, calls, empty, completions,
                                                 seconds, calls_rate, empty_ratio,
                                                 completions_per_call)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RingSnapshot, id, start_time_seconds, pid, fd, comm,
-                                                mode, sq_thread, setup_flags, sq_entries,
+                                                cgroup, mode, sq_thread, setup_flags, sq_entries,
                                                 sqes_total, cqes_total, sq_backlog, sqthread_share,
                                                 sqe_rate, cqe_rate, samples, samples_with_backlog,
                                                 backlog_sum, has_sqthread_work,
@@ -58,7 +61,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ProbeCoverage, probe, probe_even
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Snapshot, hostname, kernel, seq, timestamp,
                                                 monotonic_seconds, interval_seconds,
                                                 sample_duration_seconds, hz, threads, rings,
-                                                devices, iopoll_host, probes, coverage,
+                                                processes, devices, iopoll_host, probes, coverage,
                                                 rings_created_by_mode, rings_short_lived_by_mode,
                                                 map_overflows, map_entries, rings_replaced,
                                                 threads_replaced, walks_incomplete, advice)
@@ -67,11 +70,23 @@ std::string snapshot_to_json(const Snapshot& snap) {
     nlohmann::json j = snap;
     j["schema"] = kSchemaVersion;
     // comm names are arbitrary bytes; JSON must be UTF-8 or nlohmann refuses to dump it.
+    // cgroup directory names, too.
+    const auto cgroup = [](nlohmann::json& c) {
+        c["cgroup"]["cgroup"] = sanitize_utf8(c["cgroup"]["cgroup"].get<std::string>());
+    };
+    for (auto& p : j["processes"]) {
+        p["comm"] = sanitize_utf8(p["comm"].get<std::string>());
+        cgroup(p);
+    }
     for (auto& t : j["threads"]) {
         t["comm"] = sanitize_utf8(t["comm"].get<std::string>());
+        cgroup(t);
         for (auto& w : t["wakers"]) w["comm"] = sanitize_utf8(w["comm"].get<std::string>());
     }
-    for (auto& r : j["rings"]) r["comm"] = sanitize_utf8(r["comm"].get<std::string>());
+    for (auto& r : j["rings"]) {
+        r["comm"] = sanitize_utf8(r["comm"].get<std::string>());
+        cgroup(r);
+    }
     for (auto& f : j["advice"]["findings"]) {
         f["comm"] = sanitize_utf8(f["comm"].get<std::string>());
         // Summaries and changes quote ring ids and comms.

@@ -156,6 +156,8 @@ const std::vector<MetricDecl>& metric_catalog() {
          "Unix time of the last sample."},
         {"uringscope_build_info", MetricKind::gauge, "daemon", {"version"},
          "Version of uringscope, always 1."},
+        {"uringscope_process_info", MetricKind::gauge, "process", {"pid", "comm", "cgroup", "container_id", "pod_uid"},
+         "1 for each process that holds a ring or owns an SQ thread: its cgroup v2 path, and the container (runtime://id, as kube_pod_container_info gives it) and pod UID that path names; empty where there is none. Join on pid: ... * on(pid) group_left(container_id, pod_uid) uringscope_process_info."},
     };
     // clang-format on
     return catalog;

@@ -232,6 +232,20 @@ void thread_info_families(Exposition& ex, const Snapshot& s) {
     }
 }
 
+// Per process that holds a ring or owns an SQ thread: where it runs. An info metric, so that the
+// ring and thread series keep their labels and a query joins on pid for the container or pod
+// (docs/DASHBOARDS.md).
+void process_families(Exposition& ex, const Snapshot& s) {
+    Family& info = ex.add("uringscope_process_info");
+    for (const auto& p : s.processes)
+        info.gauge({{"pid", std::to_string(p.pid)},
+                    {"comm", p.comm},
+                    {"cgroup", p.cgroup.cgroup},
+                    {"container_id", p.cgroup.container_id},
+                    {"pod_uid", p.cgroup.pod_uid}},
+                   1);
+}
+
 // Per SQ thread: its loop passes and their work (deep tier, 6.9+).
 void thread_pass_families(Exposition& ex, const Snapshot& s) {
     Family& passes = ex.add("uringscope_sqthread_loop_passes_total");
@@ -418,8 +432,8 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
     Exposition ex;
     for (auto* section :
          {thread_cpu_families, thread_wake_families, thread_info_families, thread_pass_families,
-          ring_families, ring_iopoll_families, ring_count_families, device_families, probe_families,
-          advice_families, daemon_families})
+          process_families, ring_families, ring_iopoll_families, ring_count_families,
+          device_families, probe_families, advice_families, daemon_families})
         section(ex, s);
     return ex.take();
 }

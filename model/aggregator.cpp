@@ -5,6 +5,7 @@
 #include <cstring>
 #include <utility>
 
+#include "model/container.hpp"
 #include "uringscope/gap_bucket.h"
 
 namespace uringscope {
@@ -174,6 +175,31 @@ struct Aggregator::UpdateContext {
 // The stages, in order: the sample's clocks and HZ; ring identity and lifecycle; each ring's
 // counters and deep-tier work; each SQ thread's identity, CPU split, rates and shares; thread
 // expiry and map cleanup; host-wide IOPOLL and device totals; coverage and global counters.
+CgroupLabels cgroup_labels(const RawSample& raw, std::uint64_t id) {
+    CgroupLabels l;
+    const auto it = raw.cgroup_paths.find(id);
+    if (it == raw.cgroup_paths.end()) return l;
+    l.cgroup = it->second;
+    const ContainerIdentity c = container_of_cgroup(l.cgroup);
+    l.container_id = c.container_id;
+    l.pod_uid = c.pod_uid;
+    return l;
+}
+
+std::vector<ProcessSnapshot> processes_of(const Snapshot& snap) {
+    // A process is where its rings are held; an SQ thread's process that holds none (another
+    // process's shared thread) is where that thread is.
+    std::map<std::uint32_t, ProcessSnapshot> by_pid;
+    for (const auto& r : snap.rings)
+        by_pid.try_emplace(r.pid, ProcessSnapshot{r.pid, r.comm, r.cgroup});
+    for (const auto& t : snap.threads)
+        by_pid.try_emplace(t.pid, ProcessSnapshot{t.pid, t.comm, t.cgroup});
+    std::vector<ProcessSnapshot> out;
+    out.reserve(by_pid.size());
+    for (auto& [pid, p] : by_pid) out.push_back(std::move(p));
+    return out;
+}
+
 Snapshot Aggregator::update(const RawSample& raw) {
     Snapshot snap;
     snap.seq = ++seq_;
@@ -255,6 +281,7 @@ RingSnapshot Aggregator::ring_counters(const UpdateContext& cx, std::uint64_t ct
     rs.pid = rec.pid;
     rs.fd = rec.fd;
     rs.comm = comm_of(rec.comm);
+    rs.cgroup = cgroup_labels(cx.raw, rec.cgroup_id);
     rs.mode = ring_mode(rec.setup_flags);
     rs.setup_flags = rec.setup_flags;
     rs.sq_entries = rec.sq_entries;
@@ -358,6 +385,7 @@ ThreadSnapshot Aggregator::observe_thread(
     }
 
     ThreadSnapshot ts = thread_basics(tid, rec, st, members.size());
+    ts.cgroup = cgroup_labels(cx.raw, rec.sq_cgroup_id);
     ts.pinned = m.pinned;
     // Without the sched tracepoints, voluntary switches are the best count of sleeps.
     ts.sleeps = ss ? ss->sleeps : rec.sq_nvcsw;
@@ -676,6 +704,7 @@ void Aggregator::finish(const UpdateContext& cx, Snapshot& snap) {
                       : -1;
         snap.coverage.push_back(c);
     }
+    snap.processes = processes_of(snap);
     for (const auto& [m, n] : created_by_mode_) snap.rings_created_by_mode.emplace_back(m, n);
     for (const auto& [m, n] : short_lived_by_mode_)
         snap.rings_short_lived_by_mode.emplace_back(m, n);

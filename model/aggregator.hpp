@@ -7,6 +7,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "model/counters.hpp"
@@ -28,6 +29,9 @@ struct RawSample {
     std::vector<std::pair<std::uint64_t, std::uint64_t>> births;  // ring_births: ctx -> born_ns
     usc_stats stats{};
     bool work_time_per_thread = false;  // kernel_features: sqd->work_time is per thread
+    // cgroup v2 id -> path below the cgroup2 mount, for the walk's ids that collect/cgroups
+    // could resolve; empty on a cgroup v1-only host.
+    std::unordered_map<std::uint64_t, std::string> cgroup_paths;
     // Deep tier (empty when off).
     std::vector<std::pair<std::uint64_t, usc_ring_work>> ring_work;
     std::vector<std::pair<usc_iopoll_key, usc_iopoll_stats>> iopoll;
@@ -42,6 +46,12 @@ struct RawSample {
 };
 
 std::string ring_mode(std::uint32_t setup_flags);
+
+// The cgroup, container and pod of a walked cgroup id; empty where the id has no path.
+CgroupLabels cgroup_labels(const RawSample& raw, std::uint64_t id);
+
+// Every process that holds a ring or owns an SQ thread, once, by pid.
+std::vector<ProcessSnapshot> processes_of(const Snapshot& snap);
 
 // A measured tick rate snapped to the CONFIG_HZ it is within 1 % of; 0 if none is that close.
 unsigned snap_hz(double measured);

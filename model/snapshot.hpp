@@ -50,10 +50,26 @@ struct WakerSnapshot {
     std::string context;        // "task" or "irq": where the wakeup ran
 };
 
+// The cgroup v2 a task is in and the container and pod it names (model/container).
+struct CgroupLabels {
+    std::string cgroup;        // path below the cgroup2 mount; empty if not resolved
+    std::string container_id;  // "containerd://<id>" etc., empty outside a container
+    std::string pod_uid;       // empty outside a Kubernetes pod
+};
+
+// A process that holds a ring or owns an SQ thread, with where it runs: the join target of
+// uringscope_process_info.
+struct ProcessSnapshot {
+    std::uint32_t pid = 0;
+    std::string comm;
+    CgroupLabels cgroup;
+};
+
 struct ThreadSnapshot {
     std::int32_t tid = -1;          // SQ thread tid: the sq_thread label
     std::uint32_t pid = 0;          // the thread's own process (tgid)
     std::string comm;               // that process's comm (group leader)
+    CgroupLabels cgroup;            // the thread's own, which can differ from its process's
     double start_time_seconds = 0;  // Unix time the thread started: a reused tid under the same
                                     // labels is another thread when this changes
     double cpu_seconds = 0;         // cumulative on-CPU time since the thread started
@@ -125,7 +141,8 @@ struct RingSnapshot {
     std::uint32_t pid = 0;
     std::uint32_t fd = 0;
     std::string comm;
-    std::string mode;  // sqpoll | iopoll | both | plain
+    CgroupLabels cgroup;  // of the process holding the ring
+    std::string mode;     // sqpoll | iopoll | both | plain
     std::int32_t sq_thread = -1;
     std::uint32_t setup_flags = 0;
     std::uint32_t sq_entries = 0;
@@ -200,6 +217,7 @@ struct Snapshot {
     unsigned hz = 0;                     // CONFIG_HZ (configured or measured), 0 = not known yet
     std::vector<ThreadSnapshot> threads;
     std::vector<RingSnapshot> rings;
+    std::vector<ProcessSnapshot> processes;  // every ring holder and SQ thread owner, by pid
     std::vector<DeviceSnapshot> devices;
     // io_do_iopoll totals over every ring since attach, closed ones included (deep tier).
     std::vector<IopollSnapshot> iopoll_host;

@@ -106,6 +106,11 @@ struct usc_ring_record {
 	                             * switch-in. Its CPU time grows with the clock from there, so
 	                             * userspace can give it at the sample's instant rather than at
 	                             * read_ns, which a walk split over several read()s delays */
+	__u64 cgroup_id;            /* cgroup v2 id of the fd holder (the kernfs node id of its
+	                             * default-hierarchy cgroup, as bpf_get_current_cgroup_id()
+	                             * gives it; the v2 root's on a cgroup v1-only host) */
+	__u64 sq_cgroup_id;         /* the SQ thread's own, 0 without one: a thread can be moved
+	                             * apart from its process */
 };
 
 /*
@@ -295,7 +300,7 @@ struct usc_stats {
 #else
 #define USC_ASSERT_SIZE(type, size) _Static_assert(sizeof(struct type) == (size), #type " layout")
 #endif
-USC_ASSERT_SIZE(usc_ring_record, 208);
+USC_ASSERT_SIZE(usc_ring_record, 224);
 USC_ASSERT_SIZE(usc_sched_state, 104 + 8 * USC_LAT_BUCKETS);
 USC_ASSERT_SIZE(usc_waker_key, 16);
 USC_ASSERT_SIZE(usc_waker_val, 32);

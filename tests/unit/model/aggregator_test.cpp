@@ -882,3 +882,34 @@ TEST(AggregatorWorkSource, TimedLoopPassesRuleOverTheKernelsTickSampledWorkTime)
     EXPECT_NEAR(by.at(WorkSource::kernel), 0.05, 1e-9);
     EXPECT_NEAR(by.at(WorkSource::loop_passes), 0.2, 1e-9);
 }
+
+TEST(AggregatorCgroups, RingsThreadsAndProcessesCarryTheirContainer) {
+    const std::string id(64, 'e'), uid = "0a1b2c3d-4e5f-6789-abcd-ef0123456789";
+    Aggregator a;
+    auto app = ring(1, 10, 3, kSqpoll, 0, 50);
+    app.cgroup_id = 7;
+    app.sq_cgroup_id = 8;  // the SQ thread moved apart from its process
+    auto host = ring(2, 11, 4, 0, 0);
+    host.cgroup_id = 9;
+    auto unresolved = ring(3, 12, 5, 0, 0);
+    unresolved.cgroup_id = 99;  // removed between the walk and the lookup
+    auto raw = sample(kSec, {app, host, unresolved});
+    raw.cgroup_paths = {{7, "/kubepods/besteffort/pod" + uid + "/" + id},
+                        {8, "/system.slice/sq.scope"},
+                        {9, "/system.slice/app.service"}};
+    const auto s = a.update(raw);
+    const auto& r = find_ring(s, "10:3");
+    EXPECT_EQ(r.cgroup.cgroup, "/kubepods/besteffort/pod" + uid + "/" + id);
+    EXPECT_EQ(r.cgroup.container_id, id);
+    EXPECT_EQ(r.cgroup.pod_uid, uid);
+    ASSERT_EQ(s.threads.size(), 1u);
+    EXPECT_EQ(s.threads[0].cgroup.cgroup, "/system.slice/sq.scope");
+    EXPECT_EQ(s.threads[0].cgroup.container_id, "");
+
+    // One entry per process, where its rings are held.
+    ASSERT_EQ(s.processes.size(), 3u);
+    EXPECT_EQ(s.processes[0].pid, 10u);
+    EXPECT_EQ(s.processes[0].cgroup.container_id, id);
+    EXPECT_EQ(s.processes[1].cgroup.cgroup, "/system.slice/app.service");
+    EXPECT_EQ(s.processes[2].cgroup.cgroup, "");
+}

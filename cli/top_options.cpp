@@ -20,7 +20,7 @@ daemon answers, top loads the same BPF collector itself, which needs root.)";
 
 const char* const kFooter = R"(KEYS
   q quit   Tab threads/IOPOLL   Enter expand a thread's rings   Up/Down select
-  < > change sort column   r reverse   / filter by pid, tid or comm   p pause
+  < > change sort column   r reverse   / filter by pid, tid, comm, container or pod   p pause
   + - refresh interval   h ? help
 
 EXAMPLES
@@ -55,7 +55,9 @@ OptionsResult parse_top_options(int argc, const char* const* argv) {
                    "Sort column: tid pid comm cpu work spin sleep sleeps wakes p50 p99 rings "
                    "sqes fairness.")
         ->default_str("cpu");
-    app.add_option("--filter", o.filter, "Show only threads whose pid, tid or comm matches.");
+    app.add_option("--filter", o.filter,
+                   "Show only threads whose pid or tid is this, or whose comm or container id "
+                   "contains it, or whose pod UID starts with it.");
     app.add_option("--width", o.width, "Line width in batch mode (default $COLUMNS or 160).")
         ->check(CLI::Range(40, 1000));
 

@@ -76,6 +76,7 @@ double sort_value(const ThreadSnapshot& t, Column c) {
         case Column::fairness:
             return t.fairness;
         case Column::comm:
+        case Column::container:
         case Column::history:
             return t.cpu_util;
     }
@@ -90,6 +91,8 @@ std::string cell(const ThreadSnapshot& t, Column c, int width, const History& h,
             return std::to_string(t.pid);
         case Column::comm:
             return field_safe(t.comm);
+        case Column::container:
+            return short_container(t.cgroup.container_id);
         case Column::cpu:
             return pct(t.cpu_util);
         case Column::work:
@@ -156,14 +159,14 @@ std::string ring_line(const RingSnapshot& r, int width) {
 
 const std::vector<ColumnInfo>& thread_columns() {
     static const std::vector<ColumnInfo> cols = {
-        {Column::tid, "TID", 7, 0, true},          {Column::pid, "PID", 7, 3, true},
-        {Column::comm, "COMM", 12, 1, false},      {Column::cpu, "CPU%", 6, 0, true},
-        {Column::work, "WORK%", 6, 2, true},       {Column::spin, "SPIN%", 6, 1, true},
-        {Column::sleep, "SLEEP%", 6, 4, true},     {Column::sleeps, "SLP/s", 6, 5, true},
-        {Column::wakes, "WAKE/s", 6, 4, true},     {Column::p50, "P50", 7, 6, true},
-        {Column::p99, "P99", 7, 5, true},          {Column::rings, "RINGS", 5, 3, true},
-        {Column::sqes, "SQE/s", 7, 2, true},       {Column::fairness, "FAIR", 5, 4, true},
-        {Column::history, "HISTORY", 8, 7, false},
+        {Column::tid, "TID", 7, 0, true},       {Column::pid, "PID", 7, 3, true},
+        {Column::comm, "COMM", 12, 1, false},   {Column::container, "CONTAINER", 12, 5, false},
+        {Column::cpu, "CPU%", 6, 0, true},      {Column::work, "WORK%", 6, 2, true},
+        {Column::spin, "SPIN%", 6, 1, true},    {Column::sleep, "SLEEP%", 6, 4, true},
+        {Column::sleeps, "SLP/s", 6, 5, true},  {Column::wakes, "WAKE/s", 6, 4, true},
+        {Column::p50, "P50", 7, 6, true},       {Column::p99, "P99", 7, 5, true},
+        {Column::rings, "RINGS", 5, 3, true},   {Column::sqes, "SQE/s", 7, 2, true},
+        {Column::fairness, "FAIR", 5, 4, true}, {Column::history, "HISTORY", 8, 7, false},
     };
     return cols;
 }
@@ -175,9 +178,9 @@ std::optional<Column> column_by_name(const std::string& name) {
 }
 
 std::string column_name(Column c) {
-    static const char* names[] = {"tid",  "pid",   "comm",   "cpu",      "work",
-                                  "spin", "sleep", "sleeps", "wakes",    "p50",
-                                  "p99",  "rings", "sqes",   "fairness", "history"};
+    static const char* names[] = {"tid",   "pid",   "comm",     "container", "cpu", "work",
+                                  "spin",  "sleep", "sleeps",   "wakes",     "p50", "p99",
+                                  "rings", "sqes",  "fairness", "history"};
     return names[static_cast<int>(c)];
 }
 
@@ -199,16 +202,32 @@ const std::deque<double>* History::cpu(std::int32_t tid) const {
     return it == cpu_.end() ? nullptr : &it->second;
 }
 
+std::string short_container(const std::string& container_id) {
+    if (container_id.empty()) return "-";
+    const auto scheme = container_id.find("://");
+    const auto id = scheme == std::string::npos ? container_id : container_id.substr(scheme + 3);
+    return id.substr(0, 12);  // as docker ps and crictl ps show it
+}
+
+bool thread_matches(const ThreadSnapshot& t, const std::string& filter) {
+    if (filter.empty()) return true;
+    const auto has = [&](const std::string& s) { return s.find(filter) != std::string::npos; };
+    return std::to_string(t.pid) == filter || std::to_string(t.tid) == filter || has(t.comm) ||
+           has(t.cgroup.container_id) || t.cgroup.pod_uid.starts_with(filter);
+}
+
 std::vector<const ThreadSnapshot*> visible_threads(const Snapshot& s, const ViewState& v) {
     std::vector<const ThreadSnapshot*> out;
     for (const auto& t : s.threads) {
-        if (!v.filter.empty() && std::to_string(t.pid) != v.filter &&
-            std::to_string(t.tid) != v.filter && t.comm.find(v.filter) == std::string::npos)
-            continue;
+        if (!thread_matches(t, v.filter)) continue;
         out.push_back(&t);
     }
     std::stable_sort(out.begin(), out.end(), [&](const ThreadSnapshot* a, const ThreadSnapshot* b) {
         if (v.sort == Column::comm) return v.descending ? a->comm > b->comm : a->comm < b->comm;
+        if (v.sort == Column::container) {
+            const auto &x = a->cgroup.container_id, &y = b->cgroup.container_id;
+            return v.descending ? x > y : x < y;
+        }
         double x = sort_value(*a, v.sort), y = sort_value(*b, v.sort);
         if (x == y) return a->tid < b->tid;
         return v.descending ? x > y : x < y;
@@ -367,7 +386,9 @@ constexpr TableColumn kDeviceColumns[] = {
 
 bool ring_matches(const RingSnapshot& r, const std::string& filter) {
     return filter.empty() || std::to_string(r.pid) == filter ||
-           r.comm.find(filter) != std::string::npos;
+           r.comm.find(filter) != std::string::npos ||
+           r.cgroup.container_id.find(filter) != std::string::npos ||
+           r.cgroup.pod_uid.starts_with(filter);
 }
 
 // Rings that poll, with io_do_iopoll efficiency where the deep tier measures it. Sets any_deep
@@ -434,7 +455,8 @@ std::vector<std::string> polling_lines(const Snapshot& s, const ViewState& v) {
 void insert_help(std::vector<std::string>& lines, int width) {
     static const char* help[] = {
         "keys:  q quit   Tab threads/IOPOLL view   Enter expand/collapse rings",
-        "       Up/Down select   < > sort column   r reverse sort   / filter (pid or comm)",
+        "       Up/Down select   < > sort column   r reverse sort   / filter (pid, comm, "
+        "container, pod)",
         "       p pause   + - refresh interval   h or ? this help",
         "columns: CPU% = WORK% + SPIN% of one CPU over the last interval (~ = estimated",
         "       work), SLEEP% time asleep, SLP/s WAKE/s transitions, P50 P99 wake latency,",

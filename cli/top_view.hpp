@@ -20,6 +20,7 @@ enum class Column {
     tid,
     pid,
     comm,
+    container,
     cpu,
     work,
     spin,
@@ -75,6 +76,8 @@ private:
 
 // Threads in display order after filtering and sorting.
 std::vector<const ThreadSnapshot*> visible_threads(const Snapshot& s, const ViewState& v);
+// The filter: a pid or tid exactly, part of the comm or container id, or the start of a pod UID.
+bool thread_matches(const ThreadSnapshot& t, const std::string& filter);
 
 // One full screen, exactly `height` lines of at most `width` columns (fewer lines if height <= 0
 // means "unbounded", as batch mode wants). `utf8` allows block characters in sparklines.
@@ -88,5 +91,7 @@ std::string sparkline(const std::deque<double>& values, std::size_t width, bool 
 // Makes a process name safe for one whitespace-separated field: control characters become '?',
 // spaces '_'.
 std::string field_safe(const std::string& comm);
+// A container id as `docker ps` and `crictl ps` show it: the first 12 hex digits; "-" for none.
+std::string short_container(const std::string& container_id);
 
 }  // namespace uringscope::top

@@ -256,3 +256,20 @@ TEST(TopView, UnicodeSparklineIsPaddedByDisplayWidth) {
         EXPECT_EQ(cols, 100u) << l;
     }
 }
+
+TEST(TopContainers, TheColumnShowsTheShortIdAndTheFilterFindsContainersAndPods) {
+    EXPECT_EQ(short_container("containerd://" + std::string(64, 'a')), std::string(12, 'a'));
+    EXPECT_EQ(short_container(std::string(64, 'b')), std::string(12, 'b'));
+    EXPECT_EQ(short_container(""), "-");
+    ThreadSnapshot t;
+    t.tid = 7;
+    t.pid = 6;
+    t.comm = "db";
+    t.cgroup = {"/kubepods/pod1/x", "cri-o://" + std::string(64, 'c'), "0a1b2c3d-4e5f"};
+    EXPECT_TRUE(thread_matches(t, "cccccccccccc"));
+    EXPECT_TRUE(thread_matches(t, "cri-o://"));
+    EXPECT_TRUE(thread_matches(t, "0a1b2c3d"));
+    EXPECT_FALSE(thread_matches(t, "4e5f"));  // a pod UID matches from its start only
+    EXPECT_TRUE(thread_matches(t, "6"));
+    EXPECT_FALSE(thread_matches(t, "dd"));
+}

@@ -30,6 +30,7 @@ LatencyHistogram histogram() {
 Snapshot full_snapshot() {
     Snapshot s;
     s.seq = 7;
+    s.processes.push_back({41, "db", {"/system.slice/docker-x.scope", "docker://x", ""}});
     ThreadSnapshot t;
     t.tid = 42;
     t.pid = 41;

@@ -205,6 +205,8 @@ std::string render_text(const Advice& a, const Snapshot& snap) {
     for (const auto& f : a.findings) {
         out += fmt::format("\n[{}] {}", f.id, f.subject);
         if (f.pid) out += fmt::format(" (pid {} {})", f.pid, f.comm);
+        if (!f.container_id.empty()) out += " container " + f.container_id;
+        if (!f.pod_uid.empty()) out += " pod " + f.pod_uid;
         out += "\n";
         out += wrap(f.summary, 96, "  ");
         out += "  evidence:\n" + figures(f.evidence, "    ");

@@ -23,8 +23,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Alternative, name, change, cpu_c
                                                 wakeups_per_second, added_latency_seconds,
                                                 available, recommended, note)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Finding, id, subject, sq_thread, ring, device, pid,
-                                                comm, summary, evidence, change, predicted,
-                                                assumption, curve, alternatives)
+                                                comm, container_id, pod_uid, summary, evidence,
+                                                change, predicted, assumption, curve, alternatives)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Advice, window_seconds, gaps_available, findings,
                                                 notes)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CgroupLabels, cgroup, container_id, pod_uid)

@@ -51,12 +51,14 @@ struct Finding {
     std::string device;           // device concerned, empty if none
     std::uint32_t pid = 0;        // owner process, 0 if none
     std::string comm;
-    std::string summary;                // one line: what is wrong, with the key figure
-    std::vector<Figure> evidence;       // measured over the window
-    std::string change;                 // what to change: flag, parameter, sharing, module option
-    std::vector<Figure> predicted;      // the effect predicted for that change
-    std::string assumption;             // what the prediction takes for granted
-    std::vector<IdleCurvePoint> curve;  // sq_idle_too_long only
+    std::string container_id;       // the thread's container ("containerd://<id>"), empty if none
+    std::string pod_uid;            // its Kubernetes pod, empty if none
+    std::string summary;            // one line: what is wrong, with the key figure
+    std::vector<Figure> evidence;   // measured over the window
+    std::string change;             // what to change: flag, parameter, sharing, module option
+    std::vector<Figure> predicted;  // the effect predicted for that change
+    std::string assumption;         // what the prediction takes for granted
+    std::vector<IdleCurvePoint> curve;      // sq_idle_too_long only
     std::vector<Alternative> alternatives;  // sq_thread_overpriced only
 };
 

@@ -96,6 +96,8 @@ Finding thread_finding(const char* id, const ThreadSnapshot& t) {
     f.sq_thread = t.tid;
     f.pid = t.pid;
     f.comm = t.comm;
+    f.container_id = t.cgroup.container_id;
+    f.pod_uid = t.cgroup.pod_uid;
     return f;
 }
 

@@ -508,3 +508,17 @@ TEST(Advise, AThreadStillOverpricedAfterTheIdleFixGetsBothFindings) {
     EXPECT_NE(find(alone, "sq_idle_too_long"), nullptr);
     EXPECT_EQ(find(alone, "sq_thread_overpriced"), nullptr);
 }
+
+TEST(Advise, AFindingNamesTheThreadsContainerAndPod) {
+    Snapshot a = snap(0), b = snap(10);
+    auto t0 = thread(42, 7, 0, 0, 5.0), t1 = thread(42, 7, 9.9, 0, 5.0);
+    t1.cgroup = {"/kubepods/besteffort/pod1/x", "containerd://abc", "0a1b"};
+    a.threads = {t0};
+    b.threads = {t1};
+    a.rings = {ring("7:5", 3, 42, 0)};
+    b.rings = {ring("7:5", 3, 42, 0)};
+    const auto adv = make_advice(a, b);
+    ASSERT_FALSE(adv.findings.empty());
+    EXPECT_EQ(adv.findings.front().container_id, "containerd://abc");
+    EXPECT_EQ(adv.findings.front().pod_uid, "0a1b");
+}

@@ -9,10 +9,18 @@
 
 namespace uringscope {
 
-std::string find_cgroup2_mount(const std::string& mountinfo) {
+std::uint64_t dir_inode(const std::string& path) {
+    struct stat st {};
+    return stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
+}
+
+Cgroup2Mount find_cgroup2_mount(const std::string& mountinfo,
+                                const std::function<std::uint64_t(const std::string&)>& inode_of) {
+    constexpr std::uint64_t kRootCgroupIno = 1;
     // mountinfo: "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [OPTIONAL...] - FSTYPE SOURCE SUPER".
     std::ifstream in(mountinfo);
     std::string line;
+    Cgroup2Mount first;
     while (std::getline(in, line)) {
         std::istringstream f(line);
         std::string id, parent, dev, root, point, word;
@@ -20,9 +28,11 @@ std::string find_cgroup2_mount(const std::string& mountinfo) {
         while (f >> word && word != "-") {
         }
         std::string fstype;
-        if (f >> fstype && fstype == "cgroup2") return point;
+        if (!(f >> fstype) || fstype != "cgroup2") continue;
+        if (inode_of(point) == kRootCgroupIno) return {point, true};
+        if (first.point.empty()) first.point = point;
     }
-    return {};
+    return first;
 }
 
 CgroupPaths::CgroupPaths(std::string mount) : mount_(std::move(mount)) {}

@@ -6,6 +6,7 @@
 // the daemon drops; the directories are world-readable.
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <set>
 #include <string>
@@ -13,9 +14,22 @@
 
 namespace uringscope {
 
-// The cgroup2 mount point in a mountinfo file ("/sys/fs/cgroup", "/sys/fs/cgroup/unified" on
-// hybrid hosts), or empty where only cgroup v1 is mounted.
-std::string find_cgroup2_mount(const std::string& mountinfo = "/proc/self/mountinfo");
+struct Cgroup2Mount {
+    std::string point;             // where it is mounted; empty where only cgroup v1 is
+    bool whole_hierarchy = false;  // its top is the hierarchy's root, not a namespace's subtree
+};
+
+// The inode of a directory, 0 if it cannot be read.
+std::uint64_t dir_inode(const std::string& path);
+
+// The cgroup2 mount to read paths from ("/sys/fs/cgroup", "/sys/fs/cgroup/unified" on hybrid
+// hosts). In a container with its own cgroup namespace the runtime's mount shows only the
+// container's subtree; a host hierarchy mounted beside it (a hostPath volume) is preferred,
+// recognised by its top directory being the root cgroup, kernfs node 1 (the first id
+// kernfs_create_root() allocates, on every kernel the daemon supports).
+Cgroup2Mount find_cgroup2_mount(
+    const std::string& mountinfo = "/proc/self/mountinfo",
+    const std::function<std::uint64_t(const std::string&)>& inode_of = dir_inode);
 
 class CgroupPaths {
 public:

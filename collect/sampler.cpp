@@ -56,11 +56,9 @@ Sampler::Sampler(BpfCollector& bpf, bool work_time_per_thread, std::shared_ptr<S
       submit_probe_(bpf.provides(Feature::submit_time)),
       store_(std::move(store)),
       kernel_(std::move(kernel_release)),
-      cgroups_(find_cgroup2_mount()) {
-    if (cgroups_.mount().empty())
-        spdlog::warn(
-            "no cgroup v2 hierarchy is mounted here (cgroup v1 only): rings and SQ "
-            "threads get no cgroup, container or pod");
+      view_(read_host_view()),
+      cgroups_(view_.cgroup.point) {
+    for (const auto& limit : host_view_limits(view_)) spdlog::warn("{}", limit);
     char host[256] = {};
     gethostname(host, sizeof host - 1);
     hostname_ = host;
@@ -167,6 +165,8 @@ bool Sampler::sample_once() {
                          {"work_gaps", raw.gaps.size()},      {"sq_passes", raw.passes.size()}};
     snap->hostname = hostname_;
     snap->kernel = kernel_;
+    snap->host_visible = {{"tasks", view_.host_pid_namespace},
+                          {"cgroups", view_.cgroup.whole_hierarchy}};
     snap->sample_duration_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     spdlog::debug("sample {}: {} rings, {} SQ threads, {:.3f} ms", snap->seq, snap->rings.size(),

@@ -10,6 +10,7 @@
 
 #include "collect/bpf_loader.hpp"
 #include "collect/cgroups.hpp"
+#include "collect/host_view.hpp"
 #include "model/advisor.hpp"
 #include "model/aggregator.hpp"
 #include "model/snapshot_store.hpp"
@@ -44,6 +45,7 @@ private:
     std::shared_ptr<SnapshotStore> store_;
     std::string hostname_, kernel_;
     Aggregator agg_;
+    HostView view_;
     CgroupPaths cgroups_;
     std::set<std::string> flagged_;  // devices logged as IOPOLL without poll queues
     std::unique_ptr<AdviceWindow> advice_;

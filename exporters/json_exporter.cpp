@@ -58,13 +58,11 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ProbeState, probe, kind, attache
                                                 waiting_for)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ProbeCoverage, probe, probe_events, iterator_events,
                                                 ratio)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Snapshot, hostname, kernel, seq, timestamp,
-                                                monotonic_seconds, interval_seconds,
-                                                sample_duration_seconds, hz, threads, rings,
-                                                processes, devices, iopoll_host, probes, coverage,
-                                                rings_created_by_mode, rings_short_lived_by_mode,
-                                                map_overflows, map_entries, rings_replaced,
-                                                threads_replaced, walks_incomplete, advice)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
+    Snapshot, hostname, kernel, seq, timestamp, monotonic_seconds, interval_seconds,
+    sample_duration_seconds, hz, threads, rings, processes, devices, iopoll_host, probes,
+    host_visible, coverage, rings_created_by_mode, rings_short_lived_by_mode, map_overflows,
+    map_entries, rings_replaced, threads_replaced, walks_incomplete, advice)
 
 std::string snapshot_to_json(const Snapshot& snap) {
     nlohmann::json j = snap;

@@ -154,6 +154,8 @@ const std::vector<MetricDecl>& metric_catalog() {
          "Time the last sample took: iterator walk plus map reads."},
         {"uringscope_last_sample_timestamp_seconds", MetricKind::gauge, "daemon", {},
          "Unix time of the last sample."},
+        {"uringscope_host_visible", MetricKind::gauge, "daemon", {"scope"},
+         "1 if the daemon sees all of the host's scope, 0 if only its own namespace's (logged at start): tasks (0 without hostPID: rings held outside its PID namespace are missed), cgroups (0 when its cgroup2 mount is its cgroup namespace's subtree: processes outside it get no container or pod)."},
         {"uringscope_build_info", MetricKind::gauge, "daemon", {"version"},
          "Version of uringscope, always 1."},
         {"uringscope_process_info", MetricKind::gauge, "process", {"pid", "comm", "cgroup", "container_id", "pod_uid"},

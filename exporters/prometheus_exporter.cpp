@@ -420,6 +420,9 @@ void daemon_families(Exposition& ex, const Snapshot& s) {
     duration.gauge({}, s.sample_duration_seconds);
     Family& last = ex.add("uringscope_last_sample_timestamp_seconds");
     last.gauge({}, s.timestamp);
+    Family& visible = ex.add("uringscope_host_visible");
+    for (const auto& [scope, whole] : s.host_visible)
+        visible.gauge({{"scope", scope}}, whole ? 1 : 0);
     Family& build = ex.add("uringscope_build_info");
     build.gauge({{"version", URINGSCOPE_VERSION}}, 1);
 }

@@ -222,6 +222,9 @@ struct Snapshot {
     // io_do_iopoll totals over every ring since attach, closed ones included (deep tier).
     std::vector<IopollSnapshot> iopoll_host;
     std::vector<ProbeState> probes;
+    // What of the host the daemon sees whole: "tasks" (it runs in the host's PID namespace),
+    // "cgroups" (its cgroup2 mount is the whole hierarchy); collect/host_view.
+    std::vector<std::pair<std::string, bool>> host_visible;
     std::vector<ProbeCoverage> coverage;  // deep probes cross-checked against the iterator
     std::vector<std::pair<std::string, std::uint64_t>> rings_created_by_mode;      // cumulative
     std::vector<std::pair<std::string, std::uint64_t>> rings_short_lived_by_mode;  // cumulative

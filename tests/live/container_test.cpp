@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -76,16 +77,20 @@ protected:
         mount_ = cgroup2_mount();
         if (mount_.empty()) GTEST_SKIP() << "no cgroup v2 hierarchy is mounted here";
         prefix_ = "/uringscope-test-" + std::to_string(getpid());
+        if (!daemon_on_host()) return;
         daemon_ = std::make_unique<Daemon>(std::vector<std::string>{"--sample.interval=200ms"});
         ASSERT_TRUE(daemon_->ready()) << daemon_->startup_log();
     }
+    virtual bool daemon_on_host() const { return true; }
     void TearDown() override {
-        loads_.clear();  // the processes leave their cgroups when they exit
+        loads_.clear();   // the processes leave their cgroups when they exit
+        daemon_.reset();  // a contained daemon is in a cgroup below the prefix, too
         std::this_thread::sleep_for(milliseconds(200));
+        std::error_code ec;
+        if (!host_dir_.empty()) fs::remove(host_dir_, ec);
         if (mount_.empty()) return;
         // Leaves first: a cgroup is removed only when it is empty.
         std::vector<fs::path> dirs;
-        std::error_code ec;
         for (fs::recursive_directory_iterator it(mount_ + prefix_, ec), end; it != end;
              it.increment(ec))
             if (it->is_directory(ec)) dirs.push_back(it->path());
@@ -124,7 +129,7 @@ protected:
         return labels;
     }
 
-    std::string mount_, prefix_;
+    std::string mount_, prefix_, host_dir_;
     std::unique_ptr<Daemon> daemon_;
     std::vector<std::unique_ptr<Child>> loads_;
 };
@@ -151,6 +156,128 @@ TEST_F(Containers, AHostProcessHasACgroupAndNoContainer) {
     EXPECT_EQ(l.at("cgroup"), prefix_ + "/system.slice/app.service");
     EXPECT_EQ(l.at("container_id"), "");
     EXPECT_EQ(l.at("pod_uid"), "");
+}
+
+}  // namespace
+
+namespace {
+
+// Kubernetes and docker run a container in cgroup and PID namespaces of its own. The daemon is
+// started as one would be: a shell moves itself into a docker-shaped cgroup, then unshares what
+// the case asks for and execs the daemon. docs/FLEET.md says what each case needs.
+class ContainedDaemon : public Containers {
+protected:
+    bool daemon_on_host() const override { return false; }
+
+    // `inner` runs after the unshare, before the daemon: "$0" is the cgroup2 mount point and
+    // "$@" the daemon's argv.
+    void start_contained(const std::string& unshare_flags, const std::string& inner) {
+        const fs::path cg =
+            mount_ + prefix_ + "/system.slice/docker-" + std::string(64, 'd') + ".scope";
+        fs::create_directories(cg);
+        const std::string script = "echo $$ > " + (cg / "cgroup.procs").string() +
+                                   " && exec unshare " + unshare_flags + " -- sh -c '" + inner +
+                                   " && exec \"$@\"' " + mount_ + " \"$@\"";
+        daemon_ = std::make_unique<Daemon>(std::vector<std::string>{"--sample.interval=200ms"},
+                                           std::vector<std::string>{"/bin/sh", "-c", script, "sh"});
+        ASSERT_TRUE(daemon_->ready()) << daemon_->startup_log();
+    }
+
+    double gauge(const std::string& name, const std::string& label, const std::string& value) {
+        for (const auto& s : daemon_->scrape())
+            if (s.name == name && s.labels.count(label) && s.labels.at(label) == value)
+                return s.value;
+        return -1;
+    }
+
+    // The pids uringscope_process_info shows with comm uringscope-load.
+    std::set<pid_t> load_pids() {
+        std::set<pid_t> out;
+        for (const auto& s : daemon_->scrape())
+            if (s.name == "uringscope_process_info" && s.labels.at("comm") == "uringscope-load")
+                out.insert(std::stoi(s.labels.at("pid")));
+        return out;
+    }
+};
+
+// How many PID namespaces a process is in (NSpid's fields in /proc/PID/status).
+int pid_namespace_depth(pid_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+    std::string line;
+    while (std::getline(in, line))
+        if (line.rfind("NSpid:", 0) == 0) {
+            std::istringstream f(line.substr(6));
+            int n = 0;
+            for (std::string w; f >> w;) ++n;
+            return n;
+        }
+    return 0;
+}
+
+// Without hostPID the walk sees the daemon's namespace only: a ring held there, not one held on
+// the host. The daemon must say so, in its log and in uringscope_host_visible.
+TEST_F(ContainedDaemon, WithoutHostPidItSeesOnlyItsNamespaceAndSaysSo) {
+    const pid_t host_load = start_in("/system.slice/app.service");
+    const std::string inner_load =
+        "\"" + load_bin() + "\" --ring sqpoll,idle=1,rate=10 --duration 60s >/dev/null &";
+    start_contained("--pid --fork --kill-child --mount-proc", inner_load + " true");
+    EXPECT_NE(daemon_->startup_log().find("PID namespace of its own"), std::string::npos)
+        << daemon_->startup_log();
+    pid_t inner = 0;
+    ASSERT_TRUE(eventually(seconds(10), [&] {
+        for (pid_t p : load_pids())
+            if (p != host_load) inner = p;
+        return inner != 0;
+    })) << "the load generator inside the namespace was never seen";
+    EXPECT_EQ(pid_namespace_depth(inner), 2) << "pid " << inner << " is not the inner load";
+    EXPECT_EQ(process_info(inner).at("container_id"), "docker://" + std::string(64, 'd'));
+    for (int i = 0; i < 5; ++i) {
+        EXPECT_EQ(load_pids(), std::set<pid_t>{inner})
+            << "the host's load (pid " << host_load << ") must be invisible here";
+        std::this_thread::sleep_for(milliseconds(200));
+    }
+    EXPECT_EQ(gauge("uringscope_host_visible", "scope", "tasks"), 0);
+    EXPECT_EQ(gauge("uringscope_host_visible", "scope", "cgroups"), 1);
+}
+
+// In its own cgroup namespace the runtime's cgroup2 mount shows the daemon's subtree: another
+// container's cgroup id does not resolve, and the daemon says why. With the host's hierarchy
+// mounted beside it, as deploy/kubernetes does, every container is named again.
+TEST_F(ContainedDaemon, InItsOwnCgroupNamespaceItNeedsTheHostHierarchy) {
+    const Shape pod = shapes().front();
+    const pid_t load = start_in(pod.path);
+    // What a runtime does in the container's mount namespace: its own cgroup2 mount, rooted at
+    // the namespace's root. (The kernel refuses a second mount of it on the same mount, so the
+    // host's is detached first.)
+    const std::string remount = "umount -l \"$0\" && mount -t cgroup2 cgroup2 \"$0\"";
+    start_contained("--cgroup --mount --propagation private", remount);
+    EXPECT_NE(daemon_->startup_log().find("shows only part of the hierarchy"), std::string::npos)
+        << daemon_->startup_log();
+    std::map<std::string, std::string> seen;
+    ASSERT_TRUE(eventually(seconds(10), [&] {
+        for (const auto& s : daemon_->scrape())
+            if (s.name == "uringscope_process_info" && s.labels.at("pid") == std::to_string(load))
+                seen = s.labels;
+        return !seen.empty();
+    })) << "the walk must still see every ring: the daemon shares the host's PID namespace";
+    EXPECT_EQ(seen.at("cgroup"), "");
+    EXPECT_EQ(seen.at("container_id"), "");
+    EXPECT_EQ(gauge("uringscope_host_visible", "scope", "cgroups"), 0);
+    EXPECT_EQ(gauge("uringscope_host_visible", "scope", "tasks"), 1);
+
+    daemon_.reset();
+    host_dir_ = "/tmp/uringscope-test-host-cgroup-" + std::to_string(getpid());
+    fs::create_directories(host_dir_);
+    start_contained("--cgroup --mount --propagation private",
+                    "mount --bind \"$0\" " + host_dir_ + " && " + remount);
+    EXPECT_EQ(daemon_->startup_log().find("shows only part"), std::string::npos)
+        << daemon_->startup_log();
+    const auto l = process_info(load);
+    EXPECT_EQ(gauge("uringscope_host_visible", "scope", "cgroups"), 1);
+    ASSERT_FALSE(l.empty()) << "pid " << load << " never shown with its cgroup";
+    EXPECT_EQ(l.at("cgroup"), prefix_ + pod.path);
+    EXPECT_EQ(l.at("container_id"), pod.container_id);
+    EXPECT_EQ(l.at("pod_uid"), pod.pod_uid);
 }
 
 }  // namespace

@@ -291,9 +291,13 @@ bool kernel_lacks(const std::string& reason) {
     return true;
 }
 
-Daemon::Daemon(std::vector<std::string> extra_args) : port_(free_port()) {
-    std::vector<std::string> argv{build_dir() + "/uringscoped",
-                                  "--web.listen-address=127.0.0.1:" + std::to_string(port_)};
+Daemon::Daemon(std::vector<std::string> extra_args) : Daemon(std::move(extra_args), {}) {}
+
+Daemon::Daemon(std::vector<std::string> extra_args, std::vector<std::string> wrapper)
+    : port_(free_port()) {
+    std::vector<std::string> argv = std::move(wrapper);
+    argv.push_back(build_dir() + "/uringscoped");
+    argv.push_back("--web.listen-address=127.0.0.1:" + std::to_string(port_));
     argv.insert(argv.end(), extra_args.begin(), extra_args.end());
     child_ = std::make_unique<Child>(argv, /*merge_stderr=*/true);
     // Ready once it says it serves; a daemon that cannot start exits and we keep its log.

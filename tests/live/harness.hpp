@@ -103,6 +103,9 @@ std::optional<std::string> live_tier_unavailable();
 class Daemon {
 public:
     explicit Daemon(std::vector<std::string> extra_args = {});
+    // The daemon started by `wrapper` (e.g. {"/bin/sh", "-c", "...; exec \"$@\"", "sh"}): the
+    // daemon's argv is appended to it.
+    Daemon(std::vector<std::string> extra_args, std::vector<std::string> wrapper);
     std::string url() const;
     std::vector<Series> scrape();
     Child& process() { return *child_; }

@@ -31,6 +31,7 @@ Snapshot full_snapshot() {
     Snapshot s;
     s.seq = 7;
     s.processes.push_back({41, "db", {"/system.slice/docker-x.scope", "docker://x", ""}});
+    s.host_visible = {{"tasks", true}, {"cgroups", false}};
     ThreadSnapshot t;
     t.tid = 42;
     t.pid = 41;

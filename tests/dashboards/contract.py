@@ -10,6 +10,10 @@ checks that run without a daemon.
 DEEP also says which probes (uringscope_probe_attached{probe}) feed each metric: a query over
 a deep metric is skipped, with that reason, only when the metric is absent from the live
 exposition and none of its probes is attached.
+
+Queries may also name series that are not the daemon's: PROMETHEUS_SERIES, which Prometheus
+adds for every target, and KUBE_STATE_METRICS_SERIES, which the dashboards join to for
+Kubernetes names.
 """
 
 import os
@@ -83,6 +87,19 @@ PROMETHEUS_SERIES = {
     "scrape_samples_scraped": ("gauge", set()),
     "scrape_samples_post_metric_relabeling": ("gauge", set()),
     "scrape_series_added": ("gauge", set()),
+}
+
+
+# kube-state-metrics' series that the dashboards join to for Kubernetes names: container_id and
+# uid (the pod UID) match uringscope_process_info's container_id and pod_uid. They are not the
+# daemon's, so only a Prometheus that also scrapes kube-state-metrics has them; a panel over
+# them is empty elsewhere. Labels as kube-state-metrics v2 exports them.
+KUBE_STATE_METRICS_SERIES = {
+    "kube_pod_container_info": ("gauge", {"namespace", "pod", "uid", "container", "container_id",
+                                          "image", "image_id", "image_spec"}),
+    "kube_pod_info": ("gauge", {"namespace", "pod", "uid", "node", "host_ip", "pod_ip",
+                                "created_by_kind", "created_by_name", "priority_class",
+                                "host_network"}),
 }
 
 

@@ -1,18 +1,24 @@
 """Processes and Prometheus for the dashboard tests: uringscoped, uringscope-load and Debian's
-prometheus, started on free loopback ports and always stopped again.
+prometheus, started on free loopback ports and always stopped again; cgroups to run loads in,
+and a file served over HTTP for Prometheus to scrape as another target.
 
 Only the Python 3 standard library is used. Every child gets PR_SET_PDEATHSIG, so even a
 SIGKILLed test leaves nothing running; on a normal exit, an exception, SIGINT, SIGTERM or
-SIGHUP, Harness.close() stops them (SIGTERM, then SIGKILL after a grace period).
+SIGHUP, Harness.close() stops them (SIGTERM, then SIGKILL after a grace period), then stops the
+HTTP servers and removes the cgroups it made.
 """
 
 import ctypes
+import errno
+import http.server
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -34,6 +40,34 @@ _PR_SET_PDEATHSIG = 1
 def _die_with_parent():
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+def _preexec(cgroup):
+    """Runs in the child between fork and exec. Joining the cgroup here, before exec, means
+    every thread the program creates, its SQ threads included, is born in it."""
+    def run():
+        _die_with_parent()
+        if cgroup:
+            with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+    return run
+
+
+def cgroup2_mount(mountinfo="/proc/self/mountinfo"):
+    """Where the cgroup v2 hierarchy is mounted (on a hybrid host not /sys/fs/cgroup), or None."""
+    try:
+        with open(mountinfo) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        # ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER
+        left, sep, right = line.partition(" - ")
+        fields = left.split()
+        if sep and len(fields) >= 5 and right.split()[:1] == ["cgroup2"]:
+            # mountinfo escapes space, tab, newline and backslash as octal
+            return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
+    return None
 
 
 def free_port():
@@ -64,7 +98,7 @@ def preconditions():
 
 
 class Proc:
-    def __init__(self, name, argv, workdir, stdout_pipe=False):
+    def __init__(self, name, argv, workdir, stdout_pipe=False, cgroup=None):
         self.name = name
         self.argv = argv
         self.log_path = os.path.join(workdir, name + ".log")
@@ -72,7 +106,7 @@ class Proc:
         self.popen = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE if stdout_pipe else self._log, stderr=self._log,
-            preexec_fn=_die_with_parent, close_fds=True)
+            preexec_fn=_preexec(cgroup), close_fds=True)
         self.pid = self.popen.pid
 
     def alive(self):
@@ -103,13 +137,32 @@ class Proc:
             return ""
 
 
+class _FileHandler(http.server.BaseHTTPRequestHandler):
+    body = b""
+
+    def do_GET(self):  # noqa: N802 - http.server's name
+        if self.path.split("?")[0] != "/metrics":
+            self.send_error(404)
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+        self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, *_args):
+        pass  # a line per scrape would bury the test's output
+
+
 class Harness:
-    """Owns a work directory and the processes started in it."""
+    """Owns a work directory, the processes started in it, HTTP servers and cgroups."""
 
     def __init__(self, keep=False, prefix="uringscope-dash-"):
         self.workdir = tempfile.mkdtemp(prefix=prefix)
         self.keep = keep
         self.procs = []
+        self.servers = []
+        self.cgroups = []  # directories this harness created, parents before children
         self._old_handlers = {}
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             self._old_handlers[sig] = signal.signal(sig, self._on_signal)
@@ -124,8 +177,8 @@ class Harness:
         self.close()
         return False
 
-    def start(self, name, argv, stdout_pipe=False):
-        p = Proc(name, argv, self.workdir, stdout_pipe)
+    def start(self, name, argv, stdout_pipe=False, cgroup=None):
+        p = Proc(name, argv, self.workdir, stdout_pipe, cgroup)
         self.procs.append(p)
         return p
 
@@ -133,11 +186,63 @@ class Harness:
         for p in reversed(self.procs):
             p.stop()
         self.procs = []
+        for server, thread in self.servers:
+            server.shutdown()
+            server.server_close()
+            thread.join(timeout=5)
+        self.servers = []
+        self.remove_cgroups()
         for sig, h in self._old_handlers.items():
             signal.signal(sig, h)
         self._old_handlers = {}
         if not self.keep:
             subprocess.run(["rm", "-rf", "--one-file-system", self.workdir], check=False)
+
+    # -- cgroups -------------------------------------------------------------------------------
+    def make_cgroup(self, mount, path):
+        """Creates mount + path and whichever of its parents are missing; returns the directory.
+        close() removes what this made."""
+        parts = [x for x in path.split("/") if x]
+        cur = mount
+        for part in parts:
+            cur = os.path.join(cur, part)
+            try:
+                os.mkdir(cur)
+            except FileExistsError:
+                continue
+            self.cgroups.append(cur)
+        return cur
+
+    def remove_cgroups(self, wait=5.0):
+        """Leaves first. A cgroup can be removed only once empty, and an exited process leaves
+        it a moment after its parent reaped it, so EBUSY is retried for a while."""
+        deadline = time.time() + wait
+        for d in reversed(self.cgroups):
+            while True:
+                try:
+                    os.rmdir(d)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError as e:
+                    if e.errno != errno.EBUSY or time.time() > deadline:
+                        print(f"harness: cannot remove cgroup {d}: {e}", flush=True)
+                        break
+                    time.sleep(0.05)
+        self.cgroups = []
+
+    # -- a file as a scrape target ------------------------------------------------------------
+    def serve_metrics(self, path):
+        """Serves the file at http://127.0.0.1:PORT/metrics from a thread until close();
+        returns "127.0.0.1:PORT"."""
+        with open(path, "rb") as f:
+            handler = type("Handler", (_FileHandler,), {"body": f.read()})
+        server = http.server.HTTPServer(("127.0.0.1", 0), handler)
+        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2},
+                                  name="serve " + os.path.basename(path), daemon=True)
+        thread.start()
+        self.servers.append((server, thread))
+        return f"127.0.0.1:{server.server_address[1]}"
 
     # -- uringscoped --------------------------------------------------------------------------
     def start_daemon(self, interval="250ms"):
@@ -157,17 +262,17 @@ class Harness:
         raise RuntimeError("uringscoped did not serve /metrics within 15 s:\n" + p.log_tail())
 
     # -- uringscope-load ----------------------------------------------------------------------
-    def start_load(self, args):
-        """Starts the load generator with --json and waits until it has started submitting.
-        Returns (proc, rings) where rings are the setup records (index, pid, fd, mode,
-        sq_thread)."""
-        p = self.start("uringscope-load", [LOAD, "--json"] + args, stdout_pipe=True)
+    def start_load(self, args, name="uringscope-load", cgroup=None):
+        """Starts the load generator with --json, in the cgroup directory if one is given, and
+        waits until it has started submitting. Returns (proc, rings) where rings are the setup
+        records (index, pid, fd, mode, sq_thread)."""
+        p = self.start(name, [LOAD, "--json"] + args, stdout_pipe=True, cgroup=cgroup)
         rings = []
         deadline = time.time() + 15
         while time.time() < deadline:
             line = p.popen.stdout.readline()
             if not line:
-                raise RuntimeError("uringscope-load exited before starting:\n" + p.log_tail())
+                raise RuntimeError(f"{name} exited before starting:\n" + p.log_tail())
             rec = json.loads(line)
             if rec.get("phase") == "setup":
                 rings.append(rec)
@@ -176,7 +281,8 @@ class Harness:
         raise RuntimeError("uringscope-load did not start within 15 s")
 
     # -- prometheus ---------------------------------------------------------------------------
-    def start_prometheus(self, target, scrape="1s", rules=None):
+    def start_prometheus(self, target, scrape="1s", rules=None, more_jobs=()):
+        """Scrapes target as job uringscope and each (job, target) of more_jobs."""
         port = free_port()
         cfg = os.path.join(self.workdir, "prometheus.yml")
         rules = rule_files() if rules is None else rules
@@ -189,8 +295,9 @@ class Harness:
             for r in rules:
                 f.write(f"  - {json.dumps(r)}\n")
             f.write("scrape_configs:\n")
-            f.write(f"  - job_name: {JOB}\n    static_configs:\n")
-            f.write(f"      - targets: [{json.dumps(target)}]\n")
+            for job, t in [(JOB, target)] + list(more_jobs):
+                f.write(f"  - job_name: {json.dumps(job)}\n    static_configs:\n")
+                f.write(f"      - targets: [{json.dumps(t)}]\n")
         check = subprocess.run([PROMTOOL, "check", "config", cfg], capture_output=True, text=True)
         if check.returncode != 0:
             raise RuntimeError("promtool check config failed:\n" + check.stdout + check.stderr)
@@ -260,6 +367,26 @@ class PromAPI:
         if r["resultType"] == "scalar":
             return float(r["result"][1])
         return default
+
+
+_SAMPLE = re.compile(r'^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)')
+_LABEL = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"\s*,?')
+
+
+def parse_samples(text):
+    """[(name, {label: value}, value)] of a text exposition (no timestamps, no exemplars)."""
+    out = []
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = _SAMPLE.match(line)
+        if not m:
+            raise ValueError(f"not a sample: {line!r}")
+        labels = {}
+        for k, v in _LABEL.findall(m.group(2) or ""):
+            labels[k] = re.sub(r"\\(.)", lambda x: {"n": "\n"}.get(x.group(1), x.group(1)), v)
+        out.append((m.group(1), labels, float(m.group(3))))
+    return out
 
 
 def parse_exposition(text):

@@ -282,10 +282,16 @@ def catalog_add_family(cat, family, typ, labels, source):
         cat[family] = Entry(family, family, typ, labels, source)
 
 
-def static_catalog():
-    cat = {}
+def catalog_add_external(cat):
     for name, (typ, labels) in contract.PROMETHEUS_SERIES.items():
         catalog_add_family(cat, name, typ, labels, "prometheus")
+    for name, (typ, labels) in contract.KUBE_STATE_METRICS_SERIES.items():
+        catalog_add_family(cat, name, typ, labels, "kube-state-metrics")
+
+
+def static_catalog():
+    cat = {}
+    catalog_add_external(cat)
     for name, (typ, labels) in contract.BASE.items():
         catalog_add_family(cat, name, typ, labels, "contract")
     for name, (typ, labels, _probes) in contract.DEEP.items():
@@ -297,8 +303,7 @@ def live_catalog(families):
     """From harness.parse_exposition(); DEEP metrics the daemon does not expose come from the
     contract."""
     cat = {}
-    for name, (typ, labels) in contract.PROMETHEUS_SERIES.items():
-        catalog_add_family(cat, name, typ, labels, "prometheus")
+    catalog_add_external(cat)
     for name, (typ, labels, _probes) in contract.DEEP.items():
         catalog_add_family(cat, name, typ, labels, "deep")
     for name, (typ, labels) in contract.BASE.items():
@@ -356,7 +361,8 @@ def lint(expr, cat):
         for name in names:
             e = cat.get(name)
             if e is None:
-                errs.append(f"metric {name} is not exported (not in the live exposition, the contract or the recording rules)")
+                errs.append(f"metric {name} is not exported (not in the live exposition, the contract, "
+                            "kube-state-metrics' series or the recording rules)")
                 continue
             if e.source == "absent":
                 errs.append(f"{name} is in the metric contract but absent from this scrape "

@@ -1,5 +1,6 @@
 """Static checks: dashboard JSON, provisioning YAML, rule files (promtool check/test rules and
-what promtool does not check), every query read against the metric contract.
+what promtool does not check), every query read against the metric contract, the
+kube-state-metrics series the live run serves.
 
 Needs python3-yaml (Debian package) for the YAML files.
 """
@@ -26,11 +27,11 @@ PANEL_TYPES = {"timeseries", "stat", "bargauge", "table", "heatmap", "row", "tex
 BUILTIN_VARS = {"__rate_interval", "__interval", "__interval_ms", "__range", "__range_s",
                 "__range_ms", "__from", "__to", "__dashboard", "__org", "__user", "__name"}
 REQUIRED_VARS = {
-    "uringscope-overview": {"instance", "comm", "pid", "sq_thread"},
-    "uringscope-sqthread": {"instance", "comm", "pid", "sq_thread", "ring"},
-    "uringscope-iopoll": {"instance", "comm", "pid", "ring", "device"},
+    "uringscope-overview": {"instance", "pod", "container", "comm", "pid", "sq_thread"},
+    "uringscope-sqthread": {"instance", "pod", "container", "comm", "pid", "sq_thread", "ring"},
+    "uringscope-iopoll": {"instance", "pod", "container", "comm", "pid", "ring", "device"},
 }
-ALL_REQUIRED_VARS = {"instance", "sq_thread", "pid", "comm", "ring", "device"}
+ALL_REQUIRED_VARS = {"instance", "pod", "container", "sq_thread", "pid", "comm", "ring", "device"}
 DS_UID = "${datasource}"
 VAR_REF = re.compile(r"\$(\w+)|\$\{(\w+)(?::[\w]+)?\}|\[\[(\w+)\]\]")
 SEVERITIES = {"info", "warning", "critical"}
@@ -281,7 +282,7 @@ def check_dashboards(res, cat):
                   ", ".join(sorted(types_used)), f"missing {sorted(missing_types)}")
         models.append({"file": rel, "uid": uid, "title": d.get("title"), "variables": variables,
                        "targets": targets})
-    res.check(ALL_REQUIRED_VARS <= var_union, "template variables instance, sq_thread, pid, comm, ring, device",
+    res.check(ALL_REQUIRED_VARS <= var_union, "template variables " + ", ".join(sorted(ALL_REQUIRED_VARS)),
               "all present", f"missing {sorted(ALL_REQUIRED_VARS - var_union)}")
     return models
 
@@ -417,6 +418,37 @@ def check_rules(res, cat):
         detail = "fires and stays quiet in unit tests" if kind == "alert" else "unit-tested"
         res.check(not errs, f"{kind} {name}", detail, "; ".join(errs))
     return rules
+
+
+def check_kube_state_metrics(res, path):
+    """The kube-state-metrics series the live run serves must pass promtool check metrics and
+    carry exactly the labels the contract gives their families, or the lint would accept
+    queries the fixture cannot answer (or the other way round)."""
+    res.section("kube-state-metrics series")
+    rel = os.path.relpath(path, harness.REPO)
+    try:
+        text = open(path, encoding="utf-8").read()
+    except OSError as e:
+        res.fail(rel, str(e))
+        return
+    rc, out = promtool(["check", "metrics"], stdin=text)
+    res.check(rc == 0, f"promtool check metrics {rel}", f"{len(text.splitlines())} lines", out)
+    fams = harness.parse_exposition(text)
+    for name, (typ, labels) in contract.KUBE_STATE_METRICS_SERIES.items():
+        f = fams.get(name)
+        if not f:
+            res.fail(f"{rel}: {name}", "no series")
+            continue
+        errs = []
+        if f["type"] != typ:
+            errs.append(f"type {f['type']}, the contract says {typ}")
+        if f["labels"] != labels:
+            errs.append(f"labels differ from the contract: only in the file {sorted(f['labels'] - labels)}, "
+                        f"only in the contract {sorted(labels - f['labels'])}")
+        res.check(not errs, f"{rel}: {name} as in contract.KUBE_STATE_METRICS_SERIES",
+                  f"{f['series']} series, {typ}", "; ".join(errs))
+    extra = sorted(set(fams) - set(contract.KUBE_STATE_METRICS_SERIES))
+    res.check(not extra, f"{rel}: only families the contract knows", "", f"unknown: {', '.join(extra)}")
 
 
 def documented_names(text):

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
@@ -78,7 +79,8 @@ protected:
         if (mount_.empty()) GTEST_SKIP() << "no cgroup v2 hierarchy is mounted here";
         prefix_ = "/uringscope-test-" + std::to_string(getpid());
         if (!daemon_on_host()) return;
-        daemon_ = std::make_unique<Daemon>(std::vector<std::string>{"--sample.interval=200ms"});
+        daemon_ = std::make_unique<Daemon>(
+            std::vector<std::string>{"--sample.interval=200ms", "--advise.window=5s"});
         ASSERT_TRUE(daemon_->ready()) << daemon_->startup_log();
     }
     virtual bool daemon_on_host() const { return true; }
@@ -100,11 +102,11 @@ protected:
     }
 
     // A load generator with an SQPOLL ring, moved into `path` (made below the prefix).
-    pid_t start_in(const std::string& path) {
+    pid_t start_in(const std::string& path, const std::string& ring = "sqpoll,idle=1,rate=10") {
         const fs::path dir = mount_ + prefix_ + path;
         fs::create_directories(dir);
-        auto c = std::make_unique<Child>(std::vector<std::string>{
-            load_bin(), "--ring", "sqpoll,idle=1,rate=10", "--duration", "60s"});
+        auto c = std::make_unique<Child>(
+            std::vector<std::string>{load_bin(), "--ring", ring, "--duration", "60s"});
         const auto rings = read_load_rings(*c, "setup", "started", seconds(30));
         EXPECT_EQ(rings.size(), 1u);
         std::ofstream(dir / "cgroup.procs") << c->pid() << "\n";
@@ -147,6 +149,46 @@ TEST_F(Containers, EveryRuntimesLayoutNamesItsContainerAndPod) {
         EXPECT_EQ(l.at("pod_uid"), shape.pod_uid);
         EXPECT_EQ(l.at("comm"), "uringscope-load");
     }
+}
+
+// What an operator reads: top's CONTAINER column and filter, and advise's findings, name the
+// container. The load's SQ thread spins a whole CPU for 10 SQEs/s, which the advisor reports.
+TEST_F(Containers, TopAndAdviseNameTheContainer) {
+    const Shape pod = shapes().front();
+    const pid_t pid = start_in(pod.path, "sqpoll,idle=1000,rate=10");
+    start_in("/system.slice/other.service");  // a second load, which the filter leaves out
+    ASSERT_FALSE(process_info(pid).empty());
+    const std::string short_id = pod.container_id.substr(pod.container_id.find("://") + 3, 12);
+
+    Child top({build_dir() + "/uringscope", "top", "-b", "-n", "1", "--width", "200", "--filter",
+               short_id, "--daemon", daemon_->url().substr(0, daemon_->url().rfind('/'))});
+    const std::string out = top.drain(seconds(20));
+    EXPECT_EQ(top.wait(seconds(5)).value_or(-1), 0) << out;
+    EXPECT_NE(out.find("CONTAINER"), std::string::npos) << out;
+    EXPECT_NE(out.find(short_id), std::string::npos) << out;
+    std::size_t rows = 0;
+    for (auto at = out.find("uringscope-l"); at != std::string::npos;
+         at = out.find("uringscope-l", at + 1))
+        ++rows;
+    EXPECT_EQ(rows, 1u) << "the filter must leave only the container's SQ thread:\n" << out;
+
+    nlohmann::json mine;
+    eventually(seconds(30), [&] {
+        Child advise({build_dir() + "/uringscope", "advise", "--json", "--daemon",
+                      daemon_->url().substr(0, daemon_->url().rfind('/'))});
+        const auto text = advise.drain(seconds(20));
+        advise.wait(seconds(5));
+        try {
+            for (const auto& f :
+                 nlohmann::json::parse(text).value("findings", nlohmann::json::array()))
+                if (f.value("pid", 0) == pid) mine = f;
+        } catch (const nlohmann::json::exception&) {
+        }
+        return !mine.is_null();
+    });
+    ASSERT_FALSE(mine.is_null()) << "no finding for pid " << pid;
+    EXPECT_EQ(mine.value("container_id", ""), pod.container_id) << mine.dump();
+    EXPECT_EQ(mine.value("pod_uid", ""), pod.pod_uid) << mine.dump();
 }
 
 TEST_F(Containers, AHostProcessHasACgroupAndNoContainer) {

@@ -1,0 +1,184 @@
+"""The observer's cost as CPU per operation, with a confidence interval (bench/run --overhead).
+
+Throughput ratios on a shared 2-vCPU machine swing by 30 % from one run to the next, so they
+cannot show a 1 % cost. What an observer adds to a workload is CPU: its programs run in the
+workload's threads, on its CPU time. So each run measures the workload's own CPU per operation:
+the user and system time of the load process and every thread it had (submitters and SQ
+threads), from the kernel's accounting of the children this script waited for (RUSAGE_CHILDREN,
+which the kernel scales to the tasks' exact runtime), divided by the operations it completed.
+Other tenants slow the workload down but hardly change what each operation costs.
+
+Runs come in many short pairs, observer off (A) and on (B), in a random order per pair so that
+a drift of the machine cancels; the figure is the median of the B/A ratios with a bootstrap
+95 % interval. The same procedure with nothing in B (A/A) gives the method's noise floor. A
+target counts as met only when the whole interval lies inside it.
+"""
+import json
+import os
+import random
+import resource
+import statistics
+import subprocess
+import tempfile
+import time
+
+BEGIN = "<!-- overhead: bench/run --overhead writes this section -->"
+END = "<!-- /overhead -->"
+SEED = 20261202  # fixed, so a rerun draws the same orders and resamples
+BOOTSTRAP_RESAMPLES = 4000
+SUBMIT_CPU = {1}      # the workload's submitters; the daemon and everything else float
+SQ_THREAD_CPU = 0     # SQ threads, pinned with IORING_SETUP_SQ_AFF
+
+
+def children_cpu():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def measured(argv):
+    """Runs argv pinned to SUBMIT_CPU; returns (its CPU seconds, stdout). Only the workload is
+    reaped in between, so the RUSAGE_CHILDREN delta is its CPU alone (the daemon is reaped when
+    it stops, outside any measurement)."""
+    with tempfile.TemporaryFile() as err:
+        before = children_cpu()
+        p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=err, text=True,
+                           preexec_fn=lambda: os.sched_setaffinity(0, SUBMIT_CPU))
+        cpu = children_cpu() - before
+        if p.returncode:
+            err.seek(0)
+            raise RuntimeError(f"{argv[0]} failed: {err.read().decode()[-300:]}")
+    return cpu, p.stdout
+
+
+def nop_load(build, rings, seconds):
+    """A workload: CPU ns per NOP of uringscope-load with these rings for `seconds`."""
+    def run():
+        argv = [os.path.join(build, "uringscope-load"), "--duration", f"{seconds}s"]
+        for r in rings:
+            argv += ["--ring", r]
+        cpu, out = measured(argv)
+        ops = sum(int(dict(kv.split("=", 1) for kv in line.split()[1:])["sqes"])
+                  for line in out.splitlines() if line.startswith("ring "))
+        return cpu * 1e9 / ops
+    return run
+
+
+def fio_load(path, seconds):
+    """A workload: CPU ns per 4 KiB O_DIRECT random read of fio's io_uring engine."""
+    def run():
+        cpu, out = measured(["fio", "--output-format=json", "--name=bench", f"--filename={path}",
+                             "--ioengine=io_uring", "--direct=1", "--rw=randread", "--bs=4k",
+                             "--iodepth=32", "--size=256M", "--time_based",
+                             f"--runtime={seconds}", "--numjobs=1", "--thread"])
+        ops = json.loads(out)["jobs"][0]["read"]["total_ios"]
+        return cpu * 1e9 / ops
+    return run
+
+
+def pair(run, attach, rng):
+    """One A/B pair in a random order; returns (B/A, A, B)."""
+    got = {}
+    for which in rng.sample(["A", "B"], 2):
+        obs = attach() if which == "B" and attach else None
+        try:
+            got[which] = run()
+        finally:
+            if obs:
+                obs.stop()
+    return got["B"] / got["A"], got["A"], got["B"]
+
+
+def bootstrap_median(xs, rng, level=0.95):
+    """(median, low, high): a percentile bootstrap of the median. statistics has no bootstrap
+    and numpy is not otherwise needed here; this is the textbook procedure."""
+    meds = sorted(statistics.median(rng.choices(xs, k=len(xs)))
+                  for _ in range(BOOTSTRAP_RESAMPLES))
+    tail = (1 - level) / 2
+    return (statistics.median(xs), meds[int(tail * len(meds))],
+            meds[min(len(meds) - 1, int((1 - tail) * len(meds)))])
+
+
+def verdict(low, high, target):
+    if target is None:
+        return ""
+    if high <= target:
+        return "met"
+    if low > target:
+        return "missed"
+    return "not resolved (the interval straddles it)"
+
+
+def workloads(build, seconds, tmp, have_fio):
+    sq = f"idle=1000,cpu={SQ_THREAD_CPU}"
+    out = {
+        "NOP, no SQPOLL (batches of 32)": nop_load(build, ["plain,batch=32"], seconds),
+        "NOP, SQPOLL": nop_load(build, [f"sqpoll,batch=32,{sq}"], seconds),
+        "NOP, 3 SQPOLL rings sharing a thread": nop_load(
+            build, [f"sqpoll,batch=32,{sq}", "sqpoll,share=0,batch=32",
+                    "sqpoll,share=0,batch=32"], seconds),
+    }
+    if have_fio:
+        out["4 KiB O_DIRECT random reads (fio, io_uring)"] = fio_load(
+            os.path.join(tmp, "fio.dat"), max(1, round(seconds)))
+    return out
+
+
+# Targets (issue 21): upper bound of the 95 % interval of CPU per operation, B/A.
+TARGETS = {
+    ("uringscoped", "NOP, no SQPOLL (batches of 32)"): 1.01,
+    ("uringscoped", "NOP, SQPOLL"): 1.01,
+    ("uringscoped", "NOP, 3 SQPOLL rings sharing a thread"): 1.01,
+    ("uringscoped --probes.deep", "NOP, no SQPOLL (batches of 32)"): 1.05,
+    ("uringscoped --probes.deep", "NOP, 3 SQPOLL rings sharing a thread"): 1.05,
+    ("uringscoped --probes.deep", "4 KiB O_DIRECT random reads (fio, io_uring)"): 1.02,
+}
+
+
+def measure(observers, loads, pairs, log):
+    """{(observer, workload): [(ratio, A, B)]}; observers maps a name to an attach function,
+    None for the A/A run."""
+    rng = random.Random(SEED)
+    results, done = {}, 0
+    total = len(observers) * len(loads) * pairs
+    for wname, run in loads.items():
+        run()  # warm-up: caches, the fio file's layout
+        for oname, attach in observers.items():
+            rows = results.setdefault((oname, wname), [])
+            for _ in range(pairs):
+                rows.append(pair(run, attach, rng))
+                done += 1
+                r, a_ns, b_ns = rows[-1]
+                log(f"[{done}/{total}] {wname} / {oname}: {b_ns:.0f} vs {a_ns:.0f} ns/op, {r:.4f}")
+    return results
+
+
+def report(results, seconds, pairs, node, kernel):
+    rng = random.Random(SEED)
+    lines = [BEGIN, "## CPU per operation with each observer, relative to nothing attached\n",
+             f"`bench/run --overhead --pairs {pairs} --seconds {seconds}` on {node}, kernel "
+             f"{kernel}, {time.strftime('%Y-%m-%d')}. Each cell: median over {pairs} pairs of "
+             "(the workload's CPU per operation with the observer) / (without), then its "
+             "bootstrap 95 % interval; 1.000 = free. \"nothing (A/A)\" runs the same pairs with "
+             "nothing in either half: the method's noise floor. Submitters are pinned to CPU 1, "
+             "SQ threads to CPU 0 (the method: bench/overhead.py).\n",
+             "| workload | observer | CPU per op, median | 95 % interval | A ns/op (median) | target | |",
+             "|---|---|---|---|---|---|---|"]
+    for (oname, wname), rows in results.items():
+        med, lo, hi = bootstrap_median([r for r, _, _ in rows], rng)
+        a_ns = statistics.median(a for _, a, _ in rows)
+        target = TARGETS.get((oname, wname))
+        tgt = f"<= {target:.2f}" if target else "-"
+        lines.append(f"| {wname} | {oname} | {med:.4f} | {lo:.4f} .. {hi:.4f} | {a_ns:,.0f} | "
+                     f"{tgt} | {verdict(lo, hi, target)} |")
+    lines.append(END)
+    return "\n".join(lines) + "\n"
+
+
+def write_section(path, section):
+    text = open(path).read() if os.path.exists(path) else ""
+    if BEGIN in text and END in text:
+        text = text[:text.index(BEGIN)] + section + text[text.index(END) + len(END) + 1:]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    with open(path, "w") as f:
+        f.write(text)

@@ -22,6 +22,28 @@ struct list_head {
 	struct list_head *next, *prev;
 };
 
+/* A task's cgroup v2 id: task_struct.cgroups->dfl_cgrp->kn->id (get_task_cgroup_id). */
+struct kernfs_node {
+	atomic_t count;
+	atomic_t active;
+	u8 __opaque_names[64];
+	u64 id;
+};
+
+struct cgroup {
+	u8 __opaque_css[200];
+	int id;
+	int level;
+	struct kernfs_node *kn;
+};
+
+struct css_set {
+	u8 __opaque_subsys[120];
+	refcount_t refcount;
+	struct css_set *dom_cset;
+	struct cgroup *dfl_cgrp;
+};
+
 struct mutex {
 	long owner;
 	int wait_lock;

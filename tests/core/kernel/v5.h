@@ -48,6 +48,8 @@ struct task_struct {
 	u64 start_boottime;
 	u8 __opaque_cred[80];
 	char comm[16];
+	u8 __opaque_fs[64];
+	struct css_set *cgroups;
 };
 
 struct path {

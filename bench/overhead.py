@@ -16,6 +16,7 @@ target counts as met only when the whole interval lies inside it.
 import json
 import os
 import random
+import re
 import resource
 import statistics
 import subprocess
@@ -134,15 +135,22 @@ TARGETS = {
 }
 
 
-def measure(observers, loads, pairs, log):
+def measure(observers, loads, pairs, log, only=None):
     """{(observer, workload): [(ratio, A, B)]}; observers maps a name to an attach function,
-    None for the A/A run."""
+    None for the A/A run. `only`, a regular expression, keeps the cells whose
+    "workload / observer" it matches."""
     rng = random.Random(SEED)
     results, done = {}, 0
-    total = len(observers) * len(loads) * pairs
+    cells = [(w, o) for w in loads for o in observers
+             if only is None or re.search(only, f"{w} / {o}")]
+    total = len(cells) * pairs
     for wname, run in loads.items():
+        if not any(w == wname for w, _ in cells):
+            continue
         run()  # warm-up: caches, the fio file's layout
         for oname, attach in observers.items():
+            if (wname, oname) not in cells:
+                continue
             rows = results.setdefault((oname, wname), [])
             for _ in range(pairs):
                 rows.append(pair(run, attach, rng))
@@ -152,10 +160,13 @@ def measure(observers, loads, pairs, log):
     return results
 
 
-def report(results, seconds, pairs, node, kernel):
+def report(results, seconds, pairs, node, kernel, only=None):
     rng = random.Random(SEED)
+    cmd = f"bench/run --overhead --pairs {pairs} --seconds {seconds}"
+    if only:
+        cmd += f" --only '{only}'"
     lines = [BEGIN, "## CPU per operation with each observer, relative to nothing attached\n",
-             f"`bench/run --overhead --pairs {pairs} --seconds {seconds}` on {node}, kernel "
+             f"`{cmd}` on {node}, kernel "
              f"{kernel}, {time.strftime('%Y-%m-%d')}. Each cell: median over {pairs} pairs of "
              "(the workload's CPU per operation with the observer) / (without), then its "
              "bootstrap 95 % interval; 1.000 = free. \"nothing (A/A)\" runs the same pairs with "

@@ -209,11 +209,19 @@ std::string short_container(const std::string& container_id) {
     return id.substr(0, 12);  // as docker ps and crictl ps show it
 }
 
+namespace {
+
+// The part of the filter that threads and rings share: part of the container id, or the start
+// of the pod UID.
+bool cgroup_matches(const CgroupLabels& c, const std::string& filter) {
+    return c.container_id.find(filter) != std::string::npos || c.pod_uid.starts_with(filter);
+}
+
+}  // namespace
+
 bool thread_matches(const ThreadSnapshot& t, const std::string& filter) {
-    if (filter.empty()) return true;
-    const auto has = [&](const std::string& s) { return s.find(filter) != std::string::npos; };
-    return std::to_string(t.pid) == filter || std::to_string(t.tid) == filter || has(t.comm) ||
-           has(t.cgroup.container_id) || t.cgroup.pod_uid.starts_with(filter);
+    return filter.empty() || std::to_string(t.pid) == filter || std::to_string(t.tid) == filter ||
+           t.comm.find(filter) != std::string::npos || cgroup_matches(t.cgroup, filter);
 }
 
 std::vector<const ThreadSnapshot*> visible_threads(const Snapshot& s, const ViewState& v) {
@@ -386,9 +394,7 @@ constexpr TableColumn kDeviceColumns[] = {
 
 bool ring_matches(const RingSnapshot& r, const std::string& filter) {
     return filter.empty() || std::to_string(r.pid) == filter ||
-           r.comm.find(filter) != std::string::npos ||
-           r.cgroup.container_id.find(filter) != std::string::npos ||
-           r.cgroup.pod_uid.starts_with(filter);
+           r.comm.find(filter) != std::string::npos || cgroup_matches(r.cgroup, filter);
 }
 
 // Rings that poll, with io_do_iopoll efficiency where the deep tier measures it. Sets any_deep

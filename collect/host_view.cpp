@@ -1,12 +1,9 @@
 #include "collect/host_view.hpp"
 
-#include <sys/stat.h>
-
 namespace uringscope {
 
 std::uint64_t namespace_inode(const std::string& link) {
-    struct stat st {};
-    return stat(link.c_str(), &st) == 0 ? st.st_ino : 0;
+    return dir_inode(link);  // stat() follows the link to the namespace's inode
 }
 
 HostView read_host_view() {

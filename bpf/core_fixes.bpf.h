@@ -238,6 +238,23 @@ struct io_sq_data___idle_ns {
 	bool idle_mode;
 } __attribute__((preserve_access_index));
 
+/*
+ * Seeds patch 000 (IORING_SETUP_SQPOLL_PERCPU, not merged), as ported to 6.12 in
+ * tests/vm/kernels/seeds/0001: the per-CPU shared sqd is marked by `percpu`, its CPU is
+ * sq_thread_cpu (the seed's name; upstream's own sq_cpu stays).
+ */
+struct io_sq_data___percpu {
+	bool percpu;
+	unsigned int sq_thread_cpu;
+} __attribute__((preserve_access_index));
+
+static __always_inline bool get_sqd_percpu(void *sqd)
+{
+	struct io_sq_data___percpu *p = sqd;
+
+	return bpf_core_field_exists(p->percpu) && BPF_CORE_READ(p, percpu);
+}
+
 static __always_inline int get_sqd_cpu(void *sqd)
 {
 	struct io_sq_data___v512 *s = sqd;

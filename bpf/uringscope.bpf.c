@@ -439,6 +439,8 @@ int usc_iter_rings(struct bpf_iter__task_file *it)
 			r.caps |= USC_CAP_SQ_CPU;
 			r.sq_cpu = get_sqd_cpu(sqd);
 		}
+		if (get_sqd_percpu(sqd))
+			r.caps |= USC_CAP_SQD_PERCPU;
 		if (has_sqd_work_time(sqd)) {
 			r.caps |= USC_CAP_WORK_TIME;
 			r.work_time_us = get_sqd_work_time_us(sqd);

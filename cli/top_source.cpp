@@ -63,7 +63,7 @@ public:
           kf_(std::move(kf)),
           bpf_(std::move(bpf)),
           store_ptr_(std::shared_ptr<SnapshotStore>(&store_, [](SnapshotStore*) {})),
-          sampler_(*bpf_, kf_.work_time_per_thread(), store_ptr_, kf_.release(), kf_.config_hz()) {}
+          sampler_(*bpf_, kf_.traits(), store_ptr_, kf_.release(), kf_.config_hz()) {}
     ~LocalSource() override { stop(); }
     using SnapshotSource::start;
 

@@ -88,7 +88,8 @@ std::string cell(const ThreadSnapshot& t, Column c, int width, const History& h,
         case Column::tid:
             return std::to_string(t.tid);
         case Column::pid:
-            return std::to_string(t.pid);
+            // A per-CPU shared thread serves several processes; its own pid is its creator's.
+            return t.shared_percpu ? "percpu" : std::to_string(t.pid);
         case Column::comm:
             return field_safe(t.comm);
         case Column::container:

@@ -121,6 +121,16 @@ bool KernelFeatures::has_btf_struct(const std::string& name) const {
     return btf_ && btf__find_by_name_kind(btf_, name.c_str(), BTF_KIND_STRUCT) > 0;
 }
 
+bool KernelFeatures::has_btf_member(const std::string& type, const std::string& member) const {
+    const int id = btf_ ? btf__find_by_name_kind(btf_, type.c_str(), BTF_KIND_STRUCT) : -1;
+    if (id <= 0) return false;
+    const struct btf_type* t = btf__type_by_id(btf_, static_cast<__u32>(id));
+    const struct btf_member* m = btf_members(t);
+    for (unsigned i = 0; i < btf_vlen(t); ++i, ++m)
+        if (member == btf__name_by_offset(btf_, m->name_off)) return true;
+    return false;
+}
+
 std::uint64_t KernelFeatures::ksym_address(const std::string& name) const {
     if (!syms_) return 0;
     std::call_once(syms_->once, [&] { syms_->open(); });

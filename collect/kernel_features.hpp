@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "model/aggregator.hpp"
+
 struct btf;
 
 namespace uringscope {
@@ -28,6 +30,8 @@ public:
     std::optional<int> btf_func_params(const std::string& name) const;
     bool has_btf_typedef(const std::string& name) const;
     bool has_btf_struct(const std::string& name) const;
+    // A member of a struct in the kernel's BTF (not modules'), e.g. io_sq_data.idle_mode.
+    bool has_btf_member(const std::string& type, const std::string& member) const;
     // Resolved through BCC's kernel symbol cache (/proc/kallsyms), loaded on first use.
     bool has_ksym(const std::string& name) const { return ksym_address(name) != 0; }
     // Address of a kernel or module symbol, 0 if unknown.
@@ -39,6 +43,11 @@ public:
     // getrusage(RUSAGE_SELF), i.e. the whole process; the change that made it per thread added
     // io_sq_cpu_usec(), whose presence in BTF is the test (it is also in the 6.12.y backport).
     bool work_time_per_thread() const { return has_btf_func("io_sq_cpu_usec"); }
+    // IORING_SETUP_IDLE_NS (seeds patch 002): the sqd keeps idle_mode, whether or not a ring
+    // has asked for nanoseconds yet.
+    bool idle_ns_supported() const { return has_btf_member("io_sq_data", "idle_mode"); }
+    // What the aggregator needs of the above.
+    KernelTraits traits() const { return {work_time_per_thread(), idle_ns_supported()}; }
 
     std::string release() const;  // uname -r, for logs and views only
 

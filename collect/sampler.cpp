@@ -47,10 +47,10 @@ std::pair<std::uint64_t, double> clock_pair() {
 
 }  // namespace
 
-Sampler::Sampler(BpfCollector& bpf, bool work_time_per_thread, std::shared_ptr<SnapshotStore> store,
+Sampler::Sampler(BpfCollector& bpf, KernelTraits traits, std::shared_ptr<SnapshotStore> store,
                  std::string kernel_release, unsigned config_hz)
     : bpf_(bpf),
-      work_time_per_thread_(work_time_per_thread),
+      traits_(traits),
       ring_turns_(bpf.provides(Feature::ring_turns)),
       cmd_done_(bpf.provides(Feature::cmd_cqes)),
       submit_probe_(bpf.provides(Feature::submit_time)),
@@ -77,7 +77,8 @@ void Sampler::resolve_cgroups(RawSample& raw) {
 }
 
 bool Sampler::collect(RawSample& raw) {
-    raw.work_time_per_thread = work_time_per_thread_;
+    raw.work_time_per_thread = traits_.work_time_per_thread;
+    raw.idle_ns_supported = traits_.idle_ns_supported;
     bpf_.refresh_modules();
     // Drain before the walk: a ring created after the drain is walked now and recognised when
     // its record is drained next time; one that died before the walk is counted as short-lived.

@@ -19,7 +19,7 @@ namespace uringscope {
 
 class Sampler {
 public:
-    Sampler(BpfCollector& bpf, bool work_time_per_thread, std::shared_ptr<SnapshotStore> store,
+    Sampler(BpfCollector& bpf, KernelTraits traits, std::shared_ptr<SnapshotStore> store,
             std::string kernel_release, unsigned config_hz);
 
     // Takes and publishes one sample. Returns false (and logs) if the walk failed.
@@ -39,7 +39,7 @@ private:
     void log_poll_queue_changes(const Snapshot& snap);
     void advise(const std::shared_ptr<Snapshot>& snap);
     BpfCollector& bpf_;
-    bool work_time_per_thread_;
+    KernelTraits traits_;
     // Which deep-tier definitions the aggregator applies; the probe set never changes.
     bool ring_turns_, cmd_done_, submit_probe_;
     std::shared_ptr<SnapshotStore> store_;

@@ -132,12 +132,13 @@ int run(const DaemonConfig& cfg, const KernelFeatures& kf, const sigset_t& sigs)
         spdlog::error("{}", err);
         return 1;
     }
-    const bool per_thread = kf.work_time_per_thread();
-    spdlog::info("kernel {}: SQ thread work time {}", kf.release(),
-                 per_thread ? "from the kernel (per-thread sqd->work_time)"
-                            : "estimated (sqd->work_time absent or process-wide)");
+    const KernelTraits traits = kf.traits();
+    spdlog::info("kernel {}: SQ thread work time {}; sq_thread_idle in {}", kf.release(),
+                 traits.work_time_per_thread ? "from the kernel (per-thread sqd->work_time)"
+                                             : "estimated (sqd->work_time absent or process-wide)",
+                 traits.idle_ns_supported ? "ms or ns (IORING_SETUP_IDLE_NS)" : "ms (jiffies)");
     auto store = std::make_shared<SnapshotStore>();
-    Sampler sampler(*bpf, per_thread, store, kf.release(), kf.config_hz());
+    Sampler sampler(*bpf, traits, store, kf.release(), kf.config_hz());
     if (cfg.advise_window.count() > 0)
         sampler.enable_advice(std::chrono::duration<double>(cfg.advise_window).count(),
                               advise_opts);

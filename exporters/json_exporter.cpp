@@ -33,7 +33,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
     ThreadSnapshot, tid, pid, comm, cgroup, start_time_seconds, cpu_seconds, work_seconds,
     spin_seconds, sleep_seconds, work_source, work_by_source_seconds, sleeps, blocks, block_seconds,
     spin_model, split_known, wakeups, voluntary_switches, involuntary_switches, state, sq_cpu,
-    pinned, idle_setting_seconds, idle_ns_granular, wake_latency, wake_latency_log2,
+    pinned, idle_setting_seconds, idle_ns_granular, shared_percpu, wake_latency, wake_latency_log2,
     wake_p50_seconds, wake_p99_seconds, rings, fairness, rings_work_seconds, cpu_util, work_util,
     spin_util, sleep_util, sqe_rate, sleep_rate, wakeup_rate, block_rate, wakers, has_gaps, gaps,
     has_passes, loop_passes, busy_passes, pass_work_seconds, task_work_seconds, pass_rate,
@@ -60,8 +60,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ProbeCoverage, probe, probe_even
                                                 ratio)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
     Snapshot, hostname, kernel, seq, timestamp, monotonic_seconds, interval_seconds,
-    sample_duration_seconds, hz, threads, rings, processes, devices, iopoll_host, probes,
-    host_visible, coverage, rings_created_by_mode, rings_short_lived_by_mode, map_overflows,
+    sample_duration_seconds, hz, idle_ns_supported, threads, rings, processes, devices, iopoll_host,
+    probes, host_visible, coverage, rings_created_by_mode, rings_short_lived_by_mode, map_overflows,
     map_entries, rings_replaced, threads_replaced, walks_incomplete, advice)
 
 std::string snapshot_to_json(const Snapshot& snap) {

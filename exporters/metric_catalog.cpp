@@ -18,7 +18,7 @@ Labels with(Labels base, std::initializer_list<std::string_view> more) {
 const std::vector<MetricDecl>& metric_catalog() {
     // The labels that name an SQ thread and a ring, as exporters/prometheus_exporter.cpp's
     // thread_labels() and ring_labels() give them.
-    static const Labels kThread = {"sq_thread", "pid", "comm"};
+    static const Labels kThread = {"sq_thread", "pid", "comm", "shared"};
     static const Labels kRing = {"ring", "pid", "comm", "mode", "sq_thread"};
     // clang-format off
     static const std::vector<MetricDecl> catalog = {

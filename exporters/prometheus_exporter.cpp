@@ -93,8 +93,13 @@ private:
     std::deque<Family> families_;  // stable references while more are added
 };
 
+// A per-CPU shared SQ thread (seeds patch 000) serves rings of several processes: its pid would
+// charge it to its creator alone, so it has none and says shared="percpu" instead.
 Labels thread_labels(const ThreadSnapshot& t) {
-    return {{"sq_thread", std::to_string(t.tid)}, {"pid", std::to_string(t.pid)}, {"comm", t.comm}};
+    return {{"sq_thread", std::to_string(t.tid)},
+            {"pid", t.shared_percpu ? std::string() : std::to_string(t.pid)},
+            {"comm", t.comm},
+            {"shared", t.shared_percpu ? "percpu" : ""}};
 }
 
 Labels ring_labels(const RingSnapshot& r) {

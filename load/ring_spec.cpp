@@ -106,6 +106,28 @@ std::string_view mode_name(RingMode mode) {
     return "?";
 }
 
+namespace {
+
+// The rules of the seeds kernel's flags, as its patches enforce them or as they would surprise.
+std::optional<std::string> check_seeds_flags(const RingSpec& out, bool idle_given) {
+    const bool sqpoll = uses_sqpoll(out.mode);
+    if (out.idle_ns && (!sqpoll || out.share || idle_given)) {
+        return "idle_ns= needs an sqpoll mode without share= or idle= (it is the SQ thread's "
+               "idle time in nanoseconds, IORING_SETUP_IDLE_NS)";
+    }
+    if (out.percpu && (!sqpoll || !out.cpu || out.share)) {
+        return "percpu needs an sqpoll mode with cpu=N and without share= (the kernel finds the "
+               "shared SQ thread by its CPU, IORING_SETUP_SQPOLL_PERCPU)";
+    }
+    if (out.stats && !sqpoll) {
+        return "stats needs an sqpoll mode (it turns on the SQ thread's work-time accounting, "
+               "IORING_SETUP_SQTHREAD_STATS)";
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
 ParseResult<RingSpec> parse_ring_spec(std::string_view spec) {
     const std::string where = "ring spec " + quoted(spec);
     const auto fail = [&](const std::string& msg) { return ParseError{where + ": " + msg}; };
@@ -130,8 +152,16 @@ ParseResult<RingSpec> parse_ring_spec(std::string_view spec) {
             return fail("empty key=value item (stray comma?)");
         }
         const std::size_t eq = item.find('=');
+        if (eq == std::string_view::npos && (item == "percpu" || item == "stats")) {
+            if (std::find(seen.begin(), seen.end(), item) != seen.end()) {
+                return fail(quoted(item) + " given more than once");
+            }
+            seen.push_back(item);
+            (item == "percpu" ? out.percpu : out.stats) = true;
+            continue;
+        }
         if (eq == std::string_view::npos) {
-            return fail(quoted(item) + " is not key=value");
+            return fail(quoted(item) + " is neither key=value nor one of the flags percpu, stats");
         }
         const std::string_view key = item.substr(0, eq);
         const std::string_view value = item.substr(eq + 1);
@@ -161,7 +191,7 @@ ParseResult<RingSpec> parse_ring_spec(std::string_view spec) {
         }
 
         ParseResult<unsigned> parsed = ParseError{};
-        if (key == "idle") {
+        if (key == "idle" || key == "idle_ns") {
             parsed = parse_bounded(value, what, 0, std::numeric_limits<std::uint32_t>::max());
         } else if (key == "cpu") {
             // The kernel field is a u32; whether the CPU exists is for io_uring_setup to judge.
@@ -174,7 +204,7 @@ ParseResult<RingSpec> parse_ring_spec(std::string_view spec) {
             parsed = parse_bounded(value, what, 1, kMaxReplicas);
         } else {
             return fail("unknown key " + quoted(key) +
-                        " (expected count, rate, share, idle, cpu, depth, batch or n)");
+                        " (expected count, rate, share, idle, idle_ns, cpu, depth, batch or n)");
         }
         if (auto* err = std::get_if<ParseError>(&parsed)) {
             return fail(err->message);
@@ -183,6 +213,8 @@ ParseResult<RingSpec> parse_ring_spec(std::string_view spec) {
         if (key == "idle") {
             out.idle_ms = v;
             idle_given = true;
+        } else if (key == "idle_ns") {
+            out.idle_ns = v;
         } else if (key == "cpu") {
             out.cpu = v;
         } else if (key == "depth") {
@@ -208,6 +240,9 @@ ParseResult<RingSpec> parse_ring_spec(std::string_view spec) {
     }
     if (out.cpu && !sqpoll) {
         return fail("cpu= needs an sqpoll mode (it pins the SQ thread)");
+    }
+    if (auto err = check_seeds_flags(out, idle_given)) {
+        return fail(*err);
     }
     if (out.cpu && out.share) {
         return fail(
@@ -246,6 +281,7 @@ ParseResult<std::vector<RingSpec>> expand_ring_specs(const std::vector<std::stri
                                   ", not an sqpoll ring"};
             }
             spec.idle_ms = rings[owner].idle_ms;
+            spec.idle_ns = rings[owner].idle_ns;
         }
         if (rings.size() + spec.replicas > kMaxReplicas) {
             return ParseError{"--ring #" + std::to_string(arg + 1) + ": more than " +

@@ -46,6 +46,11 @@ struct RingSpec {
     // attached with 0 would count as the kernel default of one second.
     unsigned idle_ms = kDefaultIdleMs;
     std::optional<unsigned> cpu;
+    // The seeds kernel's flags (include/uringscope/seeds_uapi.h); other kernels refuse them.
+    // idle_ns replaces idle_ms when set (IORING_SETUP_IDLE_NS) and is copied to shared rings too.
+    std::optional<std::uint32_t> idle_ns;
+    bool percpu = false;  // IORING_SETUP_SQPOLL_PERCPU: the per-CPU SQ thread of cpu=
+    bool stats = false;   // IORING_SETUP_SQTHREAD_STATS: the SQ thread accounts its work time
     unsigned depth = kDefaultDepth;
     unsigned batch = kDefaultBatch;  // already clamped to depth
     unsigned replicas = 1;           // n=; expand_ring_specs() resets it to 1 on every copy

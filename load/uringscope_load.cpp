@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "ring_spec.hpp"
+#include "uringscope/seeds_uapi.h"
 
 namespace {
 
@@ -86,6 +87,16 @@ OPTIONS
                       a shared ring inherits its owner's value.
             cpu=N     pin the SQ thread to CPU N (IORING_SETUP_SQ_AFF). sqpoll modes without
                       share=.
+        Keys and flags of the seeds kernel (tests/vm/run --kernel seeds), which other kernels
+        refuse with a message saying so:
+            idle_ns=N sq_thread_idle in nanoseconds (IORING_SETUP_IDLE_NS), 0..4294967295, in
+                      place of idle=. A shared ring inherits it.
+            percpu    share the one SQ thread of CPU cpu=N with every other percpu ring on that
+                      CPU, of this process or any other (IORING_SETUP_SQPOLL_PERCPU). Needs
+                      cpu=; the thread belongs to the process that made it, and the kernel
+                      serves only NOPs for the rings of other processes.
+            stats     turn on the SQ thread's work-time accounting (IORING_SETUP_SQTHREAD_STATS,
+                      fdinfo SqWorkTime); allowed with share=, where it turns it on late.
             depth=N   ring entries, 1..32768 (default 64); also the in-flight limit
             batch=N   SQEs per io_uring_submit call (default 32, clamped to depth)
             n=N       create N identical rings from this SPEC (default 1)
@@ -625,8 +636,16 @@ private:
 std::string describe(const ul::RingSpec& spec) {
     std::string out =
         "mode=" + std::string(ul::mode_name(spec.mode)) + " depth=" + std::to_string(spec.depth);
-    if (ul::uses_sqpoll(spec.mode)) {
+    if (spec.idle_ns) {
+        out += " idle_ns=" + std::to_string(*spec.idle_ns);
+    } else if (ul::uses_sqpoll(spec.mode)) {
         out += " idle=" + std::to_string(spec.idle_ms);
+    }
+    if (spec.percpu) {
+        out += " percpu";
+    }
+    if (spec.stats) {
+        out += " stats";
     }
     if (spec.share) {
         out += " share=" + std::to_string(*spec.share);
@@ -724,13 +743,57 @@ std::string setup_hint(int err, const ul::RingSpec& spec) {
     }
 }
 
+std::uint32_t seeds_flags(const ul::RingSpec& spec) {
+    return (spec.idle_ns ? USC_SEEDS_SETUP_IDLE_NS : 0U) |
+           (spec.percpu ? USC_SEEDS_SETUP_SQPOLL_PERCPU : 0U) |
+           (spec.stats ? USC_SEEDS_SETUP_SQTHREAD_STATS : 0U);
+}
+
+// After an EINVAL: does this kernel know the seeds' flags the ring asked for? A ring with only
+// SQPOLL and those flags tells, so that a missing patch is named instead of "invalid argument".
+std::string seeds_hint(const ul::RingSpec& spec) {
+    struct Flag {
+        std::uint32_t bit;
+        const char* what;
+    };
+    constexpr Flag kFlags[] = {
+        {USC_SEEDS_SETUP_IDLE_NS, "idle_ns= (IORING_SETUP_IDLE_NS, seeds patch 002)"},
+        {USC_SEEDS_SETUP_SQPOLL_PERCPU, "percpu (IORING_SETUP_SQPOLL_PERCPU, seeds patch 000)"},
+        {USC_SEEDS_SETUP_SQTHREAD_STATS, "stats (IORING_SETUP_SQTHREAD_STATS, seeds patch 004)"},
+    };
+    std::string missing;
+    for (const Flag& f : kFlags) {
+        if (!(seeds_flags(spec) & f.bit)) {
+            continue;
+        }
+        io_uring probe{};
+        io_uring_params params{};
+        params.flags = IORING_SETUP_SQPOLL | f.bit;
+        if (f.bit == USC_SEEDS_SETUP_SQPOLL_PERCPU) {
+            params.flags |= IORING_SETUP_SQ_AFF;
+            params.sq_thread_cpu = spec.cpu.value_or(0);
+        }
+        const int ret = io_uring_queue_init_params(1, &probe, &params);
+        if (ret == 0) {
+            io_uring_queue_exit(&probe);
+        } else if (ret == -EINVAL) {
+            missing += missing.empty() ? "" : ", ";
+            missing += f.what;
+        }
+    }
+    return missing.empty() ? std::string{}
+                           : "; this kernel does not have " + missing +
+                                 ": only the seeds kernel does (tests/vm/run --kernel seeds)";
+}
+
 int setup_ring(RingState& st, const std::vector<std::unique_ptr<RingState>>& rings) {
     const ul::RingSpec& spec = st.spec;
     io_uring_params params{};
     if (ul::uses_sqpoll(spec.mode)) {
         params.flags |= IORING_SETUP_SQPOLL;
-        params.sq_thread_idle = spec.idle_ms;
+        params.sq_thread_idle = spec.idle_ns ? *spec.idle_ns : spec.idle_ms;
     }
+    params.flags |= seeds_flags(spec);
     if (ul::uses_iopoll(spec.mode)) {
         params.flags |= IORING_SETUP_IOPOLL;
     }
@@ -997,8 +1060,9 @@ int run(const ul::LoadConfig& cfg, const sigset_t& signals) {
         }
         if (ret < 0) {
             std::string msg = "ring " + std::to_string(i) + " (" + describe(st->spec) +
-                              "): io_uring_queue_init_params failed: " + errno_text(-ret) +
-                              setup_hint(-ret, st->spec);
+                              "): io_uring_queue_init_params failed: " + errno_text(-ret);
+            const std::string seeds = ret == -EINVAL ? seeds_hint(st->spec) : std::string{};
+            msg += seeds.empty() ? setup_hint(-ret, st->spec) : seeds;
             if (ret == -ENOMEM) {
                 msg += "; locked memory or the memory cgroup limit may be exhausted";
                 if (!memlock_note.empty()) {

@@ -135,11 +135,28 @@ double curve_cost(const IdleCurvePoint& p, const AdviseOptions& o, double wake_s
     return p.cpu_cores + o.wake_weight * p.wakeups_per_second * wake_s;
 }
 
-// The thread's idle curve over the window, at the kernel's granularity or at nanoseconds.
+// The thread's idle curve over the window: its current setting in its own unit, the others in
+// nanoseconds or at the kernel's jiffies.
 std::vector<IdleCurvePoint> thread_curve(const ThreadWindow& tw, const Snapshot& to, double window,
-                                         bool ns_granular) {
+                                         bool candidates_ns) {
     return idle_curve(gap_window(tw.a->gaps, tw.b->gaps, window), tw.b->idle_setting_seconds,
-                      ns_granular, to.hz);
+                      tw.b->idle_ns_granular, candidates_ns, to.hz);
+}
+
+// Whether the thread can be given a setting in nanoseconds: the kernel has IORING_SETUP_IDLE_NS
+// (seeds patch 002), known from its BTF whether or not a ring uses it yet.
+bool ns_settable(const ThreadSnapshot& b, const Snapshot& to) {
+    return b.idle_ns_granular || to.idle_ns_supported;
+}
+
+// How to ask for a setting in that unit; a ring without IORING_SETUP_IDLE_NS needs the flag.
+std::string idle_change(double seconds, const ThreadSnapshot& b, bool ns) {
+    if (!ns) return fmt::format("sq_thread_idle = {} (ms)", std::llround(seconds * 1e3));
+    if (b.idle_ns_granular)
+        return fmt::format("sq_thread_idle = {} (ns, IORING_SETUP_IDLE_NS)",
+                           std::llround(seconds * 1e9));
+    return fmt::format("sq_thread_idle = {} (ns) with IORING_SETUP_IDLE_NS in flags",
+                       std::llround(seconds * 1e9));
 }
 
 // The setting that minimises CPU plus weighted wake delay; marks it recommended.
@@ -160,7 +177,7 @@ std::string idle_assumption(const ThreadSnapshot& b, const Snapshot& to, const A
         "the idle time passes, then sleeps and is woken by the next SQE at a cost of {} each "
         "({}); {}; one second of wake delay is weighed as {:g} CPU-seconds",
         window, fmt_seconds(wake_s), measured_wake ? "measured median" : "assumed, no wake seen",
-        b.idle_ns_granular
+        ns_settable(b, to)
             ? "this kernel takes sq_thread_idle in nanoseconds (IORING_SETUP_IDLE_NS), so "
               "sub-millisecond values are exact"
             : fmt::format("this kernel rounds sq_thread_idle up to jiffies (HZ={}, {} each) and "
@@ -193,7 +210,8 @@ std::optional<double> idle_finding(const ThreadWindow& tw, const Snapshot& to,
                                    const AdviseOptions& o, double window, Advice& out) {
     const ThreadSnapshot& b = *tw.b;
     if (!idle_curve_ready(*tw.a, b, to, out)) return std::nullopt;
-    auto curve = thread_curve(tw, to, window, b.idle_ns_granular);
+    const bool ns = ns_settable(b, to);
+    auto curve = thread_curve(tw, to, window, ns);
     if (curve.empty()) return std::nullopt;
     bool measured_wake = false;
     const double wake_s = wake_latency(*tw.a, b, o, measured_wake);
@@ -213,13 +231,11 @@ std::optional<double> idle_finding(const ThreadWindow& tw, const Snapshot& to,
         "sq_thread_idle {} keeps the SQ thread spinning through gaps in its work: {:.0f}% of a "
         "CPU for {:.0f} SQEs/s; {} would use {:.0f}%",
         fmt_setting(b.idle_setting_seconds, b.idle_ns_granular), tw.cpu * 100, tw.sqes,
-        fmt_setting(rec.setting_seconds, b.idle_ns_granular), rec.cpu_cores * 100);
+        fmt_setting(rec.setting_seconds, ns), rec.cpu_cores * 100);
     f.evidence = idle_evidence(tw, cur, wake_s);
-    f.change = fmt::format("set io_uring_params.sq_thread_idle = {}{} for ring{} {}",
-                           b.idle_ns_granular ? std::llround(rec.setting_seconds * 1e9)
-                                              : std::llround(rec.setting_seconds * 1e3),
-                           b.idle_ns_granular ? " (ns, IORING_SETUP_IDLE_NS)" : " (ms)",
-                           tw.rings.size() > 1 ? "s" : "", ring_list(tw.rings));
+    f.change =
+        fmt::format("set io_uring_params.{} for ring{} {}", idle_change(rec.setting_seconds, b, ns),
+                    tw.rings.size() > 1 ? "s" : "", ring_list(tw.rings));
     f.predicted = {{"cpu_cores", rec.cpu_cores, "cores"},
                    {"cpu_cores_saved", saving, "cores"},
                    {"wakeups_per_second", rec.wakeups_per_second, "1/s"},
@@ -278,8 +294,9 @@ struct PriceContext {
 
 // Mean spin after the last SQE at the shortest setting: upstream rounds sq_thread_idle up to
 // whole jiffies (1 ms is one tick) and spins up to a tick more. 0 with nanosecond idle.
-double shortest_mean_spin(const ThreadSnapshot& b, unsigned hz) {
-    if (b.idle_ns_granular || hz == 0) return 0;
+double shortest_mean_spin(const ThreadSnapshot& b, const Snapshot& to) {
+    if (ns_settable(b, to) || to.hz == 0) return 0;
+    const unsigned hz = to.hz;
     return 1.5 / hz;
 }
 
@@ -353,14 +370,14 @@ Alternative price_idle(const PriceContext& c) {
     Alternative a;
     a.name = "sq_thread_idle";
     a.available = false;
-    const double floor = shortest_mean_spin(b, c.to.hz);
+    const double floor = shortest_mean_spin(b, c.to);
     const bool gaps_too_short = c.tw.sqes > 0 && 1 / c.tw.sqes < floor;
-    const auto curve = curve_of(c, b.idle_ns_granular);
+    const bool ns = ns_settable(b, c.to);
+    const auto curve = curve_of(c, ns);
     const IdleCurvePoint* best = cheapest_point(c, curve);
     if (best && best->cpu_cores < 0.9 * c.tw.cpu) {
         a.available = true;
-        a.change = fmt::format("set io_uring_params.sq_thread_idle = {}",
-                               fmt_setting(best->setting_seconds, b.idle_ns_granular));
+        a.change = "set io_uring_params." + idle_change(best->setting_seconds, b, ns);
         a.cpu_cores = best->cpu_cores;
         a.wakeups_per_second = best->wakeups_per_second;
         a.added_latency_seconds = wake_delay(c, best->wakeups_per_second);
@@ -381,7 +398,7 @@ Alternative price_batch(const PriceContext& c) {
     const ThreadSnapshot& b = *c.tw.b;
     Alternative a;
     a.name = "batch_submissions";
-    const double floor = shortest_mean_spin(b, c.to.hz);
+    const double floor = shortest_mean_spin(b, c.to);
     const double period = c.o.batch_max_delay_seconds;
     const double per_batch = std::round(period * c.tw.sqes);
     // The gap between batches must outlast the longest spin, two ticks.
@@ -409,8 +426,8 @@ Alternative price_ns_kernel(const PriceContext& c) {
     Alternative a;
     a.name = "idle_ns_kernel";
     a.available = false;
-    if (c.tw.b->idle_ns_granular) {
-        a.note = "this kernel already takes sq_thread_idle in nanoseconds";
+    if (ns_settable(*c.tw.b, c.to)) {
+        a.note = "this kernel already takes sq_thread_idle in nanoseconds (IORING_SETUP_IDLE_NS)";
         return a;
     }
     // The least CPU it could do: its wakeups are priced when the alternatives are weighed.
@@ -782,8 +799,8 @@ IdleCost idle_cost_jiffies(const GapWindow& w, std::uint64_t jiffies, unsigned h
     return sum;
 }
 
-std::vector<IdleCurvePoint> idle_curve(const GapWindow& w, double current_s, bool ns_granular,
-                                       unsigned hz) {
+std::vector<IdleCurvePoint> idle_curve(const GapWindow& w, double current_s, bool current_ns,
+                                       bool candidates_ns, unsigned hz) {
     std::vector<IdleCurvePoint> out;
     if (w.window_s <= 0) return out;
     auto add = [&](double setting, double effective, IdleCost c, bool current) {
@@ -796,14 +813,21 @@ std::vector<IdleCurvePoint> idle_curve(const GapWindow& w, double current_s, boo
         out.push_back(p);
     };
     static const double kMs[] = {1, 2, 3, 4, 5, 8, 10, 15, 20, 30, 50, 100, 200, 500, 1000, 2000};
-    if (ns_granular) {
+    if (!current_ns && hz == 0) return out;
+    if (candidates_ns) {
         static const double kUs[] = {20, 50, 100, 200, 500};
         std::set<double> settings(std::begin(kUs), std::end(kUs));
         for (double ms : kMs) settings.insert(ms * 1e3);
+        // A jiffies setting of the same nominal value is another setting: keep both.
         for (double us : settings)
-            if (std::abs(us * 1e-6 - current_s) > 1e-9)
+            if (!current_ns || std::abs(us * 1e-6 - current_s) > 1e-9)
                 add(us * 1e-6, us * 1e-6, idle_cost_fixed(w, us * 1e-6), false);
-        add(current_s, current_s, idle_cost_fixed(w, current_s), true);
+        if (current_ns) {
+            add(current_s, current_s, idle_cost_fixed(w, current_s), true);
+        } else {
+            const auto cur_j = static_cast<std::uint64_t>(std::llround(current_s * hz));
+            add(current_s, (cur_j + 0.5) / hz, idle_cost_jiffies(w, cur_j, hz), true);
+        }
     } else {
         if (hz == 0) return out;
         // msecs_to_jiffies() rounds up; several ms values share a tick count: keep the smallest.

@@ -65,7 +65,7 @@ IdleCost idle_cost_jiffies(const GapWindow& w, std::uint64_t jiffies, unsigned h
 
 // Candidate sq_thread_idle values for a thread, with their predicted cost, sorted by setting.
 std::vector<IdleCurvePoint> idle_curve(const GapWindow& w, double current_setting_s,
-                                       bool ns_granular, unsigned hz);
+                                       bool current_ns, bool candidates_ns, unsigned hz);
 
 // Keeps the snapshots the daemon's rolling window needs and turns each new one into advice.
 class AdviceWindow {

@@ -459,6 +459,7 @@ ThreadSnapshot Aggregator::thread_basics(std::int32_t tid, const usc_ring_record
     ts.sq_cpu = rec.sq_cpu;
     ts.idle_setting_seconds = idle_seconds(rec, hz_);
     ts.idle_ns_granular = rec.sq_idle_unit == USC_IDLE_NS;
+    ts.shared_percpu = (rec.caps & USC_CAP_SQD_PERCPU) != 0;
     ts.rings = rings;
     return ts;
 }
@@ -488,10 +489,7 @@ void Aggregator::split_thread_cpu(const RawSample& raw, const usc_ring_record& r
     const CpuSplit estimate = advance_estimate(st, model, m, cpu_ns, dcpu, ts.sleeps);
     const std::uint64_t work_time_ns = rec.work_time_us * 1000;
     if (ts.work_source == WorkSource::kernel) {
-        auto split = split_with_work_time(cpu_ns, work_time_ns);
-        st.work_ns = std::max(st.work_ns, split.work_ns);
-        st.spin_ns = std::max(st.spin_ns, cpu_ns - std::min(cpu_ns, st.work_ns));
-        st.split_started = true;
+        kernel_split(st, cpu_ns, work_time_ns);
     } else if (!ts.split_known) {
         // Left at zero; the first sample with HZ splits the whole history.
     } else if (!st.split_started) {
@@ -509,6 +507,8 @@ void Aggregator::split_thread_cpu(const RawSample& raw, const usc_ring_record& r
         st.work_ns += split.work_ns;
         st.spin_ns += split.spin_ns;
     }
+    st.prev_kernel = ts.work_source == WorkSource::kernel;
+    st.prev_work_time_ns = work_time_ns;
     st.submit_poll_work_ns += m.deep_work_ns;
     if (kernel_work)
         ts.work_by_source_seconds.emplace_back(
@@ -520,6 +520,19 @@ void Aggregator::split_thread_cpu(const RawSample& raw, const usc_ring_record& r
                                                st.submit_poll_work_ns / 1e9);
     if (ts.split_known)
         ts.work_by_source_seconds.emplace_back(WorkSource::estimate, st.estimate_work_ns / 1e9);
+}
+
+// Work from the kernel's work_time. Over a thread's whole life when the split starts with it;
+// from the switch on when another source split the history first (see kernel_offset_ns).
+void Aggregator::kernel_split(ThreadState& st, std::uint64_t cpu_ns, std::uint64_t work_time_ns) {
+    if (st.split_started && !st.prev_kernel)
+        st.kernel_offset_ns =
+            static_cast<std::int64_t>(st.work_ns) - static_cast<std::int64_t>(st.prev_work_time_ns);
+    const std::int64_t target = static_cast<std::int64_t>(work_time_ns) + st.kernel_offset_ns;
+    const auto work = static_cast<std::uint64_t>(std::max<std::int64_t>(0, target));
+    st.work_ns = std::max(st.work_ns, std::min(work, cpu_ns));
+    st.spin_ns = std::max(st.spin_ns, cpu_ns - std::min(cpu_ns, st.work_ns));
+    st.split_started = true;
 }
 
 // The estimate runs whichever source rules, so that all can be shown side by side. Returns the
@@ -718,6 +731,7 @@ void Aggregator::finish(const UpdateContext& cx, Snapshot& snap) {
     snap.threads_replaced = threads_replaced_;
     snap.walks_incomplete = walks_incomplete_;
     snap.hz = hz_;
+    snap.idle_ns_supported = raw.idle_ns_supported;
 }
 
 void Aggregator::count_created(const RawSample& raw,

@@ -16,6 +16,13 @@
 
 namespace uringscope {
 
+// What the kernel offers that changes how a sample reads, asked of its BTF once at start
+// (collect/kernel_features) and copied into every RawSample.
+struct KernelTraits {
+    bool work_time_per_thread = false;  // sqd->work_time is the SQ thread's own time
+    bool idle_ns_supported = false;     // IORING_SETUP_IDLE_NS (seeds patch 002)
+};
+
 struct RawSample {
     std::uint64_t mono_ns = 0;  // CLOCK_MONOTONIC at the walk, the clock of bpf_ktime_get_ns()
     double unix_time = 0;
@@ -29,6 +36,7 @@ struct RawSample {
     std::vector<std::pair<std::uint64_t, std::uint64_t>> births;  // ring_births: ctx -> born_ns
     usc_stats stats{};
     bool work_time_per_thread = false;  // kernel_features: sqd->work_time is per thread
+    bool idle_ns_supported = false;     // kernel_features: IORING_SETUP_IDLE_NS exists
     // cgroup v2 id -> path below the cgroup2 mount, for the walk's ids that collect/cgroups
     // could resolve; empty on a cgroup v1-only host.
     std::unordered_map<std::uint64_t, std::string> cgroup_paths;
@@ -129,6 +137,12 @@ private:
         std::uint64_t submit_poll_work_ns = 0;  // its rings' deep submit+poll time since seen
         std::uint64_t prev_pass_work_ns = 0;
         std::uint64_t prev_passes = 0, prev_busy_passes = 0;
+        // The kernel's work_time can start after the split did (seeds patch 004 turns it on
+        // with the first ring that asks): work then continues from the split so far, offset by
+        // where work_time stood at the switch, instead of waiting for work_time to overtake it.
+        std::uint64_t prev_work_time_ns = 0;
+        std::int64_t kernel_offset_ns = 0;
+        bool prev_kernel = false;
         std::uint64_t work_ns = 0, spin_ns = 0, sleep_ns = 0;
         std::vector<std::uint64_t> prev_lat_hist;
         bool seen_before = false;
@@ -180,6 +194,7 @@ private:
     void split_thread_cpu(const RawSample& raw, const usc_ring_record& rec, ThreadState& st,
                           const MemberTotals& m, const usc_sq_passes* passes, std::uint64_t cpu_ns,
                           ThreadSnapshot& ts);
+    static void kernel_split(ThreadState& st, std::uint64_t cpu_ns, std::uint64_t work_time_ns);
     static CpuSplit advance_estimate(ThreadState& st, const SpinModel& model, const MemberTotals& m,
                                      std::uint64_t cpu_ns, std::uint64_t dcpu,
                                      std::uint64_t sleeps);

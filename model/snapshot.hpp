@@ -96,7 +96,10 @@ struct ThreadSnapshot {
     std::int32_t sq_cpu = -1;         // sqd->sq_cpu: pinned CPU, or where it last ran; -1 unknown
     bool pinned = false;              // a ring on it asked for IORING_SETUP_SQ_AFF
     double idle_setting_seconds = 0;  // sq_thread_idle
-    bool idle_ns_granular = false;    // the kernel takes sq_thread_idle in ns (seeds patch 002)
+    bool idle_ns_granular = false;    // its setting is in ns: a ring asked IORING_SETUP_IDLE_NS
+    // The sqd is its CPU's shared one (seeds patch 000, IORING_SETUP_SQPOLL_PERCPU): it serves
+    // rings of any process, so pid and comm are its creator's, not its tenants'.
+    bool shared_percpu = false;
     LatencyHistogram wake_latency;
     std::vector<std::uint64_t> wake_latency_log2;  // raw log2 buckets in ns, cumulative
     double wake_p50_seconds = -1;  // wake latency quantiles over the last interval, -1 if none
@@ -215,6 +218,7 @@ struct Snapshot {
     double interval_seconds = 0;         // time since the previous sample
     double sample_duration_seconds = 0;  // time the sample itself took
     unsigned hz = 0;                     // CONFIG_HZ (configured or measured), 0 = not known yet
+    bool idle_ns_supported = false;      // the kernel has IORING_SETUP_IDLE_NS (seeds patch 002)
     std::vector<ThreadSnapshot> threads;
     std::vector<RingSnapshot> rings;
     std::vector<ProcessSnapshot> processes;  // every ring holder and SQ thread owner, by pid

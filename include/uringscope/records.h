@@ -48,6 +48,9 @@ enum usc_ring_caps {
 	                              * switched in since uringscope attached */
 	USC_CAP_IDLE_IN_SQD = 1 << 5, /* io_sq_data holds sq_thread_idle (5.11+): the loop spins
 	                              * for the idle time after its last work, not its last wakeup */
+	USC_CAP_SQD_PERCPU = 1 << 6,  /* the sqd is its CPU's shared one (seeds patch 000,
+	                              * IORING_SETUP_SQPOLL_PERCPU): its thread serves rings of any
+	                              * process, and belongs to none of them but its creator */
 };
 
 /*

@@ -33,6 +33,8 @@ from collections import deque
 from pathlib import Path
 from typing import Callable, Iterable
 
+import kbuild
+
 HERE = Path(__file__).resolve().parent
 CHECKOUT = HERE.parent.parent
 DEFAULT_MATRIX = HERE / "kernels.toml"
@@ -73,7 +75,7 @@ KERNEL_KEYS = {
     "name": str, "suite": str, "series": str, "archives": list, "description": str,
     "metapackage": str, "image_pattern": str, "split_pattern": str, "modules": list,
     "extra_modules": list, "timeout": int, "boot_timeout": int, "memory": str, "cpus": int,
-    "tcg_thread": str,
+    "tcg_thread": str, "source": str, "patches": str,
 }
 DEFAULT_KEYS = {
     "mirror": str, "security_mirror": str, "components": list, "keyring": str, "arch": str,
@@ -122,6 +124,14 @@ class Kernel:
     cpus: int
     refresh_hours: float
     tcg_thread: str
+    # Built from this source package (e.g. linux-source-6.12) with the patches and config
+    # fragment in the `patches` directory (relative to tests/vm), instead of a Debian image.
+    source: str = ""
+    patches: str = ""
+
+    @property
+    def patch_dir(self) -> Path:
+        return HERE / self.patches
 
     def sources_list(self) -> str:
         """One deb line per archive: "<suite>-security" comes from the security mirror."""
@@ -203,6 +213,11 @@ def parse_matrix(text: str, source: str = "kernels.toml") -> list[Kernel]:
         if merged["tcg_thread"] not in ("single", "multi"):
             raise MatrixError(f"{where}: 'tcg_thread' must be \"single\" or \"multi\"")
         modules = list(merged["modules"]) + list(entry.get("extra_modules", []))
+        if bool(entry.get("source")) != bool(entry.get("patches")):
+            raise MatrixError(f"{where}: 'source' and 'patches' go together")
+        if entry.get("patches") and not (HERE / entry["patches"] / "config").is_file():
+            raise MatrixError(f"{where}: 'patches' names no directory with a config fragment "
+                              f"({HERE / entry['patches']})")
         kernels.append(Kernel(
             name=name,
             suite=entry["suite"],
@@ -224,6 +239,8 @@ def parse_matrix(text: str, source: str = "kernels.toml") -> list[Kernel]:
             cpus=merged["cpus"],
             refresh_hours=float(merged["refresh_hours"]),
             tcg_thread=merged["tcg_thread"],
+            source=entry.get("source", ""),
+            patches=entry.get("patches", ""),
         ))
     return kernels
 
@@ -310,6 +327,21 @@ class Selection:
         return Selection(d["image"], d["version"], d["packages"])
 
 
+def package_entry(s: dict[str, str], default_arch: str) -> dict[str, str]:
+    arch = s.get("Architecture", default_arch)
+    return {"name": s["Package"], "version": s["Version"], "arch": arch,
+            "size": s.get("Size", "0"), "file": deb_filename(s["Package"], s["Version"], arch)}
+
+
+def resolve_source(kernel: Kernel, show: Callable[[str], str]) -> Selection:
+    """The newest version of a source-built entry's linux-source package."""
+    stanzas = parse_stanzas(show(kernel.source))
+    if not stanzas:
+        raise HarnessError(f"{kernel.name}: {kernel.source} is not in {', '.join(kernel.archives)}")
+    return Selection(image=kernel.source, version=stanzas[0]["Version"],
+                     packages=[package_entry(stanzas[0], kernel.arch)])
+
+
 def resolve_selection(kernel: Kernel, show: Callable[[str], str]) -> Selection:
     """Follows the metapackage to the newest versioned image; `show(pkg)` returns apt-cache show
     --no-all-versions output. A split image (sid 7.x: linux-image-VER only depends on
@@ -336,12 +368,7 @@ def resolve_selection(kernel: Kernel, show: Callable[[str], str]) -> Selection:
             if not got:
                 raise HarnessError(f"{kernel.name}: {part} (needed by {image}) is not available")
             wanted.append(got[0])
-    packages = []
-    for s in wanted:
-        arch = s.get("Architecture", kernel.arch)
-        packages.append({"name": s["Package"], "version": s["Version"], "arch": arch,
-                         "size": s.get("Size", "0"),
-                         "file": deb_filename(s["Package"], s["Version"], arch)})
+    packages = [package_entry(s, kernel.arch) for s in wanted]
     return Selection(image=image, version=img["Version"], packages=packages)
 
 
@@ -837,7 +864,7 @@ class KernelStore:
                     raise
                 self.log(f"WARNING: {e}; using the cached {cached.image} {cached.version}")
                 return cached
-        return resolve_selection(kernel, apt.show)
+        return (resolve_source if kernel.source else resolve_selection)(kernel, apt.show)
 
     def prepare(self, kernel: Kernel) -> Prepared:
         with self.lock():
@@ -864,19 +891,39 @@ class KernelStore:
         t_download = time.monotonic() - t0
 
         t1 = time.monotonic()
-        vdir = self.root / "kernels" / kernel.name / sel.version.replace(":", "_")
-        tree = vdir / "tree"
-        stamp = vdir / "extracted"
-        files = "".join(p["file"] + "\n" for p in sel.packages)
-        if not stamp.exists() or stamp.read_text() != files:
-            self._extract(sel, debs, vdir)
-            stamp.write_text(files)
+        if kernel.source:
+            vdir, tree = self._build(kernel, sel, debs)
+        else:
+            vdir, tree = self._extracted(sel, debs, kernel)
         release, vmlinuz, moddir = find_kernel_files(tree)
         initramfs = self._initramfs(kernel, sel, release, tree, moddir, vdir)
         self._selection_path(kernel).write_text(json.dumps(sel.to_json(), indent=1))
         self._prune(kernel, sel, debs, vdir)
         return Prepared(kernel, sel, release, vmlinuz, initramfs, seconds_download=t_download,
                         seconds_build=time.monotonic() - t1, downloaded_bytes=fetched)
+
+    def _extracted(self, sel: Selection, debs: Path, kernel: Kernel) -> tuple[Path, Path]:
+        vdir = self.root / "kernels" / kernel.name / sel.version.replace(":", "_")
+        stamp = vdir / "extracted"
+        files = "".join(p["file"] + "\n" for p in sel.packages)
+        if not stamp.exists() or stamp.read_text() != files:
+            self._extract(sel, debs, vdir)
+            stamp.write_text(files)
+        return vdir, vdir / "tree"
+
+    def _build(self, kernel: Kernel, sel: Selection, debs: Path) -> tuple[Path, Path]:
+        """A source-built entry: one directory per build key (tests/vm/kbuild.py)."""
+        deb = debs / sel.packages[0]["file"]
+        key = kbuild.build_key(deb.name, kernel.patch_dir)
+        vdir = self.root / "kernels" / kernel.name / key
+        if self.offline and not (vdir / "built").exists():
+            raise HarnessError(f"{kernel.name}: build {key} is not cached and --offline given")
+        self.log(f"build {key}: {sel.packages[0]['name']} {sel.version} with "
+                 f"{', '.join(p.name for p in kbuild.patch_files(kernel.patch_dir))}")
+        try:
+            return vdir, kbuild.build_tree(deb, kernel.patch_dir, vdir, self.log)
+        except kbuild.BuildError as e:
+            raise HarnessError(f"{kernel.name}: {e}") from None
 
     def _extract(self, sel: Selection, debs: Path, vdir: Path) -> None:
         vdir.mkdir(parents=True, exist_ok=True)

@@ -19,6 +19,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import harness  # noqa: E402
+import kbuild  # noqa: E402
 
 RUN = HERE / "run"
 
@@ -34,18 +35,78 @@ def matrix(text: str):
     return harness.parse_matrix(textwrap.dedent(text), "test.toml")
 
 
+class SourceBuild(unittest.TestCase):
+    def test_a_dropped_option_is_named(self):
+        with tempfile.TemporaryDirectory() as d:
+            frag = Path(d) / "config"
+            frag.write_text("# comment\n\nCONFIG_IO_URING=y\nCONFIG_NR_CPUS=8\nCONFIG_BLK_DEV_NVME=m\n")
+            wanted = kbuild.requested_config(frag)
+        self.assertEqual(wanted, {"CONFIG_IO_URING": "y", "CONFIG_NR_CPUS": "8",
+                                  "CONFIG_BLK_DEV_NVME": "m"})
+        final = "CONFIG_IO_URING=y\nCONFIG_NR_CPUS=8\n# CONFIG_BLK_DEV_NVME is not set\n"
+        self.assertEqual(kbuild.missing_config(wanted, final),
+                         ["CONFIG_BLK_DEV_NVME=m (got not set)"])
+        self.assertEqual(kbuild.missing_config(wanted, final.replace("# CONFIG_BLK_DEV_NVME is not set",
+                                                                     "CONFIG_BLK_DEV_NVME=m")), [])
+
+    def test_a_line_that_is_not_an_option_is_refused(self):
+        with tempfile.TemporaryDirectory() as d:
+            frag = Path(d) / "config"
+            frag.write_text("CONFIG_IO_URING=y\nIO_URING=y\n")
+            with self.assertRaisesRegex(kbuild.BuildError, "config:2: not a CONFIG_X=value"):
+                kbuild.requested_config(frag)
+
+    def test_the_key_follows_the_patches_and_the_source(self):
+        with tempfile.TemporaryDirectory() as d:
+            pd = Path(d)
+            (pd / "config").write_text("CONFIG_IO_URING=y\n")
+            (pd / "0001-a.patch").write_text("one\n")
+            k1 = kbuild.build_key("linux-source-6.12_1_all.deb", pd)
+            self.assertEqual(k1, kbuild.build_key("linux-source-6.12_1_all.deb", pd))
+            self.assertNotEqual(k1, kbuild.build_key("linux-source-6.12_2_all.deb", pd))
+            (pd / "0001-a.patch").write_text("two\n")
+            k2 = kbuild.build_key("linux-source-6.12_1_all.deb", pd)
+            self.assertNotEqual(k1, k2)
+            (pd / "config").write_text("CONFIG_IO_URING=y\nCONFIG_BPF=y\n")
+            self.assertNotEqual(k2, kbuild.build_key("linux-source-6.12_1_all.deb", pd))
+
+
 class MatrixFile(unittest.TestCase):
-    def test_the_projects_matrix_covers_the_four_suites(self):
+    def test_the_projects_matrix_covers_the_four_suites_and_the_seeds(self):
         kernels = harness.load_matrix(harness.DEFAULT_MATRIX)
-        self.assertEqual([k.name for k in kernels], ["bullseye", "bookworm", "trixie", "sid"])
-        self.assertEqual([k.series for k in kernels], ["5.10", "6.1", "6.12", "7"])
-        sid = kernels[-1]
+        self.assertEqual([k.name for k in kernels],
+                         ["bullseye", "bookworm", "trixie", "sid", "seeds"])
+        self.assertEqual([k.series for k in kernels], ["5.10", "6.1", "6.12", "7", "6.12"])
+        self.assertEqual([k.source for k in kernels], ["", "", "", "", "linux-source-6.12"])
+        seeds = kernels[-1]
+        self.assertTrue((seeds.patch_dir / "config").is_file())
+        self.assertEqual([p.name[:5] for p in kbuild.patch_files(seeds.patch_dir)],
+                         ["0001-", "0002-", "0003-"])
+        sid = kernels[-2]
         self.assertEqual(sid.archives, ("sid",))
         self.assertTrue(sid.split_pattern)
         for k in kernels:
             self.assertIn("nvme", k.modules)
             self.assertIn("null_blk", k.modules)
             self.assertEqual((k.memory, k.cpus), ("2G", 2))
+
+    def test_source_and_patches_go_together_and_name_a_fragment(self):
+        with self.assertRaisesRegex(harness.MatrixError, "'source' and 'patches' go together"):
+            matrix(MINIMAL + 'source = "linux-source-6.12"\n')
+        with self.assertRaisesRegex(harness.MatrixError, "no directory with a config fragment"):
+            matrix(MINIMAL + 'source = "linux-source-6.12"\npatches = "no/such/dir"\n')
+        k = matrix(MINIMAL + 'source = "linux-source-6.12"\npatches = "kernels/seeds"\n')[0]
+        self.assertEqual((k.source, k.patches), ("linux-source-6.12", "kernels/seeds"))
+
+    def test_source_selection_takes_the_source_package(self):
+        k = matrix(MINIMAL + 'source = "linux-source-6.12"\npatches = "kernels/seeds"\n')[0]
+        stanza = ("Package: linux-source-6.12\nVersion: 6.12.118-1\nArchitecture: all\n"
+                  "Size: 153476148\n")
+        sel = harness.resolve_source(k, lambda pkg: stanza if pkg == "linux-source-6.12" else "")
+        self.assertEqual(sel.image, "linux-source-6.12")
+        self.assertEqual(sel.packages[0]["file"], "linux-source-6.12_6.12.118-1_all.deb")
+        with self.assertRaisesRegex(harness.HarnessError, "linux-source-6.12 is not in"):
+            harness.resolve_source(k, lambda pkg: "")
 
     def test_minimal_entry_takes_the_builtin_defaults(self):
         (k,) = matrix(MINIMAL)
@@ -119,7 +180,7 @@ class MatrixFile(unittest.TestCase):
 
     def test_select_kernels(self):
         kernels = harness.load_matrix(harness.DEFAULT_MATRIX)
-        self.assertEqual(len(harness.select_kernels(kernels, "all")), 4)
+        self.assertEqual(len(harness.select_kernels(kernels, "all")), 5)
         self.assertEqual([k.name for k in harness.select_kernels(kernels, "sid,bullseye,sid")],
                          ["sid", "bullseye"])
         with self.assertRaises(harness.UsageError) as cm:
@@ -529,7 +590,8 @@ class CommandLine(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         lines = r.stdout.splitlines()
         self.assertEqual(lines[0].split()[:3], ["NAME", "SUITE", "SERIES"])
-        self.assertEqual([l.split()[0] for l in lines[1:]], ["bullseye", "bookworm", "trixie", "sid"])
+        self.assertEqual([l.split()[0] for l in lines[1:]],
+                         ["bullseye", "bookworm", "trixie", "sid", "seeds"])
         self.assertIn("7.x", lines[4])
 
     def test_help_reads_like_a_manual(self):

@@ -97,8 +97,9 @@ TEST(Exposition, ContractMetricsHaveTheirTypesAndLabels) {
           "# TYPE uringscope_probe_attached gauge"})
         EXPECT_NE(text.find(std::string(line) + "\n"), std::string::npos) << line;
     EXPECT_EQ(
-        value_of(text,
-                 R"(uringscope_sqthread_cpu_seconds_total{sq_thread="42",pid="41",comm="db"})"),
+        value_of(
+            text,
+            R"(uringscope_sqthread_cpu_seconds_total{sq_thread="42",pid="41",comm="db",shared=""})"),
         "2");
     EXPECT_EQ(
         value_of(
@@ -114,8 +115,20 @@ TEST(Exposition, ContractMetricsHaveTheirTypesAndLabels) {
               "0");
     EXPECT_EQ(value_of(text, R"(uringscope_rings{mode="sqpoll"})"), "1");
     EXPECT_EQ(value_of(text, R"(uringscope_rings{mode="iopoll"})"), "0");
-    EXPECT_EQ(value_of(text, R"(uringscope_sqthread_running{sq_thread="42",pid="41",comm="db"})"),
-              "1");
+    EXPECT_EQ(
+        value_of(text,
+                 R"(uringscope_sqthread_running{sq_thread="42",pid="41",comm="db",shared=""})"),
+        "1");
+}
+
+// Seeds patch 000: a per-CPU shared thread is no one tenant's, so it carries no pid.
+TEST(Exposition, APerCpuSharedThreadIsLabelledSharedWithoutAPid) {
+    Snapshot s = one_thread_snapshot("iou-sqp-41");
+    s.threads[0].shared_percpu = true;
+    auto text = render_text(s);
+    EXPECT_EQ(value_of(text, R"(uringscope_sqthread_cpu_seconds_total{sq_thread="42",pid="",)"
+                             R"(comm="iou-sqp-41",shared="percpu"})"),
+              "2");
 }
 
 TEST(Exposition, PlainRingsHaveNoShare) {
@@ -126,7 +139,7 @@ TEST(Exposition, PlainRingsHaveNoShare) {
 
 TEST(Exposition, HistogramIsCumulativeWithInf) {
     auto text = render_text(one_thread_snapshot("db"));
-    const std::string l = R"(sq_thread="42",pid="41",comm="db")";
+    const std::string l = R"(sq_thread="42",pid="41",comm="db",shared="")";
     EXPECT_EQ(value_of(text, "uringscope_sqthread_wakeup_latency_seconds_bucket{" + l +
                                  R"(,le="1e-06"})"),
               "1");

@@ -92,3 +92,26 @@ TEST(LoadConfig, WholeCommandLineRules) {
     raw.pause_every = "1s";
     EXPECT_NE(err(build_config(raw)), "<no error>");  // --pause-every without --pause-for
 }
+
+TEST(RingSpec, SeedsFlagsParseAndFollowTheirPatchesRules) {
+    auto s = ok(parse_ring_spec("sqpoll,idle_ns=50000,percpu,cpu=1,stats"));
+    EXPECT_EQ(s.idle_ns, std::optional<std::uint32_t>(50000));
+    EXPECT_TRUE(s.percpu);
+    EXPECT_TRUE(s.stats);
+    EXPECT_EQ(ok(parse_ring_spec("sqpoll,idle_ns=4294967295")).idle_ns,
+              std::optional<std::uint32_t>(4294967295u));
+    EXPECT_FALSE(ok(parse_ring_spec("sqpoll")).percpu);
+    // A shared ring takes the owner's idle in ns, or the kernel would count its 0 as one second.
+    auto rings = ok(expand_ring_specs({"sqpoll,idle_ns=50000", "sqpoll,share=0,stats"}));
+    EXPECT_EQ(rings[1].idle_ns, std::optional<std::uint32_t>(50000));
+    EXPECT_TRUE(rings[1].stats);
+
+    EXPECT_NE(err(parse_ring_spec("sqpoll,idle_ns=4294967296")).find("4294967296"),
+              std::string::npos);
+    EXPECT_NE(err(parse_ring_spec("plain,idle_ns=1000")).find("idle_ns"), std::string::npos);
+    EXPECT_NE(err(parse_ring_spec("sqpoll,idle=1,idle_ns=1000")).find("idle="), std::string::npos);
+    EXPECT_NE(err(parse_ring_spec("sqpoll,percpu")).find("cpu=N"), std::string::npos);
+    EXPECT_NE(err(parse_ring_spec("plain,stats")).find("sqpoll"), std::string::npos);
+    EXPECT_NE(err(parse_ring_spec("sqpoll,stats,stats")).find("more than once"), std::string::npos);
+    EXPECT_NE(err(parse_ring_spec("sqpoll,turbo")).find("percpu, stats"), std::string::npos);
+}

@@ -123,7 +123,7 @@ TEST(IdleModel, JiffiesSpinBetweenOneAndTwoTicksMore) {
     // 1 jiffy at HZ=250 spins (4, 8] ms, 6 ms on average.
     const auto c = idle_cost_jiffies(w, 1, 250);
     EXPECT_NEAR(c.cpu_seconds, 200 * 99 * 50e-6 + 200 * 0.006, 0.02);
-    const auto curve = idle_curve(w, 1.0, false, 250);
+    const auto curve = idle_curve(w, 1.0, false, false, 250);
     ASSERT_FALSE(curve.empty());
     EXPECT_DOUBLE_EQ(curve.front().setting_seconds, 0.001);  // 1 ms rounds up to one tick
     EXPECT_NEAR(curve.front().effective_seconds, 0.006, 1e-9);
@@ -137,7 +137,7 @@ TEST(IdleModel, JiffiesSpinBetweenOneAndTwoTicksMore) {
 
 TEST(IdleModel, NanosecondKernelsOfferSubMillisecondValues) {
     const auto w = gap_window(WorkGaps{}, bursty(10), 10);
-    const auto curve = idle_curve(w, 0.01, true, 0);
+    const auto curve = idle_curve(w, 0.01, true, true, 0);
     ASSERT_FALSE(curve.empty());
     EXPECT_NEAR(curve.front().setting_seconds, 20e-6, 1e-12);
     EXPECT_DOUBLE_EQ(curve.front().setting_seconds, curve.front().effective_seconds);
@@ -433,6 +433,45 @@ TEST(Advise, ThreadNoIdleCanHelpIsPricedAgainstEveryAlternative) {
     EXPECT_FALSE(ns.recommended);  // 1,500 wakeups/s cost more in delay than the syscalls
     EXPECT_EQ(f.alternatives.front().name, "now");
     EXPECT_NEAR(f.alternatives.front().cpu_cores, 1.0, 1e-12);
+}
+
+// Seeds patch 002: a kernel whose BTF has io_sq_data.idle_mode takes IORING_SETUP_IDLE_NS, so a
+// thread set in milliseconds (jiffies) is offered sub-millisecond settings; without it, the
+// shortest is 1 ms.
+TEST(Advise, AKernelWithNanosecondIdleIsOfferedSubMillisecondSettings) {
+    auto recommended = [](bool ns_kernel, std::string& change) {
+        Snapshot a = snap(100), b = snap(110);
+        a.idle_ns_supported = b.idle_ns_supported = ns_kernel;
+        auto t0 = thread(77, 10, 5.0, 0.1);
+        t0.has_gaps = true;
+        t0.gaps = bursty(0);
+        auto t1 = thread(77, 10, 15.0, 0.2);
+        t1.has_gaps = true;
+        t1.gaps = bursty(10);
+        a.threads = {t0};
+        b.threads = {t1};
+        a.rings = {ring("10:3", 1, 77, 0)};
+        b.rings = {ring("10:3", 1, 77, 20000)};
+        const Advice adv = make_advice(a, b);
+        const Finding* f = find(adv, "sq_idle_too_long");
+        if (!f) return -1.0;
+        change = f->change;
+        for (const auto& p : f->curve)
+            if (p.recommended) return p.setting_seconds;
+        return -1.0;
+    };
+    std::string ns_change, ms_change;
+    const double ns = recommended(true, ns_change);
+    const double ms = recommended(false, ms_change);
+    // Bursts of SQEs 50 us apart, 45 ms between bursts: spin out the 50 us, sleep the rest.
+    EXPECT_GT(ns, 50e-6);
+    EXPECT_LT(ns, 1e-3);
+    EXPECT_NE(ns_change.find(std::to_string(std::llround(ns * 1e9)) +
+                             " (ns) with IORING_SETUP_IDLE_NS in flags"),
+              std::string::npos)
+        << ns_change;
+    EXPECT_GE(ms, 1e-3);
+    EXPECT_NE(ms_change.find(" (ms)"), std::string::npos) << ms_change;
 }
 
 TEST(Advise, WithoutTheDeepTierTheMeanGapStillSaysNoSettingHelps) {

@@ -913,3 +913,67 @@ TEST(AggregatorCgroups, RingsThreadsAndProcessesCarryTheirContainer) {
     EXPECT_EQ(s.processes[1].cgroup.cgroup, "/system.slice/app.service");
     EXPECT_EQ(s.processes[2].cgroup.cgroup, "");
 }
+
+// Seeds patch 004: work_time counts only once a ring sets IORING_SETUP_SQTHREAD_STATS, which may
+// come long after the thread started. The split carries on from where the estimate left it,
+// instead of waiting (frozen) until work_time overtakes the estimate's history.
+TEST(Aggregator, KernelWorkTimeTurnedOnLateContinuesTheSplit) {
+    Aggregator a;
+    a.set_hz(250);
+    auto r = ring(1, 10, 3, kSqpoll, 0, 50);  // no USC_CAP_WORK_TIME: stats off
+    r.sq_runtime_ns = kSec;
+    auto next = [&](std::uint64_t t) {
+        RawSample raw = sample(t, {r});
+        raw.work_time_per_thread = true;
+        return raw;
+    };
+    auto s = a.update(next(kSec));
+    // The estimate, as in ProcessWideWorkTimeFallsBackToTheEstimate: 0.196 s of work.
+    r.sq_head = r.cq_tail = r.sq_tail = 100;
+    r.sq_runtime_ns = kSec + 400'000'000;
+    r.sq_thread_idle = 25;
+    RawSample raw2 = next(2 * kSec);
+    usc_sched_state ss{};
+    ss.sleeps = 2;
+    raw2.sched.emplace_back(50, ss);
+    s = a.update(raw2);
+    ASSERT_EQ(s.threads[0].work_source, WorkSource::estimate);
+    EXPECT_NEAR(s.threads[0].work_seconds, 0.196, 1e-9);
+
+    // A ring turns the stats on: work_time starts from 0 and counts 0.1 s of the next 0.5 s.
+    r.caps |= USC_CAP_WORK_TIME;
+    r.work_time_us = 100'000;
+    r.sq_runtime_ns = kSec + 900'000'000;
+    RawSample raw3 = next(3 * kSec);
+    raw3.sched.emplace_back(50, ss);
+    s = a.update(raw3);
+    EXPECT_EQ(s.threads[0].work_source, WorkSource::kernel);
+    EXPECT_NEAR(s.threads[0].work_seconds, 0.296, 1e-9);
+    EXPECT_NEAR(s.threads[0].spin_seconds, 1.604, 1e-9);
+    EXPECT_NEAR(s.threads[0].work_util, 0.1, 1e-9);
+
+    // And keeps counting: 0.5 s more of work_time is 0.5 s more work.
+    r.work_time_us = 600'000;
+    r.sq_runtime_ns = 2 * kSec + 900'000'000;
+    RawSample raw4 = next(4 * kSec);
+    raw4.sched.emplace_back(50, ss);
+    s = a.update(raw4);
+    EXPECT_NEAR(s.threads[0].work_seconds, 0.796, 1e-9);
+    EXPECT_NEAR(s.threads[0].spin_seconds, 2.104, 1e-9);
+    EXPECT_NEAR(s.threads[0].work_util, 0.5, 1e-9);
+}
+
+// Seeds patch 000: a per-CPU shared SQ thread is marked, not passed off as its creator's.
+TEST(Aggregator, PerCpuSharedThreadIsMarkedShared) {
+    Aggregator a;
+    auto r1 = ring(1, 10, 3, kSqpoll, 0, 50);
+    auto r2 = ring(2, 20, 4, kSqpoll, 0, 50);
+    r1.caps |= USC_CAP_SQD_PERCPU;
+    r2.caps |= USC_CAP_SQD_PERCPU;
+    auto s = a.update(sample(kSec, {r1, r2}));
+    ASSERT_EQ(s.threads.size(), 1u);
+    EXPECT_TRUE(s.threads[0].shared_percpu);
+    EXPECT_EQ(s.threads[0].rings, 2u);
+    auto plain = a.update(sample(2 * kSec, {ring(1, 10, 3, kSqpoll, 0, 50)}));
+    EXPECT_FALSE(plain.threads[0].shared_percpu);
+}

@@ -91,6 +91,8 @@ std::string cell(const ThreadSnapshot& t, Column c, int width, const History& h,
             // A per-CPU shared thread serves several processes; its own pid is its creator's.
             return t.shared_percpu ? "percpu" : std::to_string(t.pid);
         case Column::comm:
+            // Not its creator's comm: the thread serves every process's rings on that CPU.
+            if (t.shared_percpu) return "cpu " + std::to_string(t.sq_cpu);
             return field_safe(t.comm);
         case Column::container:
             return short_container(t.cgroup.container_id);

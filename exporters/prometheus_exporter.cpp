@@ -93,12 +93,12 @@ private:
     std::deque<Family> families_;  // stable references while more are added
 };
 
-// A per-CPU shared SQ thread (seeds patch 000) serves rings of several processes: its pid would
-// charge it to its creator alone, so it has none and says shared="percpu" instead.
+// A per-CPU shared SQ thread (seeds patch 000) serves rings of several processes: its pid and
+// comm would charge it to its creator alone, so it has neither and says shared="percpu".
 Labels thread_labels(const ThreadSnapshot& t) {
     return {{"sq_thread", std::to_string(t.tid)},
             {"pid", t.shared_percpu ? std::string() : std::to_string(t.pid)},
-            {"comm", t.comm},
+            {"comm", t.shared_percpu ? std::string() : t.comm},
             {"shared", t.shared_percpu ? "percpu" : ""}};
 }
 

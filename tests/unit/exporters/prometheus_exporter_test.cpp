@@ -127,7 +127,7 @@ TEST(Exposition, APerCpuSharedThreadIsLabelledSharedWithoutAPid) {
     s.threads[0].shared_percpu = true;
     auto text = render_text(s);
     EXPECT_EQ(value_of(text, R"(uringscope_sqthread_cpu_seconds_total{sq_thread="42",pid="",)"
-                             R"(comm="iou-sqp-41",shared="percpu"})"),
+                             R"(comm="",shared="percpu"})"),
               "2");
 }
 

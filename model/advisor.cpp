@@ -139,7 +139,7 @@ double curve_cost(const IdleCurvePoint& p, const AdviseOptions& o, double wake_s
 // nanoseconds or at the kernel's jiffies.
 std::vector<IdleCurvePoint> thread_curve(const ThreadWindow& tw, const Snapshot& to, double window,
                                          bool candidates_ns) {
-    return idle_curve(gap_window(tw.a->gaps, tw.b->gaps, window), tw.b->idle_setting_seconds,
+    return idle_curve(thread_gap_window(*tw.a, *tw.b, window), tw.b->idle_setting_seconds,
                       tw.b->idle_ns_granular, candidates_ns, to.hz);
 }
 
@@ -770,6 +770,14 @@ GapWindow gap_window(const WorkGaps& from, const WorkGaps& to, double window_s) 
     return w;
 }
 
+GapWindow thread_gap_window(const ThreadSnapshot& from, const ThreadSnapshot& to, double window_s) {
+    GapWindow w = gap_window(from.gaps, to.gaps, window_s);
+    std::uint64_t gaps = 0;
+    for (auto c : w.count) gaps += c;
+    if (gaps > 0) w.work_per_gap_s = std::max(0.0, to.work_seconds - from.work_seconds) / gaps;
+    return w;
+}
+
 IdleCost idle_cost_fixed(const GapWindow& w, double spin_s) {
     const double t = spin_s * 1e9;
     double cpu = 0, sleeps = 0;
@@ -781,6 +789,9 @@ IdleCost idle_cost_fixed(const GapWindow& w, double spin_s) {
     cpu += std::min(w.open_end_s * 1e9, t);
     cpu -= std::min(w.open_start_s * 1e9, t);
     // A gap open at both ends with no SQE in between is one gap, not two.
+    // Each sleep is followed by the work of the batch that ends it, which its gap holds but its
+    // charge (the idle) left out.
+    cpu += sleeps * w.work_per_gap_s * 1e9;
     IdleCost c;
     c.cpu_seconds = std::clamp(cpu / 1e9, 0.0, w.window_s);
     c.wakeups = sleeps;

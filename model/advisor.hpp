@@ -48,9 +48,15 @@ struct GapWindow {
     double open_start_s = 0;  // time since the latest SQE at the window start (0 if none)
     double open_end_s = 0;    // the same at the window end
     double window_s = 0;
+    // The thread's mean work per gap. A gap is measured from one batch's end to the next's, so
+    // it holds the next batch's work; one longer than the idle is charged the idle, then the
+    // sleep, then this work after the wake-up.
+    double work_per_gap_s = 0;
 };
 
 GapWindow gap_window(const WorkGaps& from, const WorkGaps& to, double window_s);
+// The window of one SQ thread between two snapshots, with its work per gap.
+GapWindow thread_gap_window(const ThreadSnapshot& from, const ThreadSnapshot& to, double window_s);
 
 // CPU time (seconds) and sleeps ended by work in the window, had the thread spun exactly
 // `spin_s` after each SQE before sleeping.

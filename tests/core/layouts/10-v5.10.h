@@ -11,6 +11,7 @@
  * @expect exists io_sq_data.sq_cpu 0
  * @expect exists io_sq_data.work_time 0
  * @expect exists io_sq_data.enable_work_time_stat 0
+ * @expect exists io_sq_data.percpu 0
  * @expect exists task_struct.__state 0
  * @expect exists task_struct.state 1
  * @expect idle io_ring_ctx.sq_thread_idle 4

@@ -107,6 +107,22 @@ TEST(IdleModel, SpinAndWakesForFixedSpin) {
     EXPECT_EQ(c.wakeups, 0);
 }
 
+// A gap runs from one batch's end to the next's, so a sleeping gap still holds the next batch's
+// work: 2,000 gaps of 450 us, 50 us of it work each, at an idle of 100 us cost 100 + 50 us each.
+TEST(IdleModel, TheWorkAfterEachWakeUpIsCharged) {
+    ThreadSnapshot a, b;
+    b.gaps = WorkGaps{};
+    add_gaps(b.gaps, 450'000, 2000);
+    b.work_seconds = 2000 * 50e-6;
+    const auto w = thread_gap_window(a, b, 1.0);
+    EXPECT_NEAR(w.work_per_gap_s, 50e-6, 1e-15);
+    const auto c = idle_cost_fixed(w, 100e-6);
+    EXPECT_NEAR(c.wakeups, 2000, 1e-9);
+    EXPECT_NEAR(c.cpu_seconds, 2000 * 150e-6, 1e-9);
+    // Spinning through every gap costs the gaps, work included, and no more.
+    EXPECT_NEAR(idle_cost_fixed(w, 1e-3).cpu_seconds, 2000 * 450e-6, 1e-9);
+}
+
 TEST(IdleModel, OpenGapsAtTheWindowEdges) {
     // No SQE in the window: the gap open at the start grows by the window.
     WorkGaps a, b;

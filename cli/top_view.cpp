@@ -95,7 +95,7 @@ std::string cell(const ThreadSnapshot& t, Column c, int width, const History& h,
             if (t.shared_percpu) return "cpu " + std::to_string(t.sq_cpu);
             return field_safe(t.comm);
         case Column::container:
-            return short_container(t.cgroup.container_id);
+            return short_container(t.shared_percpu ? std::string() : t.cgroup.container_id);
         case Column::cpu:
             return pct(t.cpu_util);
         case Column::work:
@@ -223,8 +223,11 @@ bool cgroup_matches(const CgroupLabels& c, const std::string& filter) {
 }  // namespace
 
 bool thread_matches(const ThreadSnapshot& t, const std::string& filter) {
-    return filter.empty() || std::to_string(t.pid) == filter || std::to_string(t.tid) == filter ||
-           t.comm.find(filter) != std::string::npos || cgroup_matches(t.cgroup, filter);
+    if (filter.empty() || std::to_string(t.tid) == filter) return true;
+    // A per-CPU shared thread is no tenant's: found by its tid or as "percpu", not its creator.
+    if (t.shared_percpu) return filter == "percpu";
+    return std::to_string(t.pid) == filter || t.comm.find(filter) != std::string::npos ||
+           cgroup_matches(t.cgroup, filter);
 }
 
 std::vector<const ThreadSnapshot*> visible_threads(const Snapshot& s, const ViewState& v) {

@@ -15,6 +15,8 @@
 #include <string_view>
 #include <utility>
 
+#include "collect/btf_member.hpp"
+
 namespace uringscope {
 
 // BCC's kernel symbol cache, opened on first use with dlopen. libbcc links LLVM and clang:
@@ -122,13 +124,7 @@ bool KernelFeatures::has_btf_struct(const std::string& name) const {
 }
 
 bool KernelFeatures::has_btf_member(const std::string& type, const std::string& member) const {
-    const int id = btf_ ? btf__find_by_name_kind(btf_, type.c_str(), BTF_KIND_STRUCT) : -1;
-    if (id <= 0) return false;
-    const struct btf_type* t = btf__type_by_id(btf_, static_cast<__u32>(id));
-    const struct btf_member* m = btf_members(t);
-    for (unsigned i = 0; i < btf_vlen(t); ++i, ++m)
-        if (member == btf__name_by_offset(btf_, m->name_off)) return true;
-    return false;
+    return btf_has_member(btf_, type, member);
 }
 
 std::uint64_t KernelFeatures::ksym_address(const std::string& name) const {

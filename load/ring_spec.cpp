@@ -126,6 +126,78 @@ std::optional<std::string> check_seeds_flags(const RingSpec& out, bool idle_give
     return std::nullopt;
 }
 
+// One key=value item into `out`; an error message names the key and the value.
+std::optional<std::string> apply_key(RingSpec& out, std::string_view key, std::string_view value,
+                                     bool& idle_given) {
+    const std::string what = std::string(key);
+    if (key == "count" || key == "rate" || key == "share") {
+        auto parsed = parse_u64(value, what);
+        if (auto* err = std::get_if<ParseError>(&parsed)) return err->message;
+        const std::uint64_t v = std::get<std::uint64_t>(parsed);
+        if (key == "count") {
+            out.count = v;
+        } else if (key == "rate") {
+            out.rate = v;
+        } else {
+            if (v > std::numeric_limits<std::size_t>::max())
+                return "share: " + quoted(value) + " is out of range";
+            out.share = static_cast<std::size_t>(v);
+        }
+        return std::nullopt;
+    }
+
+    constexpr std::uint64_t kU32 = std::numeric_limits<std::uint32_t>::max();
+    ParseResult<unsigned> parsed = ParseError{};
+    if (key == "idle" || key == "idle_ns" || key == "cpu") {
+        // cpu: the kernel field is a u32; whether the CPU exists is for io_uring_setup to judge.
+        parsed = parse_bounded(value, what, 0, kU32);
+    } else if (key == "depth") {
+        parsed = parse_bounded(value, what, 1, kMaxDepth);
+    } else if (key == "batch") {
+        parsed = parse_bounded(value, what, 1, kU32);
+    } else if (key == "n") {
+        parsed = parse_bounded(value, what, 1, kMaxReplicas);
+    } else {
+        return "unknown key " + quoted(key) +
+               " (expected count, rate, share, idle, idle_ns, cpu, depth, batch or n)";
+    }
+    if (auto* err = std::get_if<ParseError>(&parsed)) return err->message;
+    const unsigned v = std::get<unsigned>(parsed);
+    if (key == "idle") {
+        out.idle_ms = v;
+        idle_given = true;
+    } else if (key == "idle_ns") {
+        out.idle_ns = v;
+    } else if (key == "cpu") {
+        out.cpu = v;
+    } else if (key == "depth") {
+        out.depth = v;
+    } else if (key == "batch") {
+        out.batch = v;
+    } else {
+        out.replicas = v;
+    }
+    return std::nullopt;
+}
+
+// The rules between keys of one spec.
+std::optional<std::string> check_combination(const RingSpec& out, bool idle_given) {
+    const bool sqpoll = uses_sqpoll(out.mode);
+    if (out.share && !sqpoll)
+        return "share= needs an sqpoll mode (only SQPOLL rings have an SQ thread to share)";
+    if (idle_given && !sqpoll)
+        return "idle= needs an sqpoll mode (sq_thread_idle only applies to an SQ thread)";
+    if (idle_given && out.share)
+        return "idle= cannot be combined with share= (the shared SQ thread's idle time is set by "
+               "the ring that owns it)";
+    if (out.cpu && !sqpoll) return "cpu= needs an sqpoll mode (it pins the SQ thread)";
+    if (auto err = check_seeds_flags(out, idle_given)) return err;
+    if (out.cpu && out.share)
+        return "cpu= cannot be combined with share= (the kernel ignores affinity when attaching "
+               "to an existing SQ thread)";
+    return std::nullopt;
+}
+
 }  // namespace
 
 ParseResult<RingSpec> parse_ring_spec(std::string_view spec) {
@@ -152,102 +224,23 @@ ParseResult<RingSpec> parse_ring_spec(std::string_view spec) {
             return fail("empty key=value item (stray comma?)");
         }
         const std::size_t eq = item.find('=');
-        if (eq == std::string_view::npos && (item == "percpu" || item == "stats")) {
-            if (std::find(seen.begin(), seen.end(), item) != seen.end()) {
-                return fail(quoted(item) + " given more than once");
-            }
-            seen.push_back(item);
-            (item == "percpu" ? out.percpu : out.stats) = true;
-            continue;
-        }
-        if (eq == std::string_view::npos) {
+        const bool flag = eq == std::string_view::npos && (item == "percpu" || item == "stats");
+        if (eq == std::string_view::npos && !flag) {
             return fail(quoted(item) + " is neither key=value nor one of the flags percpu, stats");
         }
         const std::string_view key = item.substr(0, eq);
-        const std::string_view value = item.substr(eq + 1);
         if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
-            return fail("key " + quoted(key) + " given more than once");
+            return fail((flag ? "" : "key ") + quoted(key) + " given more than once");
         }
         seen.push_back(key);
-        const std::string what = std::string(key);
-
-        if (key == "count" || key == "rate" || key == "share") {
-            auto parsed = parse_u64(value, what);
-            if (auto* err = std::get_if<ParseError>(&parsed)) {
-                return fail(err->message);
-            }
-            const std::uint64_t v = std::get<std::uint64_t>(parsed);
-            if (key == "count") {
-                out.count = v;
-            } else if (key == "rate") {
-                out.rate = v;
-            } else {
-                if (v > std::numeric_limits<std::size_t>::max()) {
-                    return fail("share: " + quoted(value) + " is out of range");
-                }
-                out.share = static_cast<std::size_t>(v);
-            }
-            continue;
-        }
-
-        ParseResult<unsigned> parsed = ParseError{};
-        if (key == "idle" || key == "idle_ns") {
-            parsed = parse_bounded(value, what, 0, std::numeric_limits<std::uint32_t>::max());
-        } else if (key == "cpu") {
-            // The kernel field is a u32; whether the CPU exists is for io_uring_setup to judge.
-            parsed = parse_bounded(value, what, 0, std::numeric_limits<std::uint32_t>::max());
-        } else if (key == "depth") {
-            parsed = parse_bounded(value, what, 1, kMaxDepth);
-        } else if (key == "batch") {
-            parsed = parse_bounded(value, what, 1, std::numeric_limits<std::uint32_t>::max());
-        } else if (key == "n") {
-            parsed = parse_bounded(value, what, 1, kMaxReplicas);
-        } else {
-            return fail("unknown key " + quoted(key) +
-                        " (expected count, rate, share, idle, idle_ns, cpu, depth, batch or n)");
-        }
-        if (auto* err = std::get_if<ParseError>(&parsed)) {
-            return fail(err->message);
-        }
-        const unsigned v = std::get<unsigned>(parsed);
-        if (key == "idle") {
-            out.idle_ms = v;
-            idle_given = true;
-        } else if (key == "idle_ns") {
-            out.idle_ns = v;
-        } else if (key == "cpu") {
-            out.cpu = v;
-        } else if (key == "depth") {
-            out.depth = v;
-        } else if (key == "batch") {
-            out.batch = v;
-        } else {
-            out.replicas = v;
+        if (flag) {
+            (key == "percpu" ? out.percpu : out.stats) = true;
+        } else if (auto err = apply_key(out, key, item.substr(eq + 1), idle_given)) {
+            return fail(*err);
         }
     }
-
-    const bool sqpoll = uses_sqpoll(out.mode);
-    if (out.share && !sqpoll) {
-        return fail("share= needs an sqpoll mode (only SQPOLL rings have an SQ thread to share)");
-    }
-    if (idle_given && !sqpoll) {
-        return fail("idle= needs an sqpoll mode (sq_thread_idle only applies to an SQ thread)");
-    }
-    if (idle_given && out.share) {
-        return fail(
-            "idle= cannot be combined with share= (the shared SQ thread's idle time is "
-            "set by the ring that owns it)");
-    }
-    if (out.cpu && !sqpoll) {
-        return fail("cpu= needs an sqpoll mode (it pins the SQ thread)");
-    }
-    if (auto err = check_seeds_flags(out, idle_given)) {
+    if (auto err = check_combination(out, idle_given)) {
         return fail(*err);
-    }
-    if (out.cpu && out.share) {
-        return fail(
-            "cpu= cannot be combined with share= (the kernel ignores affinity when "
-            "attaching to an existing SQ thread)");
     }
     out.batch = std::min(out.batch, out.depth);
     return out;

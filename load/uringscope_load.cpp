@@ -751,6 +751,8 @@ std::uint32_t seeds_flags(const ul::RingSpec& spec) {
 
 // After an EINVAL: does this kernel know the seeds' flags the ring asked for? A ring with only
 // SQPOLL and those flags tells, so that a missing patch is named instead of "invalid argument".
+// PERCPU is asked without SQ_AFF: the patched kernel then makes a thread of the ring's own
+// (it shares only with both), so a bad cpu= is not mistaken for a missing patch.
 std::string seeds_hint(const ul::RingSpec& spec) {
     struct Flag {
         std::uint32_t bit;
@@ -769,10 +771,6 @@ std::string seeds_hint(const ul::RingSpec& spec) {
         io_uring probe{};
         io_uring_params params{};
         params.flags = IORING_SETUP_SQPOLL | f.bit;
-        if (f.bit == USC_SEEDS_SETUP_SQPOLL_PERCPU) {
-            params.flags |= IORING_SETUP_SQ_AFF;
-            params.sq_thread_cpu = spec.cpu.value_or(0);
-        }
         const int ret = io_uring_queue_init_params(1, &probe, &params);
         if (ret == 0) {
             io_uring_queue_exit(&probe);

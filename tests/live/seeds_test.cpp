@@ -8,10 +8,12 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <thread>
 
+#include "collect/btf_member.hpp"
 #include "harness.hpp"
 
 using namespace live;
@@ -36,15 +38,7 @@ std::string base_url(Daemon& d) {
 // A member of a struct in the running kernel's BTF.
 bool kernel_has_member(const std::string& type, const std::string& member) {
     struct btf* b = btf__load_vmlinux_btf();
-    if (!b) return false;
-    bool found = false;
-    const int id = btf__find_by_name_kind(b, type.c_str(), BTF_KIND_STRUCT);
-    if (id > 0) {
-        const struct btf_type* t = btf__type_by_id(b, static_cast<__u32>(id));
-        const struct btf_member* m = btf_members(t);
-        for (unsigned i = 0; i < btf_vlen(t) && !found; ++i, ++m)
-            found = member == btf__name_by_offset(b, m->name_off);
-    }
+    const bool found = uringscope::btf_has_member(b, type, member);
     btf__free(b);
     return found;
 }
@@ -74,6 +68,25 @@ const json* find_by(const json& list, const char* key, const json& value) {
     for (const auto& x : list)
         if (x.value(key, json()) == value) return &x;
     return nullptr;
+}
+
+// Two snapshots of consecutive samples (seq n and n+1) that both satisfy `pred`; nulls when
+// none came within `timeout`. The API is polled faster than the daemon samples.
+std::pair<json, json> consecutive_snapshots(Daemon& d, const std::function<bool(const json&)>& pred,
+                                            milliseconds timeout) {
+    json s0, s1;
+    eventually(timeout, [&] {
+        json s = snapshot(d);
+        if (!pred(s)) return false;
+        if (!s0.is_null() && s.value("seq", 0) == s0.value("seq", 0) + 1) {
+            s1 = s;
+            return true;
+        }
+        if (s0.is_null() || s.value("seq", 0) != s0.value("seq", 0)) s0 = s;
+        std::this_thread::sleep_for(milliseconds(50));
+        return false;
+    });
+    return {s0, s1};
 }
 
 // Skips (from the test body: GTEST_SKIP returns from the function it is in) where the kernel lacks
@@ -166,23 +179,12 @@ TEST_F(Seeds, APerCpuThreadSharedByTwoProcessesIsOneSharedThread) {
     const int tid = sa[0].sq_thread;
 
     // Two consecutive samples while both submit: shares and fairness from their SQE deltas.
-    json s0, s1;
     auto both = [&](const json& s) {
         return find_by(s.value("rings", json::array()), "id", sa[0].id()) &&
                find_by(s.value("rings", json::array()), "id", sb[0].id());
     };
-    bool consecutive = eventually(seconds(15), [&] {
-        json s = snapshot(*d);
-        if (!both(s)) return false;
-        if (!s0.is_null() && s.value("seq", 0) == s0.value("seq", 0) + 1) {
-            s1 = s;
-            return true;
-        }
-        if (s0.is_null() || s.value("seq", 0) != s0.value("seq", 0)) s0 = s;
-        std::this_thread::sleep_for(milliseconds(50));
-        return false;
-    });
-    ASSERT_TRUE(consecutive);
+    auto [s0, s1] = consecutive_snapshots(*d, both, seconds(15));
+    ASSERT_FALSE(s1.is_null()) << "no two consecutive samples with both rings";
     const json* t = find_by(s1["threads"], "tid", tid);
     ASSERT_NE(t, nullptr) << s1.dump();
     EXPECT_TRUE(t->value("shared_percpu", false));

@@ -916,7 +916,7 @@ class KernelStore:
         deb = debs / sel.packages[0]["file"]
         key = kbuild.build_key(deb.name, kernel.patch_dir)
         vdir = self.root / "kernels" / kernel.name / key
-        if self.offline and not (vdir / "built").exists():
+        if self.offline and not ((vdir / "built").exists() and (vdir / "tree").is_dir()):
             raise HarnessError(f"{kernel.name}: build {key} is not cached and --offline given")
         self.log(f"build {key}: {sel.packages[0]['name']} {sel.version} with "
                  f"{', '.join(p.name for p in kbuild.patch_files(kernel.patch_dir))}")

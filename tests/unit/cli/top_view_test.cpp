@@ -273,3 +273,24 @@ TEST(TopContainers, TheColumnShowsTheShortIdAndTheFilterFindsContainersAndPods) 
     EXPECT_TRUE(thread_matches(t, "6"));
     EXPECT_FALSE(thread_matches(t, "dd"));
 }
+
+// Seeds patch 000: a per-CPU shared thread shows neither its creator's pid, comm nor container,
+// and a filter on the creator does not find it; its tid and "percpu" do.
+TEST(TopView, APerCpuSharedThreadIsShownAsNoTenants) {
+    auto s = fixture();
+    ThreadSnapshot& t = s.threads[0];  // tid 100, pid 99, postgres
+    t.shared_percpu = true;
+    t.sq_cpu = 3;
+    t.cgroup = {"/kubepods/pod1/x", "cri-o://" + std::string(64, 'c'), "0a1b2c3d-4e5f"};
+    const auto lines = render(s, ViewState{}, History{}, 200, 0, false);
+    const std::string row = line_of(lines, "100");
+    ASSERT_FALSE(row.empty());
+    EXPECT_NE(row.find(" percpu cpu 3 "), std::string::npos) << row;
+    EXPECT_EQ(row.find("postgres"), std::string::npos) << row;
+    EXPECT_EQ(row.find("cccccccccccc"), std::string::npos) << row;
+    EXPECT_FALSE(thread_matches(t, std::to_string(t.pid)));
+    EXPECT_FALSE(thread_matches(t, "postgres"));
+    EXPECT_FALSE(thread_matches(t, "cccccccccccc"));
+    EXPECT_TRUE(thread_matches(t, "100"));
+    EXPECT_TRUE(thread_matches(t, "percpu"));
+}

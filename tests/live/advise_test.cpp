@@ -27,19 +27,6 @@ using nlohmann::json;
 
 namespace {
 
-std::string load_bin() {
-    return build_dir() + "/uringscope-load";
-}
-std::string cli_bin() {
-    return build_dir() + "/uringscope";
-}
-
-// Daemon::url() is the metrics URL; the CLI wants the base.
-std::string base_url(Daemon& d) {
-    auto u = d.url();
-    return u.substr(0, u.find('/', std::string("http://").size()));
-}
-
 std::optional<unsigned long long> voluntary_switches(pid_t pid, pid_t tid) {
     std::ifstream f("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/status");
     std::string line;

@@ -24,10 +24,6 @@ using namespace live;
 using namespace std::chrono;
 namespace fs = std::filesystem;
 
-std::string load_bin() {
-    return build_dir() + "/uringscope-load";
-}
-
 // The cgroup2 mount in /proc/self/mountinfo, empty if there is none.
 std::string cgroup2_mount() {
     std::ifstream in("/proc/self/mountinfo");

@@ -221,6 +221,19 @@ std::string build_dir() {
     return URINGSCOPE_BUILD_DIR;
 }
 
+std::string load_bin() {
+    return build_dir() + "/uringscope-load";
+}
+
+std::string cli_bin() {
+    return build_dir() + "/uringscope";
+}
+
+std::string base_url(Daemon& d) {
+    auto u = d.url();
+    return u.substr(0, u.find('/', std::string("http://").size()));
+}
+
 bool probe_attached(Daemon& d, const std::string& probe) {
     return find_value(d.scrape(), "uringscope_probe_attached", {{"probe", probe}}) ==
            std::optional<double>(1);

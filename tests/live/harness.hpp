@@ -119,6 +119,12 @@ private:
     std::string log_;
 };
 
+// The build's programs, and a daemon's base URL (Daemon::url() is the metrics URL; the API and
+// the CLI want the base).
+std::string load_bin();
+std::string cli_bin();
+std::string base_url(Daemon& d);
+
 // Whether the daemon reports the probe attached (uringscope_probe_attached{probe} == 1).
 bool probe_attached(Daemon& d, const std::string& probe);
 

@@ -19,10 +19,6 @@ using namespace std::chrono;
 
 namespace {
 
-std::string load_bin() {
-    return build_dir() + "/uringscope-load";
-}
-
 // Names of loaded BPF programs by id, from the kernel itself.
 std::map<unsigned, std::string> loaded_programs() {
     std::map<unsigned, std::string> out;

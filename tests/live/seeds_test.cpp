@@ -22,19 +22,6 @@ using nlohmann::json;
 
 namespace {
 
-std::string load_bin() {
-    return build_dir() + "/uringscope-load";
-}
-std::string cli_bin() {
-    return build_dir() + "/uringscope";
-}
-
-// Daemon::url() is the metrics URL; the API and the CLI want the base.
-std::string base_url(Daemon& d) {
-    auto u = d.url();
-    return u.substr(0, u.find('/', std::string("http://").size()));
-}
-
 // A member of a struct in the running kernel's BTF.
 bool kernel_has_member(const std::string& type, const std::string& member) {
     struct btf* b = btf__load_vmlinux_btf();

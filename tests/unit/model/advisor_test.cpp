@@ -159,7 +159,10 @@ TEST(IdleModel, NanosecondKernelsOfferSubMillisecondValues) {
     EXPECT_DOUBLE_EQ(curve.front().setting_seconds, curve.front().effective_seconds);
 }
 
-TEST(Advise, IdleTooLongRecommendsTheCheapestSetting) {
+namespace {
+
+// Thread 77 over 10 s: a whole CPU with a 1 s idle for bursty(10)'s 2,000 SQEs/s.
+std::pair<Snapshot, Snapshot> bursty_spinner() {
     Snapshot a = snap(100), b = snap(110);
     auto t0 = thread(77, 10, 5.0, 0.1);
     t0.has_gaps = true;
@@ -171,6 +174,13 @@ TEST(Advise, IdleTooLongRecommendsTheCheapestSetting) {
     b.threads = {t1};
     a.rings = {ring("10:3", 1, 77, 0)};
     b.rings = {ring("10:3", 1, 77, 20000)};
+    return {a, b};
+}
+
+}  // namespace
+
+TEST(Advise, IdleTooLongRecommendsTheCheapestSetting) {
+    const auto [a, b] = bursty_spinner();
     const auto adv = make_advice(a, b);
     EXPECT_NEAR(adv.window_seconds, 10, 1e-9);
     const Finding* f = find(adv, "sq_idle_too_long");
@@ -456,18 +466,8 @@ TEST(Advise, ThreadNoIdleCanHelpIsPricedAgainstEveryAlternative) {
 // shortest is 1 ms.
 TEST(Advise, AKernelWithNanosecondIdleIsOfferedSubMillisecondSettings) {
     auto recommended = [](bool ns_kernel, std::string& change) {
-        Snapshot a = snap(100), b = snap(110);
+        auto [a, b] = bursty_spinner();
         a.idle_ns_supported = b.idle_ns_supported = ns_kernel;
-        auto t0 = thread(77, 10, 5.0, 0.1);
-        t0.has_gaps = true;
-        t0.gaps = bursty(0);
-        auto t1 = thread(77, 10, 15.0, 0.2);
-        t1.has_gaps = true;
-        t1.gaps = bursty(10);
-        a.threads = {t0};
-        b.threads = {t1};
-        a.rings = {ring("10:3", 1, 77, 0)};
-        b.rings = {ring("10:3", 1, 77, 20000)};
         const Advice adv = make_advice(a, b);
         const Finding* f = find(adv, "sq_idle_too_long");
         if (!f) return -1.0;

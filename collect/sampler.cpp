@@ -77,8 +77,7 @@ void Sampler::resolve_cgroups(RawSample& raw) {
 }
 
 bool Sampler::collect(RawSample& raw) {
-    raw.work_time_per_thread = traits_.work_time_per_thread;
-    raw.idle_ns_supported = traits_.idle_ns_supported;
+    raw.kernel = traits_;
     bpf_.refresh_modules();
     // Drain before the walk: a ring created after the drain is walked now and recognised when
     // its record is drained next time; one that died before the walk is counted as short-lived.

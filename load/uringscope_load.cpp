@@ -842,10 +842,12 @@ int sq_thread_tid(const RingState& st) {
             }
             // A per-CPU shared thread can be another process's; fdinfo shows that process's
             // pid until its thread has started, so only the thread's own comm settles it.
-            std::ifstream comm("/proc/" + std::to_string(tid) + "/comm");
-            std::string name;
-            if (st.spec.percpu && std::getline(comm, name) && name.starts_with("iou-sqp-")) {
-                return tid;
+            if (st.spec.percpu) {
+                std::ifstream comm("/proc/" + std::to_string(tid) + "/comm");
+                std::string name;
+                if (std::getline(comm, name) && name.starts_with("iou-sqp-")) {
+                    return tid;
+                }
             }
         }
         if (Clock::now() >= give_up) {

@@ -472,7 +472,7 @@ void Aggregator::split_thread_cpu(const RawSample& raw, const usc_ring_record& r
     const std::uint64_t pass_work = passes ? passes->work_ns : 0;
     const std::uint64_t dpass = pass_work - std::min(pass_work, st.prev_pass_work_ns);
     st.prev_pass_work_ns = pass_work;
-    const bool kernel_work = raw.work_time_per_thread && (rec.caps & USC_CAP_WORK_TIME) != 0;
+    const bool kernel_work = raw.kernel.work_time_per_thread && (rec.caps & USC_CAP_WORK_TIME) != 0;
     // The loop passes are timed on the monotonic clock; the kernel's work_time is built from
     // tick-sampled cputime, which short passes fall between (a quarter to all of the
     // passes' time on the same loads in the guests, docs/BENCHMARKS.md).
@@ -731,7 +731,7 @@ void Aggregator::finish(const UpdateContext& cx, Snapshot& snap) {
     snap.threads_replaced = threads_replaced_;
     snap.walks_incomplete = walks_incomplete_;
     snap.hz = hz_;
-    snap.idle_ns_supported = raw.idle_ns_supported;
+    snap.idle_ns_supported = raw.kernel.idle_ns_supported;
 }
 
 void Aggregator::count_created(const RawSample& raw,

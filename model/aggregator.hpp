@@ -35,8 +35,7 @@ struct RawSample {
     bool walk_complete = true;
     std::vector<std::pair<std::uint64_t, std::uint64_t>> births;  // ring_births: ctx -> born_ns
     usc_stats stats{};
-    bool work_time_per_thread = false;  // kernel_features: sqd->work_time is per thread
-    bool idle_ns_supported = false;     // kernel_features: IORING_SETUP_IDLE_NS exists
+    KernelTraits kernel;  // collect/kernel_features, the same for every sample
     // cgroup v2 id -> path below the cgroup2 mount, for the walk's ids that collect/cgroups
     // could resolve; empty on a cgroup v1-only host.
     std::unordered_map<std::uint64_t, std::string> cgroup_paths;

@@ -142,7 +142,7 @@ TEST(Aggregator, KernelWorkTimeSplitsCpu) {
     r.sq_runtime_ns = 2 * kSec;
     r.work_time_us = 500'000;
     RawSample raw = sample(kSec, {r});
-    raw.work_time_per_thread = true;
+    raw.kernel.work_time_per_thread = true;
     auto s = a.update(raw);
     ASSERT_EQ(s.threads.size(), 1u);
     const auto& t = s.threads[0];
@@ -166,7 +166,7 @@ TEST(Aggregator, ProcessWideWorkTimeFallsBackToTheEstimate) {
     r.work_time_us = 123;
     r.sq_runtime_ns = kSec;
     RawSample raw = sample(kSec, {r});
-    raw.work_time_per_thread = false;
+    raw.kernel.work_time_per_thread = false;
     auto s = a.update(raw);
     EXPECT_EQ(s.threads[0].work_source, WorkSource::estimate);
     // No SQEs yet: everything so far was spinning.
@@ -261,13 +261,13 @@ TEST(Aggregator, CountersStayMonotonicWhenWorkTimeRunsAhead) {
     r.sq_runtime_ns = kSec;
     r.work_time_us = 400'000;
     RawSample raw = sample(kSec, {r});
-    raw.work_time_per_thread = true;
+    raw.kernel.work_time_per_thread = true;
     auto s1 = a.update(raw);
     // work_time updated before sum_exec_runtime caught up: work may not exceed CPU.
     r.work_time_us = 1'200'000;
     r.sq_runtime_ns = kSec + 100'000'000;
     raw = sample(2 * kSec, {r});
-    raw.work_time_per_thread = true;
+    raw.kernel.work_time_per_thread = true;
     auto s2 = a.update(raw);
     EXPECT_GE(s2.threads[0].work_seconds, s1.threads[0].work_seconds);
     EXPECT_GE(s2.threads[0].spin_seconds, 0.0);
@@ -861,14 +861,14 @@ TEST(AggregatorWorkSource, TimedLoopPassesRuleOverTheKernelsTickSampledWorkTime)
     auto r = ring(1, 10, 3, kSqpoll, 0, 50);
     r.caps |= USC_CAP_WORK_TIME | USC_CAP_IDLE_IN_SQD;
     RawSample raw = sample(kSec, {r});
-    raw.work_time_per_thread = true;
+    raw.kernel.work_time_per_thread = true;
     raw.ring_turns = true;
     a.update(raw);
     r.sq_head = r.sq_tail = r.cq_tail = 100;
     r.sq_runtime_ns = kSec;
     r.work_time_us = 50'000;  // the tick saw 50 ms
     raw = sample(2 * kSec, {r});
-    raw.work_time_per_thread = true;
+    raw.kernel.work_time_per_thread = true;
     raw.ring_turns = true;
     usc_sq_passes p{};
     p.work_ns = 200'000'000;  // the passes took 200 ms
@@ -924,7 +924,7 @@ TEST(Aggregator, KernelWorkTimeTurnedOnLateContinuesTheSplit) {
     r.sq_runtime_ns = kSec;
     auto next = [&](std::uint64_t t) {
         RawSample raw = sample(t, {r});
-        raw.work_time_per_thread = true;
+        raw.kernel.work_time_per_thread = true;
         return raw;
     };
     auto s = a.update(next(kSec));

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "load/ring_spec.hpp"
 #include "tests/live/harness.hpp"
 
 using namespace live;
@@ -348,8 +349,16 @@ TEST_P(DeepIo, SubmitProbeCoverageCountsEverySqe) {
     EXPECT_LE(*iter, 300000);
     // The walk reads both counts at once (usc_ring_record.probe_sqes): they differ by at most
     // the batch in flight. Read from the map after the walk, the baseline ran up to 6 % ahead
-    // under TCG.
-    EXPECT_NEAR(*probe / *iter, 1.0, 0.005);
+    // under TCG. The probe never sees more than the heads passed.
+    EXPECT_LE(*probe, *iter * 1.005);
+    // A run the kernel skipped (recursion_misses of a kprobe or kretprobe program, 69 in a CI run
+    // on a Debian kernel under TCG) loses one io_submit_sqes call, which submits at most the
+    // ring's SQ entries (kDefaultDepth). The probe is short by no more than the misses say; a
+    // shortfall they do not explain is a probe missing call sites.
+    const double unexplained = *iter - *probe - missed * uringscope::load::kDefaultDepth;
+    EXPECT_LE(unexplained, *iter * 0.005)
+        << "the probe is short by " << *iter - *probe << " SQEs; " << missed
+        << " skipped runs explain at most " << missed * uringscope::load::kDefaultDepth;
 
     // With the deep tier on, a measured work figure replaces the estimate; every source this
     // kernel gives is shown beside it, on the same load.

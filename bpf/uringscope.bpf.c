@@ -13,7 +13,7 @@
 #include <bpf/bpf_tracing.h>
 
 #include "uringscope/records.h"
-#include "uringscope/gap_bucket.h"
+#include "uringscope/gap_sampling.h"
 #include "core_fixes.bpf.h"
 
 #define EEXIST 17
@@ -24,6 +24,26 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 extern const void io_uring_poll __ksym __weak;
 
 struct usc_stats stats = {};
+
+/*
+ * Duty-cycled work gaps (include/uringscope/gap_sampling.h): 0 when every gap is recorded. The
+ * daemon opens a window by attaching the per-SQE program, then writing gap_start_ns and, last,
+ * gap_end_ns; a program reads the end first, so it never pairs a new end with an old start.
+ */
+const volatile __u64 gap_cutoff_ns = 0;
+volatile __u64 gap_start_ns = 0;
+volatile __u64 gap_end_ns = 0;
+
+/* Whether a thread's last SQE is one of this window's, so the spin from it to a sleep now is
+ * known; with every gap recorded it always is. */
+static __always_inline bool last_work_in_window(__u64 last, __u64 now)
+{
+	if (!gap_cutoff_ns)
+		return true;
+	__u64 end = gap_end_ns;
+
+	return last >= gap_start_ns && now < end;
+}
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -253,7 +273,8 @@ int BPF_PROG(usc_sched_switch, bool preempt, struct task_struct *prev, struct ta
 		/* Present only with the deep tier: how long it spun after its last SQE. */
 		struct usc_work_gaps *g =
 			thread_entry_if_owned(&work_gaps, prev->pid, prev->start_time);
-		if (idle && g && g->last_work_ns && now > g->last_work_ns) {
+		if (idle && g && g->last_work_ns && now > g->last_work_ns &&
+		    last_work_in_window(g->last_work_ns, now)) {
 			__sync_fetch_and_add(&g->sleep_spins, 1);
 			__sync_fetch_and_add(&g->sleep_spin_ns, now - g->last_work_ns);
 		}
@@ -1081,21 +1102,33 @@ int BPF_KPROBE(usc_kprobe_nvme_head_poll, struct io_uring_cmd *cmd)
  * writes other fields, in the same thread's context), so plain increments suffice: this runs per
  * SQE and a locked add costs as much as the rest.
  */
-static __always_inline void note_work(void)
+static __always_inline void note_work(bool sampled)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	__u64 now = bpf_ktime_get_ns();
+	__u64 born = current_start_ns();
+	__u64 end = gap_end_ns;
+	__u64 start = gap_start_ns;
 	static const struct usc_work_gaps zero = {};
-	struct usc_work_gaps *g =
-		thread_entry(&work_gaps, tid, current_start_ns(), &zero, &stats.deep_dropped);
+
+	if (sampled && !usc_gap_in_window(now, born, start, end))
+		return;
+	struct usc_work_gaps *g = thread_entry(&work_gaps, tid, born, &zero, &stats.deep_dropped);
 
 	if (!g)
 		return;
-	__u64 last = g->last_work_ns;
-	g->last_work_ns = now;
-	if (!last || now <= last)
+	__u64 gap;
+	if (sampled) {
+		gap = usc_gap_sampled(now, &g->last_work_ns, start, gap_cutoff_ns);
+	} else {
+		__u64 last = g->last_work_ns;
+
+		g->last_work_ns = now;
+		gap = last && now > last ? now - last : 0;
+	}
+	if (!gap)
 		return;
-	__u64 b = usc_gap_bucket(now - last);
+	__u64 b = usc_gap_bucket(gap);
 	/*
 	 * Clamped here, on the register used as the index: clang otherwise bounds a zero-extended
 	 * copy and indexes with the original, which verifiers before 6.8 or so reject.
@@ -1104,7 +1137,7 @@ static __always_inline void note_work(void)
 	if (b >= USC_GAP_BUCKETS)
 		b = USC_GAP_BUCKETS - 1;
 	g->count[b] += 1;
-	g->sum_ns[b] += now - last;
+	g->sum_ns[b] += gap;
 }
 
 /*
@@ -1117,7 +1150,7 @@ SEC("fexit/io_submit_sqes")
 int BPF_PROG(usc_fexit_submit_gaps, void *ring, unsigned int nr, int ret)
 {
 	if (ret > 0 && current_is_sq_thread())
-		note_work();
+		note_work(false);
 	return 0;
 }
 
@@ -1125,7 +1158,7 @@ SEC("kretprobe/io_submit_sqes")
 int BPF_KRETPROBE(usc_kretprobe_submit_gaps, int ret)
 {
 	if (ret > 0 && current_is_sq_thread())
-		note_work();
+		note_work(false);
 	return 0;
 }
 
@@ -1139,7 +1172,7 @@ int BPF_PROG(usc_submit_req, struct io_kiocb *req)
 {
 	if (!(req->ctx->flags & USC_SETUP_SQPOLL))
 		return 0;
-	note_work();
+	note_work(gap_cutoff_ns != 0);
 	return 0;
 }
 
@@ -1153,6 +1186,6 @@ int BPF_PROG(usc_submit_sqe)
 	/* Not bpf_get_current_task_btf(): that helper arrived in 5.11. */
 	if (!current_is_sq_thread())
 		return 0;
-	note_work();
+	note_work(gap_cutoff_ns != 0);
 	return 0;
 }

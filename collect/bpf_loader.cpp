@@ -13,6 +13,7 @@
 #include <optional>
 #include <set>
 
+#include "common/duration.hpp"
 #include "uringscope.skel.h"
 
 namespace uringscope {
@@ -162,7 +163,8 @@ const std::vector<ProbeSpec>& probe_table() {
          .deep = true,
          .maps = {{"nvme_stats", KeyOwner::bounded}, {"cmd_pending", KeyOwner::bounded}}},
         // The gaps between an SQ thread's submissions (advise's idle curve): per batch where
-        // io_submit_sqes can be hooked, else per SQE from the tracepoint (renamed in 6.4).
+        // io_submit_sqes can be hooked, else per SQE from the tracepoint (renamed in 6.4),
+        // duty-cycled (collect/gap_duty.hpp).
         {.id = ProbeId::work_gaps,
          .name = "work_gaps",
          .variants = {{"fentry", {PROG(usc_fexit_submit_gaps)}, {{K::btf_func, "io_submit_sqes"}}},
@@ -171,10 +173,12 @@ const std::vector<ProbeSpec>& probe_table() {
                        {{K::kprobes}, {K::ksym, "io_submit_sqes"}}},
                       {"tp_btf",
                        {PROG(usc_submit_req)},
-                       {{K::btf_typedef, "btf_trace_io_uring_submit_req"}}},
+                       {{K::btf_typedef, "btf_trace_io_uring_submit_req"}},
+                       true},
                       {"tp_btf",
                        {PROG(usc_submit_sqe)},
-                       {{K::btf_typedef, "btf_trace_io_uring_submit_sqe"}}}},
+                       {{K::btf_typedef, "btf_trace_io_uring_submit_sqe"}},
+                       true}},
          .essential = false,
          .deep = true,
          .maps = {{"work_gaps", KeyOwner::thread}}},
@@ -358,6 +362,7 @@ using Selection = std::map<std::size_t, int>;
 // Values the programs take from userspace before load.
 struct LoadConstants {
     bool iopoll_counts_in_arg = false;
+    std::uint64_t gap_cutoff_ns = 0;  // per-SQE gap programs record only in windows
 };
 
 bool provides(const ProbeSpec& p, Feature f) {
@@ -374,6 +379,7 @@ int try_load(const Selection& sel, const LoadConstants& k, SkelPtr& out) {
     SkelPtr skel(uringscope_bpf__open());
     if (!skel) return -errno;
     skel->rodata->iopoll_counts_in_arg = k.iopoll_counts_in_arg;
+    skel->rodata->gap_cutoff_ns = k.gap_cutoff_ns;
     const auto& table = probe_table();
     std::set<bpf_program*> on;
     for (const auto& [probe, variant] : sel)
@@ -499,6 +505,10 @@ std::unique_ptr<BpfCollector> BpfCollector::make(const KernelFeatures& kf,
     c->probes_ = plan_probes(kf, opts, chosen);
     LoadConstants consts;
     consts.iopoll_counts_in_arg = kf.btf_func_params("io_do_iopoll").value_or(0) == 3;
+    if (opts.gap_sampling.enabled())
+        consts.gap_cutoff_ns = static_cast<std::uint64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(kGapCutoff).count());
+    c->gap_config_ = opts.gap_sampling;
 
     Selection sel, essential;
     for (std::size_t i = 0; i < table.size(); ++i) {
@@ -529,8 +539,18 @@ std::unique_ptr<BpfCollector> BpfCollector::make(const KernelFeatures& kf,
 
 bool BpfCollector::attach(std::size_t i, int v, std::string& error) {
     const auto& spec = probe_table()[i];
-    const auto& programs = spec.variants[static_cast<std::size_t>(v)].programs;
+    const auto& variant = spec.variants[static_cast<std::size_t>(v)];
+    const auto& programs = variant.programs;
     auto& st = probes_[i];
+    if (variant.per_sqe && gap_config_.enabled()) {
+        std::vector<bpf_program*> progs;
+        for (auto get : programs) progs.push_back(get(skel_.get()));
+        attached_programs_[i] = progs;
+        gap_duty_ = std::make_unique<GapDutyCycle>(progs, &skel_->bss->gap_start_ns,
+                                                   &skel_->bss->gap_end_ns, gap_config_);
+        st.attached = true;
+        return true;
+    }
     std::vector<std::unique_ptr<AttachedProbe>> links;
     std::string why;
     for (auto get : programs) {
@@ -557,6 +577,9 @@ bool BpfCollector::attach(std::size_t i, int v, std::string& error) {
 }
 
 void BpfCollector::log_probes() const {
+    if (gap_duty_)
+        spdlog::info("probe work_gaps: per SQE, so attached {} of every {} (--probes.gap-sampling)",
+                     format_duration(gap_config_.on), format_duration(gap_config_.period));
     for (const auto& st : probes_) {
         if (st.attached && !st.waiting_for.empty())
             spdlog::info("probe {} ({}): attached, waiting for module {} to load; {}", st.probe,
@@ -619,7 +642,8 @@ void BpfCollector::refresh_modules() {
 }
 
 BpfCollector::~BpfCollector() {
-    links_.clear();  // detach before the skeleton unloads the programs
+    gap_duty_.reset();  // its thread attaches and detaches: stop it first
+    links_.clear();     // detach before the skeleton unloads the programs
 }
 
 bool BpfCollector::walk_rings(std::vector<usc_ring_record>& out, bool& complete,
@@ -824,6 +848,11 @@ void BpfCollector::read_nvme(std::vector<std::pair<usc_dev_key, usc_nvme_stats>>
 
 void BpfCollector::read_gaps(std::vector<std::pair<std::uint32_t, usc_work_gaps>>& out) const {
     read_hash(bpf_map__fd(skel_->maps.work_gaps), out);
+}
+
+std::optional<GapSampling> BpfCollector::gap_sampling(std::uint64_t now_ns) const {
+    if (!gap_duty_) return std::nullopt;
+    return gap_duty_->state(now_ns);
 }
 
 void BpfCollector::read_passes(std::vector<std::pair<std::uint32_t, usc_sq_passes>>& out) const {

@@ -4,11 +4,13 @@
 // ends main() — detaches everything and leaves nothing of ours in `bpftool prog show`.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "collect/gap_duty.hpp"
 #include "collect/kernel_features.hpp"
 #include "model/aggregator.hpp"
 #include "model/snapshot.hpp"
@@ -75,6 +77,8 @@ struct ProbeVariant {
     const char* kind;  // metric label "kind": tp_btf, iter, fentry, kprobe
     std::vector<ProgramGetter> programs;
     std::vector<Requirement> needs;
+    // Runs once per SQE of every ring: attached only in --probes.gap-sampling's windows.
+    bool per_sqe = false;
 };
 
 // The probes, in probe_table() order. Code names a probe by its id; its name string is for the
@@ -138,8 +142,9 @@ const std::vector<ProbeSpec>& probe_table();
 const ProbeSpec& probe_spec(ProbeId id);
 
 struct LoaderOptions {
-    bool deep = false;       // load the deep tier (per batch / per request probes)
-    bool no_fentry = false;  // skip fentry/fexit variants, e.g. to exercise kprobes
+    bool deep = false;               // load the deep tier (per batch / per request probes)
+    bool no_fentry = false;          // skip fentry/fexit variants, e.g. to exercise kprobes
+    GapSamplingConfig gap_sampling;  // duty cycle of per-SQE variants (ProbeVariant::per_sqe)
 };
 
 // Decides, without loading anything, which variant each probe would use on this kernel and why
@@ -185,6 +190,9 @@ public:
     void read_nvme(std::vector<std::pair<usc_dev_key, usc_nvme_stats>>& out) const;
     void read_gaps(std::vector<std::pair<std::uint32_t, usc_work_gaps>>& out) const;
     void read_passes(std::vector<std::pair<std::uint32_t, usc_sq_passes>>& out) const;
+    // The duty cycle of the work-gap probe; nullopt where every gap is recorded (a per-batch
+    // variant, --probes.gap-sampling=off, or the probe off).
+    std::optional<GapSampling> gap_sampling(std::uint64_t now_ns) const;
 
 private:
     BpfCollector() = default;
@@ -203,6 +211,8 @@ private:
     std::uint64_t nvme_core_instance_ = 0;  // module_instance() the addresses were read for
     int nvme_reads_ = 0;                    // /proc/kallsyms scans for this instance
     UniqueFd kallsyms_;  // /proc/kallsyms, opened before the daemon drops CAP_SYSLOG
+    GapSamplingConfig gap_config_;
+    std::unique_ptr<GapDutyCycle> gap_duty_;  // after skel_: stops and detaches before it unloads
 };
 
 }  // namespace uringscope

@@ -112,6 +112,7 @@ bool Sampler::collect(RawSample& raw) {
     raw.ring_turns = ring_turns_;
     raw.cmd_done = cmd_done_;
     raw.submit_probe = submit_probe_;
+    raw.gap_sampling = bpf_.gap_sampling(raw.mono_ns);
     raw.stats = bpf_.stats();
     return true;
 }

@@ -79,6 +79,7 @@ namespace {
 struct RawFlags {
     std::string interval = "1s";
     std::string advise = "60s";
+    std::string gap_sampling = "6s/60s";
     bool version = false;
     bool metrics = false;
 };
@@ -107,6 +108,14 @@ void add_sampling_options(CLI::App& app, DaemonConfig& cfg, RawFlags& raw) {
                  "Also attach the deep tier: per-ring SQ thread work (io_submit_sqes), IOPOLL "
                  "efficiency (io_do_iopoll) and NVMe passthrough completions. These fire per "
                  "batch or per request; see docs/BENCHMARKS.md for their cost.");
+    app.add_option("--probes.gap-sampling", raw.gap_sampling,
+                   "Where the deep tier's work-gap probe (the sq_thread_idle curve of uringscope "
+                   "advise) can only run once per SQE, attach it for ON of every PERIOD, e.g. "
+                   "6s/60s: it costs nothing the rest of the time, and the advisor scales what "
+                   "the windows recorded. ON is at least 3s (the first 2.15s of a window only find "
+                   "where gaps start). \"off\" records every SQE. Kernels where io_submit_sqes "
+                   "can be hooked record once per batch, always.")
+        ->default_str("6s/60s");
     app.add_flag("--no-fentry", cfg.no_fentry,
                  "Never use fentry/fexit; fall back to kprobes. For kernels where fentry "
                  "misbehaves, and to test the kprobe tier.");
@@ -157,6 +166,7 @@ std::optional<std::string> validate(const RawFlags& raw, DaemonConfig& cfg) {
         return "--sample.interval must be between 10ms and 1h, got " + raw.interval;
     cfg.interval = *interval;
     if (auto err = check_advise_window(raw, cfg)) return err;
+    if (auto err = parse_gap_sampling(raw.gap_sampling, cfg.gap_sampling)) return err;
     if (cfg.log_level != "debug" && cfg.log_level != "info" && cfg.log_level != "warn" &&
         cfg.log_level != "error")
         return "--log.level must be debug, info, warn or error, got \"" + cfg.log_level + "\"";

@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include "model/gap_sampling.hpp"
+
 namespace uringscope {
 
 // 10464 sits outside 9100-9999, which the Prometheus exporter port registry has used up.
@@ -19,8 +21,10 @@ struct DaemonConfig {
     bool deep = false;          // --probes.deep: per-batch and per-request probes
     bool no_fentry = false;     // --no-fentry: use kprobes where fentry would do
     bool probe_report = false;  // --probe-report: print the probe plan and exit
-    std::string runas_user;     // --runas.user: switch to this user once attached
-    std::string web_config;     // --web.config.file: TLS and basic auth
+    // --probes.gap-sampling: the duty cycle of a per-SQE work-gap probe (6s/60s, or off).
+    GapSamplingConfig gap_sampling;
+    std::string runas_user;  // --runas.user: switch to this user once attached
+    std::string web_config;  // --web.config.file: TLS and basic auth
     // --advise.window: findings are judged over this much history; 0 switches the advisor off.
     std::chrono::nanoseconds advise_window = std::chrono::seconds(60);
 };

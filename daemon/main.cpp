@@ -47,7 +47,7 @@ int probe_report(const DaemonConfig& cfg, const KernelFeatures& kf) {
     // The table is the output; the log only adds noise unless debugging was asked for.
     if (cfg.log_level != "debug") spdlog::set_level(spdlog::level::err);
     std::string err;
-    auto bpf = BpfCollector::make(kf, LoaderOptions{true, cfg.no_fentry}, err);
+    auto bpf = BpfCollector::make(kf, LoaderOptions{true, cfg.no_fentry, cfg.gap_sampling}, err);
     if (!bpf) {
         spdlog::error("{}", err);
         return 1;
@@ -127,7 +127,8 @@ int run(const DaemonConfig& cfg, const KernelFeatures& kf, const sigset_t& sigs)
     AdviseOptions advise_opts;
     if (cfg.advise_window.count() > 0) measure_submit_cost(advise_opts);
     std::string err;
-    auto bpf = BpfCollector::make(kf, LoaderOptions{cfg.deep, cfg.no_fentry}, err);
+    auto bpf =
+        BpfCollector::make(kf, LoaderOptions{cfg.deep, cfg.no_fentry, cfg.gap_sampling}, err);
     if (!bpf) {
         spdlog::error("{}", err);
         return 1;

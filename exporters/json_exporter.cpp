@@ -15,7 +15,11 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LatencyHistogram, upper_bounds_s
                                                 sum_s)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(WakerSnapshot, pid, comm, wakeups, context)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(WorkGaps, count, sum_ns, sleep_spins,
-                                                sleep_spin_seconds, open_gap_seconds)
+                                                sleep_spin_seconds, open_gap_seconds,
+                                                recorded_seconds)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(GapSampling, on_seconds, period_seconds,
+                                                cutoff_seconds, recorded_seconds, windows,
+                                                attach_failures, active)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Figure, name, value, unit)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(IdleCurvePoint, setting_seconds, effective_seconds,
                                                 cpu_cores, wakeups_per_second, current, recommended)
@@ -67,6 +71,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
 std::string snapshot_to_json(const Snapshot& snap) {
     nlohmann::json j = snap;
     j["schema"] = kSchemaVersion;
+    // Absent where every gap is recorded (nlohmann has no std::optional support in bookworm's).
+    if (snap.gap_sampling) j["gap_sampling"] = *snap.gap_sampling;
     // comm names are arbitrary bytes; JSON must be UTF-8 or nlohmann refuses to dump it.
     // cgroup directory names, too.
     const auto cgroup = [](nlohmann::json& c) {
@@ -116,7 +122,9 @@ Snapshot snapshot_from_json(const std::string& text) {
         throw std::runtime_error("snapshot schema " + j["schema"].dump() + ", this build reads " +
                                  std::to_string(kSchemaVersion));
     try {
-        return j.get<Snapshot>();
+        auto snap = j.get<Snapshot>();
+        if (j.contains("gap_sampling")) snap.gap_sampling = j["gap_sampling"].get<GapSampling>();
+        return snap;
     } catch (const nlohmann::json::exception& e) {
         throw std::runtime_error(std::string("malformed snapshot: ") + e.what());
     }

@@ -364,6 +364,23 @@ void device_families(Exposition& ex, const Snapshot& s) {
     }
 }
 
+// A duty-cycled probe's schedule and what it recorded (collect/gap_duty.hpp).
+void duty_families(Exposition& ex, const Snapshot& s) {
+    Family& duty = ex.add("uringscope_probe_duty_ratio");
+    Family& active = ex.add("uringscope_probe_window_active");
+    Family& windows = ex.add("uringscope_probe_windows_total");
+    Family& recorded = ex.add("uringscope_probe_recorded_seconds_total");
+    Family& failures = ex.add("uringscope_probe_window_attach_failures_total");
+    if (!s.gap_sampling) return;
+    const auto& g = *s.gap_sampling;
+    const Labels l{{"probe", "work_gaps"}};
+    duty.gauge(l, g.period_seconds > 0 ? g.on_seconds / g.period_seconds : 1);
+    active.gauge(l, g.active ? 1 : 0);
+    windows.counter(l, static_cast<double>(g.windows));
+    recorded.counter(l, g.recorded_seconds);
+    failures.counter(l, static_cast<double>(g.attach_failures));
+}
+
 // Each probe's state, misses and coverage.
 void probe_families(Exposition& ex, const Snapshot& s) {
     Family& probe = ex.add("uringscope_probe_attached");
@@ -385,6 +402,7 @@ void probe_families(Exposition& ex, const Snapshot& s) {
         if (p.attached)
             missed.counter({{"probe", p.probe}, {"kind", p.kind}}, static_cast<double>(p.missed));
     }
+    duty_families(ex, s);
 }
 
 // The advisor's findings over its window.

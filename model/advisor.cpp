@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -109,6 +110,16 @@ std::string ring_list(const std::vector<const RingSnapshot*>& rings) {
 
 // --- sq_idle_too_long ---------------------------------------------------------------------
 
+// The least recorded time a sampled window's idle curve is drawn from: one on-window's worth at
+// the shortest --probes.gap-sampling (3s, less the 2s cutoff).
+constexpr double kMinRecordedSeconds = 1;
+
+// Recorded time of a sampled probe between two snapshots; infinite where every gap is recorded.
+double recorded_between(const ThreadSnapshot& a, const ThreadSnapshot& b) {
+    if (b.gaps.recorded_seconds < 0) return std::numeric_limits<double>::infinity();
+    return std::max(0.0, b.gaps.recorded_seconds - a.gaps.recorded_seconds);
+}
+
 // Whether both ends of the window have what the idle curve needs; a note says why not.
 bool idle_curve_ready(const ThreadSnapshot& a, const ThreadSnapshot& b, const Snapshot& to,
                       Advice& out) {
@@ -118,6 +129,13 @@ bool idle_curve_ready(const ThreadSnapshot& a, const ThreadSnapshot& b, const Sn
             fmt::format("sq_thread {}: its SQE gaps are tracked only since inside "
                         "the window; the idle curve waits for a full one",
                         b.tid));
+        return false;
+    }
+    if (const double recorded = recorded_between(a, b); recorded < kMinRecordedSeconds) {
+        out.notes.push_back(fmt::format(
+            "sq_thread {}: its SQE gaps are sampled (uringscoped --probes.gap-sampling) and "
+            "{:.1f} s of the window were recorded; the idle curve waits for {:.0f} s",
+            b.tid, recorded, kMinRecordedSeconds));
         return false;
     }
     if (!b.idle_ns_granular && to.hz == 0) {
@@ -362,6 +380,7 @@ const IdleCurvePoint* cheapest_point(const PriceContext& c,
 
 std::vector<IdleCurvePoint> curve_of(const PriceContext& c, bool ns_granular) {
     if (!c.tw.a->has_gaps || !c.tw.b->has_gaps) return {};
+    if (recorded_between(*c.tw.a, *c.tw.b) < kMinRecordedSeconds) return {};
     return thread_curve(c.tw, c.to, c.window, ns_granular);
 }
 
@@ -735,7 +754,7 @@ void poll_queue_findings(const Snapshot& from, const Snapshot& to, Advice& out) 
 }
 
 // Gap bucket contribution to the model: CPU (ns) and sleeps for gaps in one bucket.
-void add_bucket(std::uint64_t c, double sum_ns, double lo, double hi, double t_ns, double& cpu,
+void add_bucket(double c, double sum_ns, double lo, double hi, double t_ns, double& cpu,
                 double& sleeps) {
     if (c == 0) return;
     if (hi <= t_ns) {
@@ -761,8 +780,17 @@ GapWindow gap_window(const WorkGaps& from, const WorkGaps& to, double window_s) 
     for (std::size_t i = 0; i < to.count.size() && i < to.sum_ns.size(); ++i) {
         const std::uint64_t c0 = i < from.count.size() ? from.count[i] : 0;
         const std::uint64_t s0 = i < from.sum_ns.size() ? from.sum_ns[i] : 0;
-        w.count[i] = to.count[i] - std::min(to.count[i], c0);
+        w.count[i] = static_cast<double>(to.count[i] - std::min(to.count[i], c0));
         w.sum_ns[i] = static_cast<double>(to.sum_ns[i] - std::min(to.sum_ns[i], s0));
+    }
+    if (to.recorded_seconds >= 0 && from.recorded_seconds >= 0) {
+        const double recorded = to.recorded_seconds - from.recorded_seconds;
+        const double scale = recorded > 0 ? window_s / recorded : 0;
+        for (std::size_t i = 0; i < w.count.size(); ++i) {
+            w.count[i] *= scale;
+            w.sum_ns[i] *= scale;
+        }
+        return w;
     }
     w.open_start_s = std::max(0.0, from.open_gap_seconds);
     w.open_end_s = std::max(0.0, to.open_gap_seconds);
@@ -772,7 +800,7 @@ GapWindow gap_window(const WorkGaps& from, const WorkGaps& to, double window_s) 
 
 GapWindow thread_gap_window(const ThreadSnapshot& from, const ThreadSnapshot& to, double window_s) {
     GapWindow w = gap_window(from.gaps, to.gaps, window_s);
-    std::uint64_t gaps = 0;
+    double gaps = 0;
     for (auto c : w.count) gaps += c;
     if (gaps > 0) w.work_per_gap_s = std::max(0.0, to.work_seconds - from.work_seconds) / gaps;
     return w;

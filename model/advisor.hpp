@@ -43,7 +43,8 @@ double seconds_between(const Snapshot& from, const Snapshot& to);
 
 // The idle-time model, exposed for tests. Gaps are the differences of two WorkGaps.
 struct GapWindow {
-    std::vector<std::uint64_t> count;  // per USC_GAP_BUCKETS bucket
+    // Per USC_GAP_BUCKETS bucket; estimates for the whole window where the probe is sampled.
+    std::vector<double> count;
     std::vector<double> sum_ns;
     double open_start_s = 0;  // time since the latest SQE at the window start (0 if none)
     double open_end_s = 0;    // the same at the window end
@@ -54,6 +55,9 @@ struct GapWindow {
     double work_per_gap_s = 0;
 };
 
+// Where the probe is sampled (recorded_seconds >= 0), the counts and sums recorded in the window
+// are scaled by window_s over the time recorded in it (include/uringscope/gap_sampling.h); the
+// estimate covers the whole window, so no gap is open at its ends.
 GapWindow gap_window(const WorkGaps& from, const WorkGaps& to, double window_s);
 // The window of one SQ thread between two snapshots, with its work per gap.
 GapWindow thread_gap_window(const ThreadSnapshot& from, const ThreadSnapshot& to, double window_s);

@@ -407,7 +407,7 @@ ThreadSnapshot Aggregator::observe_thread(
         thread_rates(cx.interval, st, cpu_ns, prev_sleep_total, split_was_started, m.sqes, ts);
     if (ss) thread_wake_latency(*ss, st, ts);
     shares_and_fairness(members, m.sqes, rings, ts);
-    if (const usc_work_gaps* g = owned(cx.gaps)) thread_gaps(*g, cx.raw.mono_ns, ts);
+    if (const usc_work_gaps* g = owned(cx.gaps)) thread_gaps(*g, cx.raw, ts);
     if (own_passes) thread_passes(*own_passes, cx.interval, st, ts);
     for (const auto* w : cx.wakers[static_cast<std::uint32_t>(tid)])
         if (w->second.sq_start_ns == rec.sq_start_ns) ts.wakers.push_back(waker_of(*w));
@@ -603,7 +603,8 @@ void Aggregator::shares_and_fairness(const std::vector<std::pair<std::size_t, Ri
     ts.fairness = jain_fairness(demand);
 }
 
-void Aggregator::thread_gaps(const usc_work_gaps& g, std::uint64_t mono_ns, ThreadSnapshot& ts) {
+void Aggregator::thread_gaps(const usc_work_gaps& g, const RawSample& raw, ThreadSnapshot& ts) {
+    const std::uint64_t mono_ns = raw.mono_ns;
     ts.has_gaps = true;
     ts.gaps.count.assign(std::begin(g.count), std::end(g.count));
     ts.gaps.sum_ns.assign(std::begin(g.sum_ns), std::end(g.sum_ns));
@@ -612,6 +613,7 @@ void Aggregator::thread_gaps(const usc_work_gaps& g, std::uint64_t mono_ns, Thre
     // Same clock: bpf_ktime_get_ns() is CLOCK_MONOTONIC.
     if (g.last_work_ns && mono_ns >= g.last_work_ns)
         ts.gaps.open_gap_seconds = (mono_ns - g.last_work_ns) / 1e9;
+    if (raw.gap_sampling) ts.gaps.recorded_seconds = raw.gap_sampling->recorded_seconds;
 }
 
 void Aggregator::thread_passes(const usc_sq_passes& p, double interval, ThreadState& st,
@@ -732,6 +734,7 @@ void Aggregator::finish(const UpdateContext& cx, Snapshot& snap) {
     snap.walks_incomplete = walks_incomplete_;
     snap.hz = hz_;
     snap.idle_ns_supported = raw.kernel.idle_ns_supported;
+    snap.gap_sampling = raw.gap_sampling;
 }
 
 void Aggregator::count_created(const RawSample& raw,

@@ -50,6 +50,7 @@ struct RawSample {
     bool ring_turns = false;
     bool cmd_done = false;      // the io_uring_cmd_done probe is attached: devices have CQE counts
     bool submit_probe = false;  // io_submit_sqes is attached: ring_work counts SQ thread SQEs
+    std::optional<GapSampling> gap_sampling;  // the gap probe's duty cycle at mono_ns, if any
 };
 
 std::string ring_mode(std::uint32_t setup_flags);
@@ -204,7 +205,7 @@ private:
     static void shares_and_fairness(const std::vector<std::pair<std::size_t, RingDelta>>& members,
                                     std::uint64_t dsqes, std::vector<RingSnapshot>& rings,
                                     ThreadSnapshot& ts);
-    static void thread_gaps(const usc_work_gaps& g, std::uint64_t mono_ns, ThreadSnapshot& ts);
+    static void thread_gaps(const usc_work_gaps& g, const RawSample& raw, ThreadSnapshot& ts);
     static void thread_passes(const usc_sq_passes& p, double interval, ThreadState& st,
                               ThreadSnapshot& ts);
     void expire_threads(const UpdateContext& cx);

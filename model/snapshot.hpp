@@ -3,6 +3,7 @@
 // Snapshot; exporters and views only ever read one, so a slow scrape or a slow terminal can
 // never hold up sampling.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,19 @@ struct WorkGaps {
     std::uint64_t sleep_spins = 0;      // sleeps that followed a known last SQE
     double sleep_spin_seconds = 0;      // total spin from the last SQE to those sleeps
     double open_gap_seconds = -1;       // time since its latest SQE at the sample, -1 if none
+    // Duty-cycled (GapSampling): the recorded time the counts come from, cumulative; a window's
+    // counts scale to it by window / recorded. -1 when every gap is recorded.
+    double recorded_seconds = -1;
+};
+
+// The work-gap probe's duty cycle where it runs per SQE (collect/gap_duty.hpp): attached for
+// on_seconds of every period_seconds, recording from cutoff_seconds into each window.
+struct GapSampling {
+    double on_seconds = 0, period_seconds = 0, cutoff_seconds = 0;
+    double recorded_seconds = 0;        // cumulative recorded time of every window so far
+    std::uint64_t windows = 0;          // windows opened
+    std::uint64_t attach_failures = 0;  // windows that could not attach
+    bool active = false;                // a window is open at the sample
 };
 
 // Bounds of gap bucket i in ns: [lower, upper); the last bucket's upper is infinity.
@@ -219,6 +233,7 @@ struct Snapshot {
     double sample_duration_seconds = 0;  // time the sample itself took
     unsigned hz = 0;                     // CONFIG_HZ (configured or measured), 0 = not known yet
     bool idle_ns_supported = false;      // the kernel has IORING_SETUP_IDLE_NS (seeds patch 002)
+    std::optional<GapSampling> gap_sampling;  // absent: every work gap is recorded (or none)
     std::vector<ThreadSnapshot> threads;
     std::vector<RingSnapshot> rings;
     std::vector<ProcessSnapshot> processes;  // every ring holder and SQ thread owner, by pid

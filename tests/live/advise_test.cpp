@@ -192,8 +192,11 @@ protected:
         std::ifstream dis("/proc/sys/kernel/io_uring_disabled");
         int disabled = 0;
         if (dis >> disabled && disabled != 0) GTEST_SKIP() << "io_uring is disabled";
-        daemon_ = std::make_unique<Daemon>(std::vector<std::string>{
-            "--sample.interval=1s", "--advise.window=8s", "--probes.deep"});
+        // Every gap recorded: these tests hold the model to the kernel's figures over short
+        // windows. AdviseSampled holds the sampled gaps to these.
+        daemon_ = std::make_unique<Daemon>(
+            std::vector<std::string>{"--sample.interval=1s", "--advise.window=8s", "--probes.deep",
+                                     "--probes.gap-sampling=off"});
         ASSERT_TRUE(daemon_->ready()) << daemon_->startup_log();
     }
 
@@ -628,4 +631,135 @@ TEST_F(Advise, FindingsAreExportedAsMetrics) {
                              {{"finding", "sq_spinning_without_work"}});
     ASSERT_TRUE(saving);
     EXPECT_GT(*saving, 0.3);
+}
+
+namespace {
+
+// The idle curve and findings of one daemon's advice about one process.
+struct Judged {
+    std::set<std::string> ids;
+    long recommended_us = -1;                    // sq_idle_too_long's setting, -1 if none
+    std::map<long, double> cpu_by_setting_us;    // the curve of the finding or alternative
+    std::map<std::string, std::string> changes;  // each alternative's change, "" if unavailable
+    std::string notes;
+};
+
+Judged judge(const json& advice) {
+    Judged j;
+    for (const auto& f : advice.value("findings", json::array())) {
+        j.ids.insert(f["id"].get<std::string>());
+        for (const auto& p : f.value("curve", json::array())) {
+            const long us = std::lround(p["setting_seconds"].get<double>() * 1e6);
+            j.cpu_by_setting_us[us] = p["cpu_cores"].get<double>();
+            if (f["id"] == "sq_idle_too_long" && p["recommended"].get<bool>())
+                j.recommended_us = us;
+        }
+        for (const auto& a : f.value("alternatives", json::array()))
+            j.changes[a["name"].get<std::string>()] =
+                a["available"].get<bool>() ? a["change"].get<std::string>() : "";
+    }
+    for (const auto& n : advice.value("notes", json::array())) j.notes += n.get<std::string>();
+    return j;
+}
+
+// Whether the advice was judged over a full window with an idle curve ready.
+bool settled(const json& advice, int rc) {
+    if (rc != 0) return false;
+    for (const auto& n : advice.value("notes", json::array())) {
+        const auto text = n.get<std::string>();
+        if (text.find("inside the window") != std::string::npos ||
+            text.find("waits") != std::string::npos)
+            return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+// The work-gap probe sampled 3 s in every 6 s (1 s recorded per window, a sixth of the time)
+// beside one that records every gap, on the same loads at once: the advisor must reach the same
+// findings and recommend the same sq_thread_idle, with curves that agree. The loads are the
+// tuning guide's whose advice rests on the idle curve.
+class AdviseSampled : public ::testing::Test {
+protected:
+    void SetUp() override {
+        if (geteuid() != 0) GTEST_SKIP() << "needs root to load BPF programs";
+        if (!std::filesystem::exists("/sys/kernel/btf/vmlinux")) GTEST_SKIP() << "no BTF";
+        const std::vector<std::string> common = {"--sample.interval=1s", "--advise.window=30s",
+                                                 "--probes.deep"};
+        auto with = [&](const char* sampling) {
+            auto a = common;
+            a.push_back(sampling);
+            return a;
+        };
+        full_ = std::make_unique<Daemon>(with("--probes.gap-sampling=off"));
+        sampled_ = std::make_unique<Daemon>(with("--probes.gap-sampling=3s/6s"));
+        ASSERT_TRUE(full_->ready()) << full_->startup_log();
+        ASSERT_TRUE(sampled_->ready()) << sampled_->startup_log();
+    }
+    std::unique_ptr<Daemon> full_, sampled_;
+};
+
+TEST_F(AdviseSampled, SampledGapsGiveTheSameRecommendationAsEveryGap) {
+    REQUIRE_PROBE(*full_, probe_attached(*full_, "work_gaps"), "work_gaps");
+    // Only a per-SQE variant is sampled; a per-batch one records every gap in both daemons.
+    const auto duty =
+        find_value(sampled_->scrape(), "uringscope_probe_duty_ratio", {{"probe", "work_gaps"}});
+    if (!duty) GTEST_SKIP() << "work_gaps runs per batch on this kernel: nothing is sampled";
+    EXPECT_DOUBLE_EQ(*duty, 0.5);
+    struct Case {
+        const char* label;
+        std::vector<std::string> args;
+    };
+    std::vector<std::string> bursty = {"--ring", "sqpoll,idle=1000,rate=20000,batch=1"};
+    bursty.insert(bursty.end(), kBursty.begin(), kBursty.end());
+    const std::vector<Case> cases = {
+        {"20 SQEs/s, idle 2 s", {"--ring", "sqpoll,idle=2000,rate=20,batch=1"}},
+        {"2,000 SQEs/s in 20 bursts/s, idle 1 s", bursty},
+        {"10 SQEs/s, idle 20 ms", {"--ring", "sqpoll,idle=20,rate=10,batch=1"}},
+        {"1,500 SQEs/s, idle 1 s", {"--ring", "sqpoll,idle=1000,rate=1500,batch=1"}},
+    };
+    std::string table;
+    for (const auto& c : cases) {
+        SCOPED_TRACE(c.label);
+        auto args = c.args;
+        if (std::find(args.begin(), args.end(), "--duration") == args.end())
+            args.insert(args.end(), {"--duration", "120s"});
+        args.insert(args.begin(), load_bin());
+        Child load(args);
+        const auto rings = read_load_rings(load, "setup", "started", seconds(30));
+        ASSERT_EQ(rings.size(), 1u);
+        const std::vector<std::string> pid = {"--pid", std::to_string(rings[0].pid)};
+        std::this_thread::sleep_for(seconds(31));  // one full window of 30 s after the start
+        Judged full, sampled;
+        ASSERT_TRUE(eventually(seconds(30),
+                               [&] {
+                                   auto [fa, frc] = advise_cli(*full_, pid);
+                                   auto [sa, src] = advise_cli(*sampled_, pid);
+                                   full = judge(fa);
+                                   sampled = judge(sa);
+                                   if (settled(fa, frc) && settled(sa, src)) return true;
+                                   std::this_thread::sleep_for(seconds(1));
+                                   return false;
+                               }))
+            << "full: " << full.notes << "\nsampled: " << sampled.notes;
+        EXPECT_EQ(sampled.ids, full.ids);
+        EXPECT_EQ(sampled.recommended_us, full.recommended_us);
+        EXPECT_EQ(sampled.changes, full.changes);
+        char line[160];
+        std::snprintf(line, sizeof line,
+                      "  %s: recommended %ld us (every gap) and %ld us (sampled)\n", c.label,
+                      full.recommended_us, sampled.recommended_us);
+        table += line;
+        for (const auto& [us, cpu] : full.cpu_by_setting_us) {
+            const auto s = sampled.cpu_by_setting_us.find(us);
+            if (s == sampled.cpu_by_setting_us.end()) continue;
+            std::snprintf(line, sizeof line, "    %8ld us  %.4f  %.4f cores\n", us, cpu, s->second);
+            table += line;
+            // A tenth of the CPU or 0.01 cores: one second in six recorded, over 30 s.
+            EXPECT_NEAR(s->second, cpu, 0.1 * cpu + 0.01) << "sq_thread_idle " << us << " us";
+        }
+    }
+    std::printf("idle curve, every gap vs sampled 3s/6s (setting, CPU every gap, CPU sampled):\n%s",
+                table.c_str());
 }

@@ -30,6 +30,7 @@ LatencyHistogram histogram() {
 Snapshot full_snapshot() {
     Snapshot s;
     s.seq = 7;
+    s.gap_sampling = GapSampling{6, 60, 2, 8, 2, 0, true};
     s.processes.push_back({41, "db", {"/system.slice/docker-x.scope", "docker://x", ""}});
     s.host_visible = {{"tasks", true}, {"cgroups", false}};
     ThreadSnapshot t;

@@ -17,7 +17,9 @@ public:
         Aggregator::shares_and_fairness(m, dsqes, rings, ts);
     }
     static void thread_gaps(const usc_work_gaps& g, std::uint64_t mono_ns, ThreadSnapshot& ts) {
-        Aggregator::thread_gaps(g, mono_ns, ts);
+        RawSample raw;
+        raw.mono_ns = mono_ns;
+        Aggregator::thread_gaps(g, raw, ts);
     }
     static void thread_passes(const usc_sq_passes& p, double interval, ThreadState& st,
                               ThreadSnapshot& ts) {

@@ -1,0 +1,50 @@
+#include "model/gap_sampling.hpp"
+
+#include <algorithm>
+
+#include "common/duration.hpp"
+
+namespace uringscope {
+
+std::optional<std::string> parse_gap_sampling(std::string_view text, GapSamplingConfig& out) {
+    if (text == "off") {
+        out = GapSamplingConfig{std::chrono::nanoseconds(0), std::chrono::nanoseconds(0)};
+        return std::nullopt;
+    }
+    const auto slash = text.find('/');
+    const std::string shown(text);
+    if (slash == std::string_view::npos)
+        return "--probes.gap-sampling: \"" + shown +
+               "\" is not ON/PERIOD (for example 6s/60s) or off";
+    auto on = parse_duration(text.substr(0, slash));
+    auto period = parse_duration(text.substr(slash + 1));
+    if (!on || !period)
+        return "--probes.gap-sampling: \"" + shown +
+               "\": ON and PERIOD must be durations (for example 6s/60s)";
+    if (*on < std::chrono::seconds(3))
+        return "--probes.gap-sampling: the on-window (" + std::string(text.substr(0, slash)) +
+               ") must be at least 3s: its first 2.15s only find where each gap starts";
+    if (*period <= *on || *period > std::chrono::hours(1))
+        return "--probes.gap-sampling: the period (" + std::string(text.substr(slash + 1)) +
+               ") must be longer than the on-window and at most 1h";
+    out = GapSamplingConfig{*on, *period};
+    return std::nullopt;
+}
+
+void GapWindowLedger::open(std::uint64_t start_ns, std::uint64_t end_ns) {
+    closed_ns_ = recorded(std::max(end_ns_, start_ns));
+    start_ns_ = start_ns;
+    end_ns_ = end_ns;
+    ++windows_;
+}
+
+std::uint64_t GapWindowLedger::recorded(std::uint64_t now_ns) const {
+    if (windows_ == 0 || now_ns < start_ns_ + cutoff_ns_) return closed_ns_;
+    return closed_ns_ + std::min(now_ns, end_ns_) - std::min(end_ns_, start_ns_ + cutoff_ns_);
+}
+
+double GapWindowLedger::recorded_seconds(std::uint64_t now_ns) const {
+    return static_cast<double>(recorded(now_ns)) / 1e9;
+}
+
+}  // namespace uringscope

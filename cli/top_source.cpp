@@ -105,6 +105,8 @@ std::unique_ptr<SnapshotSource> start_local(double interval_s, std::string& erro
     }
     LoaderOptions lo;
     lo.deep = deep;
+    // A local run measures the window it was asked for and then exits: every gap, not a sample.
+    lo.gap_sampling = GapSamplingConfig::off();
     auto bpf = BpfCollector::make(kf, lo, error);
     if (!bpf) return nullptr;
     auto s = std::make_unique<LocalSource>(interval_s, std::move(kf), std::move(bpf));

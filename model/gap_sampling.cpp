@@ -8,7 +8,7 @@ namespace uringscope {
 
 std::optional<std::string> parse_gap_sampling(std::string_view text, GapSamplingConfig& out) {
     if (text == "off") {
-        out = GapSamplingConfig{std::chrono::nanoseconds(0), std::chrono::nanoseconds(0)};
+        out = GapSamplingConfig::off();
         return std::nullopt;
     }
     const auto slash = text.find('/');

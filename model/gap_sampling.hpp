@@ -20,6 +20,9 @@ struct GapSamplingConfig {
     std::chrono::nanoseconds on{std::chrono::seconds(6)};
     std::chrono::nanoseconds period{std::chrono::seconds(60)};  // 0: every gap, at full rate
     bool enabled() const { return period.count() > 0; }
+    static GapSamplingConfig off() {
+        return {std::chrono::nanoseconds(0), std::chrono::nanoseconds(0)};
+    }
 };
 
 // Parses --probes.gap-sampling: "off", or ON/PERIOD as durations ("6s/60s"). The on-window must

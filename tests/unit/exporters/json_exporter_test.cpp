@@ -55,6 +55,22 @@ TEST(Json, RoundTripKeepsEveryField) {
     EXPECT_EQ(out.rings_created_by_mode.at(0).second, 4u);
 }
 
+// The advisor of `uringscope advise --daemon` reads the sampled gaps' recorded time back.
+TEST(Json, GapSamplingRoundTripsAndIsAbsentWhereEveryGapIsRecorded) {
+    auto in = sample_snapshot();
+    EXPECT_FALSE(snapshot_from_json(snapshot_to_json(in)).gap_sampling);
+    EXPECT_DOUBLE_EQ(snapshot_from_json(snapshot_to_json(in)).threads[0].gaps.recorded_seconds, -1);
+    in.gap_sampling = GapSampling{6, 60, 2.147, 38.5, 10, 1, true};
+    in.threads[0].gaps.recorded_seconds = 38.5;
+    const auto out = snapshot_from_json(snapshot_to_json(in));
+    ASSERT_TRUE(out.gap_sampling);
+    EXPECT_DOUBLE_EQ(out.gap_sampling->recorded_seconds, 38.5);
+    EXPECT_EQ(out.gap_sampling->windows, 10u);
+    EXPECT_EQ(out.gap_sampling->attach_failures, 1u);
+    EXPECT_TRUE(out.gap_sampling->active);
+    EXPECT_DOUBLE_EQ(out.threads[0].gaps.recorded_seconds, 38.5);
+}
+
 TEST(Json, InvalidUtf8InCommIsReplaced) {
     auto out = snapshot_from_json(snapshot_to_json(sample_snapshot()));
     EXPECT_EQ(out.threads[0].comm, "post\"gres\xef\xbf\xbd");

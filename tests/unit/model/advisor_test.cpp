@@ -577,3 +577,29 @@ TEST(Advise, AFindingNamesTheThreadsContainerAndPod) {
     EXPECT_EQ(adv.findings.front().container_id, "containerd://abc");
     EXPECT_EQ(adv.findings.front().pod_uid, "0a1b");
 }
+
+// Sampled gaps: 4 s of a 40 s window recorded are scaled by 10, and the curve they give is the
+// one every gap gives; no gap is open at the ends of a sampled window.
+TEST(IdleModel, SampledGapsAreScaledByTheWindowOverTheRecordedTime) {
+    WorkGaps every = bursty(40);
+    WorkGaps sampled = bursty(4);
+    sampled.open_gap_seconds = 0.03;
+    WorkGaps from;
+    from.recorded_seconds = 10;
+    sampled.recorded_seconds = 14;
+    WorkGaps from_every;
+    const GapWindow a = gap_window(from_every, every, 40);
+    const GapWindow b = gap_window(from, sampled, 40);
+    EXPECT_EQ(b.open_end_s, 0);
+    for (double spin : {1e-3, 10e-3, 50e-3}) {
+        EXPECT_NEAR(idle_cost_fixed(b, spin).cpu_seconds, idle_cost_fixed(a, spin).cpu_seconds,
+                    1e-9);
+        EXPECT_NEAR(idle_cost_fixed(b, spin).wakeups, idle_cost_fixed(a, spin).wakeups, 1e-9);
+    }
+    // Nothing recorded in the window: no counts at all, never counts scaled by infinity.
+    from.recorded_seconds = 14;
+    const GapWindow none = gap_window(from, sampled, 40);
+    double total = 0;
+    for (double c : none.count) total += c;
+    EXPECT_EQ(total, 0);
+}

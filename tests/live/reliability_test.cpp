@@ -143,6 +143,9 @@ TEST_F(Reliability, BadFlagValuesAreClearErrors) {
         {"--log.level=chatty", "log.level"},
         {"--runas.user=no-such-user-here", "runas.user"},
         {"--probes.deep=maybe", "probes.deep"},
+        {"--probes.gap-sampling=1s/10s", "at least 3s"},
+        {"--probes.gap-sampling=6s/6s", "longer than the on-window"},
+        {"--probes.gap-sampling=sometimes", "ON/PERIOD"},
         {"--bogus", "bogus"},
     };
     for (const auto& [flag, needle] : cases) {

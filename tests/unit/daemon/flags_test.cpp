@@ -90,3 +90,18 @@ TEST(DaemonFlags, AdviseWindow) {
     expect_error({"--advise.window=2h"}, "between 5s and 1h");
     expect_error({"--sample.interval=10s", "--advise.window=15s"}, "two samples");
 }
+
+TEST(DaemonFlags, GapSamplingDefaultsToSixSecondsInSixtyAndTakesOff) {
+    auto r = parse({});
+    ASSERT_TRUE(r.config.has_value());
+    EXPECT_EQ(r.config->gap_sampling.on, std::chrono::seconds(6));
+    EXPECT_EQ(r.config->gap_sampling.period, std::chrono::seconds(60));
+    r = parse({"--probes.gap-sampling=off"});
+    ASSERT_TRUE(r.config.has_value());
+    EXPECT_FALSE(r.config->gap_sampling.enabled());
+    r = parse({"--probes.gap-sampling", "10s/5m"});
+    ASSERT_TRUE(r.config.has_value());
+    EXPECT_EQ(r.config->gap_sampling.period, std::chrono::minutes(5));
+    expect_error({"--probes.gap-sampling=2s/60s"}, "at least 3s");
+    expect_error({"--probes.gap-sampling=6s"}, "ON/PERIOD");
+}

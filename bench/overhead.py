@@ -60,6 +60,7 @@ def nop_load(build, rings, seconds):
         cpu, out = measured(argv)
         ops = sum(int(dict(kv.split("=", 1) for kv in line.split()[1:])["sqes"])
                   for line in out.splitlines() if line.startswith("ring "))
+        run.ops = ops
         return cpu * 1e9 / ops
     return run
 
@@ -72,6 +73,7 @@ def fio_load(path, seconds):
                              "--iodepth=32", "--size=256M", "--time_based",
                              f"--runtime={seconds}", "--numjobs=1", "--thread"])
         ops = json.loads(out)["jobs"][0]["read"]["total_ios"]
+        run.ops = ops
         return cpu * 1e9 / ops
     return run
 
@@ -109,7 +111,7 @@ def verdict(low, high, target):
     return "not resolved (the interval straddles it)"
 
 
-def workloads(build, seconds, tmp, have_fio):
+def workloads(build, seconds, tmp, have_fio, fio_file=None):
     sq = f"idle=1000,cpu={SQ_THREAD_CPU}"
     out = {
         "NOP, no SQPOLL (batches of 32)": nop_load(build, ["plain,batch=32"], seconds),
@@ -120,7 +122,7 @@ def workloads(build, seconds, tmp, have_fio):
     }
     if have_fio:
         out["4 KiB O_DIRECT random reads (fio, io_uring)"] = fio_load(
-            os.path.join(tmp, "fio.dat"), max(1, round(seconds)))
+            fio_file or os.path.join(tmp, "fio.dat"), max(1, round(seconds)))
     return out
 
 
@@ -128,6 +130,8 @@ def workloads(build, seconds, tmp, have_fio):
 DEEP_EVERY = "uringscoped --probes.deep, in a gap window (every SQE)"
 DEEP_BETWEEN = "uringscoped --probes.deep, between gap windows"
 DEEP_DUTY = "uringscoped --probes.deep, default 6s/60s (0.1 in + 0.9 between)"
+DEEP_FENTRY = "uringscoped --probes.deep (fentry where it loads)"
+DEEP_KPROBE = "uringscoped --probes.deep --no-fentry (kprobes)"
 DUTY = 0.1
 
 # Targets (issue 21): upper bound of the 95 % interval of CPU per operation, B/A.
@@ -166,9 +170,9 @@ def measure(observers, loads, pairs, log, only=None):
     return results
 
 
-def report(results, seconds, pairs, node, kernel, only=None):
+def report(results, seconds, pairs, node, kernel, only=None, extra=""):
     rng = random.Random(SEED)
-    cmd = f"bench/run --overhead --pairs {pairs} --seconds {seconds}"
+    cmd = f"bench/run --overhead {extra + ' ' if extra else ''}--pairs {pairs} --seconds {seconds}"
     if only:
         cmd += f" --only '{only}'"
     lines = [BEGIN, "## CPU per operation with each observer, relative to nothing attached\n",
@@ -214,3 +218,51 @@ def write_section(path, section):
         text = text.rstrip("\n") + "\n\n" + section
     with open(path, "w") as f:
         f.write(text)
+
+
+PROGRAMS_BEGIN = "<!-- programs: bench/run --overhead --attach-kinds writes this section -->"
+PROGRAMS_END = "<!-- /programs -->"
+
+
+def program_costs(observers, loads, prog_stats, log):
+    """{(observer, workload): [(program, ns per run, runs per operation)]}: each deep observer
+    attached, one run of each workload with bpf_stats on. bpf_stats brackets every run of every
+    program with two clock reads, so it is on only here, never in the A/B pairs."""
+    out = {}
+    for oname, attach in observers.items():
+        for wname, run in loads.items():
+            obs = attach()
+            try:
+                subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
+                before = prog_stats()
+                run()
+                after = prog_stats()
+            finally:
+                subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=0"])
+                obs.stop()
+            rows = []
+            for name, (t1, c1) in sorted(after.items()):
+                t0, c0 = before.get(name, (0, 0))
+                if c1 > c0:
+                    rows.append((name, (t1 - t0) / (c1 - c0), (c1 - c0) / run.ops))
+            rows.sort(key=lambda r: -r[1] * r[2])
+            out[(oname, wname)] = rows
+            log(f"programs: {wname} / {oname}: {len(rows)} ran")
+    return out
+
+
+def programs_report(costs, node, kernel):
+    lines = [PROGRAMS_BEGIN, "## Each deep program's cost, by attach kind\n",
+             f"`bench/run --overhead --attach-kinds` on {node}, kernel {kernel}, "
+             f"{time.strftime('%Y-%m-%d')}. One run of each workload per attach kind with "
+             "bpf_stats on: ns per run (`run_time_ns / run_cnt`, two clock reads included), runs "
+             "per operation of the workload, and their product, the program's ns per operation. "
+             "Programs that did not run are left out.\n",
+             "| workload | observer | program | ns per run | runs per op | ns per op |",
+             "|---|---|---|---|---|---|"]
+    for (oname, wname), rows in costs.items():
+        for name, ns, per_op in rows:
+            lines.append(f"| {wname} | {oname} | `{name}` | {ns:,.0f} | {per_op:.3f} | "
+                         f"{ns * per_op:,.1f} |")
+    lines.append(PROGRAMS_END)
+    return "\n".join(lines) + "\n"

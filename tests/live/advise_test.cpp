@@ -685,6 +685,9 @@ protected:
     void SetUp() override {
         if (geteuid() != 0) GTEST_SKIP() << "needs root to load BPF programs";
         if (!std::filesystem::exists("/sys/kernel/btf/vmlinux")) GTEST_SKIP() << "no BTF";
+        std::ifstream dis("/proc/sys/kernel/io_uring_disabled");
+        int disabled = 0;
+        if (dis >> disabled && disabled != 0) GTEST_SKIP() << "io_uring is disabled";
         const std::vector<std::string> common = {"--sample.interval=1s", "--advise.window=30s",
                                                  "--probes.deep"};
         auto with = [&](const char* sampling) {

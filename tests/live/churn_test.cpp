@@ -305,8 +305,11 @@ TEST_F(Churn, ShortFioJobsHoldTheInvariants) {
                    "--number_ios=" + std::to_string(kIos), std::string("--sqthread_poll=") + sqpoll,
                    "--output-format=terse"},
                   true);
+        const auto t0 = steady_clock::now();
         const int rc = scrape_until_exit(*daemon_, fio, seconds(120),
                                          [&](const auto& scrape) { inv.check(scrape); });
+        std::printf("fio, 4 jobs of %d reads, sqthread_poll=%s: %.1f s\n", kIos, sqpoll,
+                    duration<double>(steady_clock::now() - t0).count());
         ASSERT_EQ(rc, 0) << fio.drain(milliseconds(100));
     }
     std::filesystem::remove(path);

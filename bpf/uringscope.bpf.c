@@ -1107,12 +1107,16 @@ static __always_inline void note_work(bool sampled)
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	__u64 now = bpf_ktime_get_ns();
 	__u64 born = current_start_ns();
-	__u64 end = gap_end_ns;
-	__u64 start = gap_start_ns;
+	__u64 start = 0;
 	static const struct usc_work_gaps zero = {};
 
-	if (sampled && !usc_gap_in_window(now, born, start, end))
-		return;
+	if (sampled) {
+		__u64 end = gap_end_ns; /* the end first: see gap_start_ns */
+
+		start = gap_start_ns;
+		if (!usc_gap_in_window(now, born, start, end))
+			return;
+	}
 	struct usc_work_gaps *g = thread_entry(&work_gaps, tid, born, &zero, &stats.deep_dropped);
 
 	if (!g)

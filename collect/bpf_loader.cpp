@@ -506,8 +506,7 @@ std::unique_ptr<BpfCollector> BpfCollector::make(const KernelFeatures& kf,
     LoadConstants consts;
     consts.iopoll_counts_in_arg = kf.btf_func_params("io_do_iopoll").value_or(0) == 3;
     if (opts.gap_sampling.enabled())
-        consts.gap_cutoff_ns = static_cast<std::uint64_t>(
-            std::chrono::duration_cast<std::chrono::nanoseconds>(kGapCutoff).count());
+        consts.gap_cutoff_ns = static_cast<std::uint64_t>(kGapCutoff.count());
     c->gap_config_ = opts.gap_sampling;
 
     Selection sel, essential;

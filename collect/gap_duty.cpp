@@ -1,20 +1,13 @@
 #include "collect/gap_duty.hpp"
 
 #include <spdlog/spdlog.h>
-#include <time.h>
 
-#include <algorithm>
 #include <condition_variable>
 
 #include "collect/bpf_loader.hpp"
+#include "common/clock.hpp"
 
 namespace uringscope {
-
-std::uint64_t monotonic_ns() {
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull + ts.tv_nsec;
-}
 
 GapDutyCycle::GapDutyCycle(std::vector<bpf_program*> programs, volatile __u64* start_ns,
                            volatile __u64* end_ns, GapSamplingConfig cfg)
@@ -22,8 +15,7 @@ GapDutyCycle::GapDutyCycle(std::vector<bpf_program*> programs, volatile __u64* s
       start_ns_(start_ns),
       end_ns_(end_ns),
       cfg_(cfg),
-      ledger_(static_cast<std::uint64_t>(
-          std::chrono::duration_cast<std::chrono::nanoseconds>(kGapCutoff).count())) {
+      ledger_(static_cast<std::uint64_t>(kGapCutoff.count())) {
     thread_ = std::jthread([this](std::stop_token stop) { run(stop); });
 }
 

@@ -48,6 +48,4 @@ private:
     std::jthread thread_;                                // last: stops before the rest goes
 };
 
-std::uint64_t monotonic_ns();
-
 }  // namespace uringscope

@@ -1,7 +1,6 @@
 #include "collect/sampler.hpp"
 
 #include <spdlog/spdlog.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -10,15 +9,11 @@
 #include <tuple>
 #include <utility>
 
+#include "common/clock.hpp"
+
 namespace uringscope {
 
 namespace {
-
-std::uint64_t mono_ns() {
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull + ts.tv_nsec;
-}
 
 double unix_now() {
     return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
@@ -33,9 +28,9 @@ std::pair<std::uint64_t, double> clock_pair() {
     std::uint64_t best_span = ~0ull, mono = 0;
     double unix = 0;
     for (int i = 0; i < 5 && best_span > 1'000'000; ++i) {
-        const std::uint64_t before = mono_ns();
+        const std::uint64_t before = monotonic_ns();
         const double u = unix_now();
-        const std::uint64_t after = mono_ns();
+        const std::uint64_t after = monotonic_ns();
         if (after - before < best_span) {
             best_span = after - before;
             mono = before + (after - before) / 2;

@@ -3,6 +3,7 @@
 // again and compares the predicted effect with what the kernel's own accounting measures
 // (/proc/PID/task/TID/schedstat for CPU, voluntary_ctxt_switches for sleeps). Needs root and
 // BPF; the idle curve also needs the io_uring_submit_req/_sqe tracepoint (work_gaps probe).
+#include <bpf/btf.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -35,6 +36,14 @@ std::optional<unsigned long long> voluntary_switches(pid_t pid, pid_t tid) {
         if (line.rfind("voluntary_ctxt_switches:", 0) == 0)
             return std::stoull(line.substr(line.find(':') + 1));
     return std::nullopt;
+}
+
+// Whether the running kernel's BTF has the typedef `name` (a tracepoint's btf_trace_* type).
+bool kernel_btf_has_typedef(const char* name) {
+    struct btf* b = btf__load_vmlinux_btf();
+    const bool found = b && btf__find_by_name_kind(b, name, BTF_KIND_TYPEDEF) > 0;
+    btf__free(b);
+    return found;
 }
 
 // What the kernel says a set of SQ threads did over `window`.
@@ -310,6 +319,40 @@ const std::vector<std::string> kBursty = {"--duration", "120s",        "--pause-
                                           "5ms",        "--pause-for", "45ms"};
 
 }  // namespace
+
+// The work-gap histogram holds one gap per batch the SQ thread takes, not one per SQE: the
+// advisor charges each sleep the work of the batch that ends it (work over gaps). liburing
+// publishes a submit's 32 SQEs with one tail store, and one io_submit_sqes takes at most the
+// ring's 64 entries, so 32,000 NOPs are 500 to 1,000 batches; one gap per SQE would be 31,999.
+TEST_F(Advise, WorkGapsAreCountedOncePerBatch) {
+    REQUIRE_PROBE(*daemon_, attached("work_gaps"), "work_gaps");
+    if (find_value(daemon_->scrape(), "uringscope_probe_attached",
+                   {{"probe", "work_gaps"}, {"kind", "tp_btf"}}) == 1.0 &&
+        !kernel_btf_has_typedef("btf_trace_io_uring_submit_req"))
+        GTEST_SKIP() << "work_gaps runs from io_uring_submit_sqe (before 6.4), once per SQE";
+    std::vector<LoadRing> rings;
+    auto load = start_load(
+        {"--ring", "sqpoll,idle=1000,batch=32,depth=64,count=32000", "--hold", "10s"}, rings);
+    ASSERT_EQ(rings.size(), 1u);
+    const int tid = rings[0].sq_thread;
+    const auto done = read_load_rings(*load, "ring", "done", seconds(60));
+    ASSERT_EQ(done.size(), 1u);
+    ASSERT_EQ(done[0].sqes, 32000u);
+    std::this_thread::sleep_for(seconds(3));  // two samples after the last SQE
+
+    auto r = http_get(base_url(*daemon_) + "/api/v1/snapshot");
+    const json snap = json::parse(r.body, nullptr, false);
+    ASSERT_TRUE(snap.is_object()) << r.body.substr(0, 200);
+    const json* thread = nullptr;
+    for (const auto& t : snap["threads"])
+        if (t.value("tid", 0) == tid) thread = &t;
+    ASSERT_NE(thread, nullptr) << "SQ thread " << tid << " not in the snapshot";
+    std::uint64_t gaps = 0;
+    for (const auto& c : (*thread)["gaps"]["count"]) gaps += c.get<std::uint64_t>();
+    std::printf("      32,000 SQEs: %llu gaps\n", static_cast<unsigned long long>(gaps));
+    EXPECT_GE(gaps, 32000u / 64 - 1);
+    EXPECT_LE(gaps, 32000u / 32);
+}
 
 // 2,000 NOP/s in 20 bursts per second with sq_thread_idle = 1 s: the thread never sleeps.
 TEST_F(Advise, IdleTooLongPredictsTheCpuAndWakesOfTheRecommendedSetting) {

@@ -194,20 +194,10 @@ void expect_within_25pct(double predicted, double measured, const char* what) {
         << what << ": predicted " << predicted << ", measured " << measured;
 }
 
-// Why the advise tests cannot run on this machine, if they cannot.
-std::optional<std::string> cannot_advise_here() {
-    if (geteuid() != 0) return "needs root to load BPF programs";
-    if (!std::filesystem::exists("/sys/kernel/btf/vmlinux")) return "no BTF";
-    std::ifstream dis("/proc/sys/kernel/io_uring_disabled");
-    int disabled = 0;
-    if (dis >> disabled && disabled != 0) return "io_uring is disabled";
-    return std::nullopt;
-}
-
 class Advise : public ::testing::Test {
 protected:
     void SetUp() override {
-        if (auto why = cannot_advise_here()) GTEST_SKIP() << *why;
+        if (auto why = live_tier_unavailable()) GTEST_SKIP() << *why;
         // Every gap recorded: these tests hold the model to the kernel's figures over short
         // windows. AdviseSampled holds the sampled gaps to these.
         daemon_ = std::make_unique<Daemon>(
@@ -783,7 +773,7 @@ bool settled(const json& advice, int rc) {
 class AdviseSampled : public ::testing::Test {
 protected:
     void SetUp() override {
-        if (auto why = cannot_advise_here()) GTEST_SKIP() << *why;
+        if (auto why = live_tier_unavailable()) GTEST_SKIP() << *why;
         const std::vector<std::string> common = {"--sample.interval=1s", "--advise.window=30s",
                                                  "--probes.deep"};
         auto with = [&](const char* sampling) {

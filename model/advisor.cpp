@@ -469,19 +469,36 @@ Alternative price_ns_kernel(const PriceContext& c) {
     return a;
 }
 
-// Marks the cheapest available alternative by CPU plus weighted added delay; returns it.
-Alternative* recommend_alternative(const PriceContext& c, std::vector<Alternative>& alts) {
-    Alternative* best = nullptr;
-    auto score = [&](const Alternative& a) {
-        return a.cpu_cores + c.o.wake_weight * a.added_latency_seconds * c.tw.sqes;
-    };
-    for (auto& a : alts)
-        if (a.name != "now" && a.available && a.cpu_cores < c.tw.cpu &&
-            (!best || score(a) < score(*best)))
-            best = &a;
-    if (best) best->recommended = true;
-    return best;
+// CPU plus the delay it adds per second, weighed by wake_weight.
+double alternative_score(const Alternative& a, double sqes, const AdviseOptions& o) {
+    return a.cpu_cores + o.wake_weight * a.added_latency_seconds * sqes;
 }
+
+}  // namespace
+
+AlternativeChoice choose_alternative(std::vector<Alternative>& alts, double cpu_now, double sqes,
+                                     const AdviseOptions& o) {
+    auto score = [&](const Alternative& a) { return alternative_score(a, sqes, o); };
+    Alternative *other = nullptr, *idle = nullptr;
+    for (auto& a : alts) {
+        if (a.name == "now" || !a.available || a.cpu_cores >= cpu_now) continue;
+        Alternative*& slot = a.name == "sq_thread_idle" ? idle : other;
+        if (!slot || score(a) < score(*slot)) slot = &a;
+    }
+    AlternativeChoice c;
+    if (other && idle && score(*other) > (1 + o.tie_margin) * score(*idle))
+        c.recommended = idle;
+    else
+        c.recommended = other ? other : idle;
+    if (c.recommended == other && idle &&
+        std::abs(score(*other) - score(*idle)) <=
+            o.tie_margin * std::max(score(*other), score(*idle)))
+        c.tied_idle = idle;
+    if (c.recommended) c.recommended->recommended = true;
+    return c;
+}
+
+namespace {
 
 std::vector<Figure> price_evidence(const PriceContext& c) {
     std::vector<Figure> ev = {{"cpu_cores", c.tw.cpu, "cores"},
@@ -494,6 +511,16 @@ std::vector<Figure> price_evidence(const PriceContext& c) {
                               {"wake_latency_seconds", c.wake_s, "s"}};
     if (c.tw.sqes > 0) ev.push_back({"cpu_seconds_per_sqe", c.tw.cpu / c.tw.sqes, "s"});
     return ev;
+}
+
+std::string tie_note(const Alternative& rec, const Alternative& idle, double sqes,
+                     const AdviseOptions& o) {
+    const double r = alternative_score(rec, sqes, o), i = alternative_score(idle, sqes, o);
+    return fmt::format(
+        "; a shorter sq_thread_idle ({:.1f}% of a CPU, {} of mean added delay) {} it by {:.0f}% "
+        "of CPU plus weighted delay: a tie, for what a microsecond of delay is worth to decide",
+        idle.cpu_cores * 100, fmt_seconds(idle.added_latency_seconds), i < r ? "beats" : "trails",
+        100 * std::abs(r - i) / std::max(r, i));
 }
 
 // `after_idle`: the thread's CPU once an sq_idle_too_long finding is applied, or its CPU now.
@@ -511,7 +538,8 @@ bool price_finding(const ThreadWindow& tw, const Snapshot& to, const AdviseOptio
         if (a.available && a.name != "now" && a.name != "sq_thread_idle")
             cheapest = std::min(cheapest, a.cpu_cores);
     if (after_idle < o.price_ratio * cheapest) return false;
-    const Alternative* rec = recommend_alternative(c, alts);
+    const AlternativeChoice choice = choose_alternative(alts, tw.cpu, tw.sqes, o);
+    const Alternative* rec = choice.recommended;
     if (!rec || rec->name == "sq_thread_idle") return false;  // sq_idle_too_long says it
 
     Finding f = thread_finding("sq_thread_overpriced", *tw.b);
@@ -521,6 +549,7 @@ bool price_finding(const ThreadWindow& tw, const Snapshot& to, const AdviseOptio
         "({:.0f}x less)",
         tw.cpu * 100, tw.sqes, rec->name, rec->cpu_cores * 100,
         tw.cpu / std::max(rec->cpu_cores, 1e-9));
+    if (choice.tied_idle) f.summary += tie_note(*rec, *choice.tied_idle, tw.sqes, o);
     f.evidence = price_evidence(c);
     f.change = rec->change;
     f.predicted = {{"cpu_cores", rec->cpu_cores, "cores"},

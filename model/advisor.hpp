@@ -33,11 +33,28 @@ struct AdviseOptions {
     // at least this much of a CPU, gets a finding whatever its SQE rate.
     double price_ratio = 10;
     double price_min_cpu_cores = 0.05;
+    // Scores (CPU plus weighted delay) closer than this share of the larger are a tie. They rest
+    // on the syscall cost each daemon measures once at start-up, which differs by a tenth between
+    // two daemons on one host, and on wake_weight, a judgement: neither can part them.
+    double tie_margin = 0.15;
     // The submissions one batch may gather when batching is priced: never more than this delay.
     double batch_max_delay_seconds = 0.010;
 };
 
 Advice make_advice(const Snapshot& from, const Snapshot& to, const AdviseOptions& opts = {});
+// sq_thread_overpriced's choice among its alternatives, by CPU plus wake_weight times the delay
+// each adds per second; "now", the unavailable and those dearer than `cpu_now` never win. It
+// reports a finding only for a change beyond sq_thread_idle, which sq_idle_too_long speaks for.
+// So that the finding does not come and go with one measurement, the best other change wins
+// unless sq_thread_idle beats it by more than tie_margin; inside the margin, `tied_idle` names
+// the idle setting it ties with. Marks the winner recommended.
+struct AlternativeChoice {
+    Alternative* recommended = nullptr;      // null: nothing cheaper than now
+    const Alternative* tied_idle = nullptr;  // sq_thread_idle, within tie_margin of the winner
+};
+AlternativeChoice choose_alternative(std::vector<Alternative>& alts, double cpu_now, double sqes,
+                                     const AdviseOptions& o);
+
 // Seconds from one sample to another, on the monotonic clock when both have it.
 double seconds_between(const Snapshot& from, const Snapshot& to);
 

@@ -129,10 +129,10 @@ def workloads(build, seconds, tmp, have_fio, fio_file=None):
 # The deep tier, measured in its two phases where the work-gap program runs per SQE (bench/run).
 DEEP_EVERY = "uringscoped --probes.deep, in a gap window (every SQE)"
 DEEP_BETWEEN = "uringscoped --probes.deep, between gap windows"
-DEEP_DUTY = "uringscoped --probes.deep, default 6s/60s (0.1 in + 0.9 between)"
+DEEP_DUTY = "uringscoped --probes.deep, default 6s/60s, time-average"
 DEEP_FENTRY = "uringscoped --probes.deep (fentry where it loads)"
 DEEP_KPROBE = "uringscoped --probes.deep --no-fentry (kprobes)"
-DUTY = 0.1
+PERIOD_S = 60.0  # the default period; a window's share of it is measured per workload
 
 # Targets (issue 21): upper bound of the 95 % interval of CPU per operation, B/A.
 TARGETS = {
@@ -145,14 +145,19 @@ TARGETS = {
 }
 
 
+def cells_of(observers, loads, only=None):
+    """The (workload, observer) cells that `only`, a regular expression, keeps."""
+    return [(w, o) for w in loads for o in observers
+            if only is None or re.search(only, f"{w} / {o}")]
+
+
 def measure(observers, loads, pairs, log, only=None):
     """{(observer, workload): [(ratio, A, B)]}; observers maps a name to an attach function,
     None for the A/A run. `only`, a regular expression, keeps the cells whose
     "workload / observer" it matches."""
     rng = random.Random(SEED)
     results, done = {}, 0
-    cells = [(w, o) for w in loads for o in observers
-             if only is None or re.search(only, f"{w} / {o}")]
+    cells = cells_of(observers, loads, only)
     total = len(cells) * pairs
     for wname, run in loads.items():
         if not any(w == wname for w, _ in cells):
@@ -170,7 +175,10 @@ def measure(observers, loads, pairs, log, only=None):
     return results
 
 
-def report(results, seconds, pairs, node, kernel, only=None, extra=""):
+def report(results, seconds, pairs, node, kernel, only=None, extra="", shares=None):
+    """`shares`: {workload: the share of the period the default window stayed attached on it},
+    for the deep tier's time-average."""
+    shares = shares or {}
     rng = random.Random(SEED)
     cmd = f"bench/run --overhead {extra + ' ' if extra else ''}--pairs {pairs} --seconds {seconds}"
     if only:
@@ -184,17 +192,20 @@ def report(results, seconds, pairs, node, kernel, only=None, extra=""):
              "SQ threads to CPU 0 (the method: bench/overhead.py). Where the deep tier's "
              "work-gap program runs once per SQE it is attached only in --probes.gap-sampling's "
              "windows: its rows give the cost in a window and between windows, and the "
-             "time-average at the default duty, bootstrapped from both cells' pairs.\n",
+             "time-average, bootstrapped from both cells' pairs. A window stays attached until it "
+             "has recorded 20,000 gaps (and at least 1.25 s after its 2.15 s cutoff), 6 s at "
+             "most; the share of the 60 s period it stayed attached is measured per workload "
+             "with the default daemon" + share_text(shares) + ".\n",
              "| workload | observer | CPU per op, median | 95 % interval | A ns/op (median) | target | |",
              "|---|---|---|---|---|---|---|"]
     stats = {}
     for (oname, wname), rows in results.items():
         med, lo, hi = bootstrap_median([r for r, _, _ in rows], rng)
         stats[(oname, wname)] = (med, lo, hi, statistics.median(a for _, a, _ in rows))
-        if oname == DEEP_BETWEEN and (DEEP_EVERY, wname) in results:
+        if oname == DEEP_BETWEEN and (DEEP_EVERY, wname) in results and wname in shares:
             stats[(DEEP_DUTY, wname)] = duty_weighted(
                 [r for r, _, _ in results[(DEEP_EVERY, wname)]], [r for r, _, _ in rows],
-                stats[(oname, wname)][3], rng)
+                stats[(oname, wname)][3], rng, shares[wname])
     for (oname, wname), (med, lo, hi, a_ns) in stats.items():
         target = TARGETS.get((oname, wname))
         tgt = f"<= {target:.2f}" if target else "-"
@@ -204,19 +215,52 @@ def report(results, seconds, pairs, node, kernel, only=None, extra=""):
     return "\n".join(lines) + "\n"
 
 
-def duty_weighted(every, between, a_ns, rng, level=0.95):
-    """The time-average of the two phases, DUTY of the time in a window and the rest between, as
-    (median, low, high, a_ns). The two cells' pairs are independent, so each bootstrap resample
-    draws both and weighs their medians; the percentiles of that are the interval. (Adding the
-    two intervals' ends, as this did first, assumes both phases at their worst at once, which a
-    95 % interval does not need; on the shared rings that was 0.045 wide against 0.043.)"""
-    med = DUTY * statistics.median(every) + (1 - DUTY) * statistics.median(between)
-    sums = sorted(DUTY * statistics.median(rng.choices(every, k=len(every))) +
-                  (1 - DUTY) * statistics.median(rng.choices(between, k=len(between)))
+def share_text(shares):
+    if not shares:
+        return ""
+    return ": " + "; ".join(f"{w} {v:.3f} ({v * PERIOD_S:.2f} s)" for w, v in shares.items())
+
+
+def duty_weighted(every, between, a_ns, rng, share, level=0.95):
+    """The time-average of the two phases, `share` of the time in a window and the rest between,
+    as (median, low, high, a_ns). The two cells' pairs are independent, so each bootstrap
+    resample draws both and weighs their medians; the percentiles of that are the interval.
+    (Adding the two intervals' ends, as this did first, assumes both phases at their worst at
+    once, which a 95 % interval does not need; on the shared rings that was 0.045 wide against
+    0.043.)"""
+    med = share * statistics.median(every) + (1 - share) * statistics.median(between)
+    sums = sorted(share * statistics.median(rng.choices(every, k=len(every))) +
+                  (1 - share) * statistics.median(rng.choices(between, k=len(between)))
                   for _ in range(BOOTSTRAP_RESAMPLES))
     tail = (1 - level) / 2
     return (med, sums[int(tail * len(sums))],
             sums[min(len(sums) - 1, int((1 - tail) * len(sums)))], a_ns)
+
+
+def window_shares(loads, start_daemon, cells, log, settle_s=7.5):
+    """{workload: the share of the default 60 s period its first gap window stayed attached}, for
+    each workload with the deep tier's cells: the daemon starts with its defaults (its first
+    window opens at once), the workload runs until the window has surely closed, and the
+    daemon's uringscope_probe_attached_seconds_total says how long it stayed."""
+    out = {}
+    for wname, run in loads.items():
+        if not any(w == wname and o in (DEEP_EVERY, DEEP_BETWEEN) for w, o in cells):
+            continue
+        d = start_daemon()
+        try:
+            began = time.time()
+            while time.time() - began < settle_s:
+                run()
+            m = re.search(r'^uringscope_probe_attached_seconds_total\{probe="work_gaps"\} (\S+)$',
+                          d.scrape(), re.M)
+        finally:
+            d.stop()
+        if not m:
+            raise RuntimeError("the daemon exports no uringscope_probe_attached_seconds_total: "
+                               "its work-gap probe is not duty-cycled here")
+        out[wname] = float(m.group(1)) / PERIOD_S
+        log(f"{wname}: the default gap window stayed attached {float(m.group(1)):.2f} s")
+    return out
 
 
 def write_section(path, section):

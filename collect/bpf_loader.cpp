@@ -546,7 +546,8 @@ bool BpfCollector::attach(std::size_t i, int v, std::string& error) {
         for (auto get : programs) progs.push_back(get(skel_.get()));
         attached_programs_[i] = progs;
         gap_duty_ = std::make_unique<GapDutyCycle>(progs, &skel_->bss->gap_start_ns,
-                                                   &skel_->bss->gap_end_ns, gap_config_);
+                                                   &skel_->bss->gap_end_ns, gap_config_,
+                                                   [this] { return gaps_recorded(); });
         st.attached = true;
         return true;
     }
@@ -847,6 +848,15 @@ void BpfCollector::read_nvme(std::vector<std::pair<usc_dev_key, usc_nvme_stats>>
 
 void BpfCollector::read_gaps(std::vector<std::pair<std::uint32_t, usc_work_gaps>>& out) const {
     read_hash(bpf_map__fd(skel_->maps.work_gaps), out);
+}
+
+std::uint64_t BpfCollector::gaps_recorded() const {
+    std::vector<std::pair<std::uint32_t, usc_work_gaps>> gaps;
+    read_gaps(gaps);
+    std::uint64_t n = 0;
+    for (const auto& [tid, g] : gaps)
+        for (auto c : g.count) n += c;
+    return n;
 }
 
 std::optional<GapSampling> BpfCollector::gap_sampling(std::uint64_t now_ns) const {

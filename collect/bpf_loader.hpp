@@ -193,6 +193,8 @@ public:
     // The duty cycle of the work-gap probe; nullopt where every gap is recorded (a per-batch
     // variant, --probes.gap-sampling=off, or the probe off).
     std::optional<GapSampling> gap_sampling(std::uint64_t now_ns) const;
+    // Gaps recorded so far, summed over threads: what closes a duty-cycled window early.
+    std::uint64_t gaps_recorded() const;
 
 private:
     BpfCollector() = default;

@@ -2,19 +2,19 @@
 
 #include <spdlog/spdlog.h>
 
-#include <condition_variable>
-
 #include "collect/bpf_loader.hpp"
 #include "common/clock.hpp"
 
 namespace uringscope {
 
 GapDutyCycle::GapDutyCycle(std::vector<bpf_program*> programs, volatile __u64* start_ns,
-                           volatile __u64* end_ns, GapSamplingConfig cfg)
+                           volatile __u64* end_ns, GapSamplingConfig cfg,
+                           std::function<std::uint64_t()> gaps_recorded)
     : programs_(std::move(programs)),
       start_ns_(start_ns),
       end_ns_(end_ns),
       cfg_(cfg),
+      gaps_recorded_(std::move(gaps_recorded)),
       ledger_(static_cast<std::uint64_t>(kGapCutoff.count())) {
     thread_ = std::jthread([this](std::stop_token stop) { run(stop); });
 }
@@ -40,31 +40,69 @@ bool GapDutyCycle::attach() {
     return true;
 }
 
-// Attach, open the window, wait out the on-time, close it, detach, wait for the next period.
-// The BPF side stops recording at the window's end on its own; the detach only ends the cost.
+void GapDutyCycle::sleep_until(std::stop_token stop, Clock::time_point t) {
+    std::unique_lock lock(sleep_mu_);
+    sleep_cv_.wait_until(lock, stop, t, [] { return false; });
+}
+
+// Attach, open the window, wait out the on-time (or less, when it has recorded enough), close it,
+// detach, wait for the next period. The BPF side stops recording at the window's end on its own;
+// the detach only ends the cost.
 void GapDutyCycle::run(std::stop_token stop) {
-    std::mutex mu;
-    std::condition_variable_any cv;
-    auto next = std::chrono::steady_clock::now();
+    auto next = Clock::now();
     while (!stop.stop_requested()) {
         if (attach()) {
-            const std::uint64_t start = monotonic_ns();
-            const std::uint64_t end = start + static_cast<std::uint64_t>(cfg_.on.count());
-            *start_ns_ = start;
-            __atomic_store_n(end_ns_, end, __ATOMIC_RELEASE);
-            {
-                std::lock_guard lock(mu_);
-                ledger_.open(start, end);
-            }
-            std::unique_lock lock(mu);
-            cv.wait_for(lock, stop, cfg_.on, [] { return false; });
+            open_window(stop);
             links_.clear();
         }
         next += cfg_.period;
-        std::unique_lock lock(mu);
-        cv.wait_until(lock, stop, next, [] { return false; });
+        sleep_until(stop, next);
     }
     links_.clear();
+}
+
+void GapDutyCycle::open_window(std::stop_token stop) {
+    const std::uint64_t start = monotonic_ns();
+    const std::uint64_t end = start + static_cast<std::uint64_t>(cfg_.on.count());
+    *start_ns_ = start;
+    __atomic_store_n(end_ns_, end, __ATOMIC_RELEASE);
+    {
+        std::lock_guard lock(mu_);
+        ledger_.open(start, end);
+    }
+    const auto opened = Clock::now();
+    const auto deadline = opened + cfg_.on;
+    // Polled: the gap counts are in a BPF hash map, and a look four times a second costs the
+    // daemon a few map reads while the window's own cost is per SQE.
+    constexpr auto kPoll = std::chrono::milliseconds(250);
+    const std::uint64_t base = gaps_recorded_ && cfg_.enough_gaps ? gaps_recorded_() : 0;
+    auto t = opened + kGapCutoff + kMinRecordedPerWindow;
+    while (gaps_recorded_ && cfg_.enough_gaps && t < deadline && !stop.stop_requested()) {
+        sleep_until(stop, t);
+        if (enough_recorded(base)) return close_early(stop);
+        t += kPoll;
+    }
+    sleep_until(stop, deadline);
+}
+
+bool GapDutyCycle::enough_recorded(std::uint64_t base) const {
+    const std::uint64_t now = gaps_recorded_();
+    // A thread that exits takes its counts with it: never count that as recording.
+    return now > base && now - base >= cfg_.enough_gaps;
+}
+
+// The end moves a millisecond ahead, not to now: a program that read the old end a moment ago
+// still records inside the new one, so the ledger's time covers every gap recorded.
+void GapDutyCycle::close_early(std::stop_token stop) {
+    constexpr auto kMargin = std::chrono::milliseconds(1);
+    const std::uint64_t end =
+        monotonic_ns() + static_cast<std::uint64_t>(std::chrono::nanoseconds(kMargin).count());
+    __atomic_store_n(end_ns_, end, __ATOMIC_RELEASE);
+    {
+        std::lock_guard lock(mu_);
+        ledger_.close(end);
+    }
+    sleep_until(stop, Clock::now() + 2 * kMargin);
 }
 
 GapSampling GapDutyCycle::state(std::uint64_t now_ns) const {
@@ -74,7 +112,9 @@ GapSampling GapDutyCycle::state(std::uint64_t now_ns) const {
     s.period_seconds = std::chrono::duration<double>(cfg_.period).count();
     s.cutoff_seconds = std::chrono::duration<double>(kGapCutoff).count();
     s.recorded_seconds = ledger_.recorded_seconds(now_ns);
+    s.attached_seconds = ledger_.attached_seconds(now_ns);
     s.windows = ledger_.windows();
+    s.closed_early = ledger_.closed_early();
     s.attach_failures = attach_failures_;
     s.active = ledger_.active(now_ns);
     return s;

@@ -7,7 +7,9 @@
 #include <linux/types.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -24,23 +26,34 @@ class AttachedProbe;
 
 // Attaches `programs` for cfg.on every cfg.period, first at construction; writes each window's
 // bounds to the BPF globals (start first, then end: see bpf/uringscope.bpf.c); detaches on
-// destruction. The programs and globals must outlive it.
+// destruction. A window closes early once it has recorded kMinRecordedPerWindow and
+// cfg.enough_gaps gaps, as `gaps_recorded` (the sum of every thread's gap counts) says. The
+// programs and globals must outlive it.
 class GapDutyCycle {
 public:
     GapDutyCycle(std::vector<bpf_program*> programs, volatile __u64* start_ns,
-                 volatile __u64* end_ns, GapSamplingConfig cfg);
+                 volatile __u64* end_ns, GapSamplingConfig cfg,
+                 std::function<std::uint64_t()> gaps_recorded);
     ~GapDutyCycle();
     GapDutyCycle(const GapDutyCycle&) = delete;
     GapDutyCycle& operator=(const GapDutyCycle&) = delete;
     GapSampling state(std::uint64_t now_ns) const;
 
 private:
+    using Clock = std::chrono::steady_clock;
     void run(std::stop_token stop);
     bool attach();
+    void open_window(std::stop_token stop);
+    bool enough_recorded(std::uint64_t base) const;
+    void close_early(std::stop_token stop);
+    void sleep_until(std::stop_token stop, Clock::time_point t);
     std::vector<bpf_program*> programs_;
     volatile __u64* start_ns_;
     volatile __u64* end_ns_;
     GapSamplingConfig cfg_;
+    std::function<std::uint64_t()> gaps_recorded_;
+    std::mutex sleep_mu_;  // only for sleep_cv_, which wakes on stop alone
+    std::condition_variable_any sleep_cv_;
     mutable std::mutex mu_;
     GapWindowLedger ledger_;
     std::uint64_t attach_failures_ = 0;

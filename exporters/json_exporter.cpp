@@ -18,8 +18,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(WorkGaps, count, sum_ns, sleep_s
                                                 sleep_spin_seconds, open_gap_seconds,
                                                 recorded_seconds)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(GapSampling, on_seconds, period_seconds,
-                                                cutoff_seconds, recorded_seconds, windows,
-                                                attach_failures, active)
+                                                cutoff_seconds, recorded_seconds, attached_seconds,
+                                                windows, closed_early, attach_failures, active)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Figure, name, value, unit)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(IdleCurvePoint, setting_seconds, effective_seconds,
                                                 cpu_cores, wakeups_per_second, current, recommended)

@@ -369,6 +369,8 @@ void duty_families(Exposition& ex, const Snapshot& s) {
     Family& duty = ex.add("uringscope_probe_duty_ratio");
     Family& active = ex.add("uringscope_probe_window_active");
     Family& windows = ex.add("uringscope_probe_windows_total");
+    Family& early = ex.add("uringscope_probe_windows_closed_early_total");
+    Family& attached = ex.add("uringscope_probe_attached_seconds_total");
     Family& recorded = ex.add("uringscope_probe_recorded_seconds_total");
     Family& failures = ex.add("uringscope_probe_window_attach_failures_total");
     if (!s.gap_sampling) return;
@@ -377,6 +379,8 @@ void duty_families(Exposition& ex, const Snapshot& s) {
     duty.gauge(l, g.period_seconds > 0 ? g.on_seconds / g.period_seconds : 1);
     active.gauge(l, g.active ? 1 : 0);
     windows.counter(l, static_cast<double>(g.windows));
+    early.counter(l, static_cast<double>(g.closed_early));
+    attached.counter(l, g.attached_seconds);
     recorded.counter(l, g.recorded_seconds);
     failures.counter(l, static_cast<double>(g.attach_failures));
 }

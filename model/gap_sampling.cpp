@@ -33,14 +33,30 @@ std::optional<std::string> parse_gap_sampling(std::string_view text, GapSampling
 
 void GapWindowLedger::open(std::uint64_t start_ns, std::uint64_t end_ns) {
     closed_ns_ = recorded(std::max(end_ns_, start_ns));
+    closed_attached_ns_ = attached(std::max(end_ns_, start_ns));
     start_ns_ = start_ns;
     end_ns_ = end_ns;
     ++windows_;
 }
 
+void GapWindowLedger::close(std::uint64_t end_ns) {
+    if (windows_ == 0 || end_ns >= end_ns_) return;
+    end_ns_ = std::max(end_ns, start_ns_);
+    ++closed_early_;
+}
+
 std::uint64_t GapWindowLedger::recorded(std::uint64_t now_ns) const {
     if (windows_ == 0 || now_ns < start_ns_ + cutoff_ns_) return closed_ns_;
     return closed_ns_ + std::min(now_ns, end_ns_) - std::min(end_ns_, start_ns_ + cutoff_ns_);
+}
+
+std::uint64_t GapWindowLedger::attached(std::uint64_t now_ns) const {
+    if (windows_ == 0 || now_ns < start_ns_) return closed_attached_ns_;
+    return closed_attached_ns_ + std::min(now_ns, end_ns_) - start_ns_;
+}
+
+double GapWindowLedger::attached_seconds(std::uint64_t now_ns) const {
+    return static_cast<double>(attached(now_ns)) / 1e9;
 }
 
 double GapWindowLedger::recorded_seconds(std::uint64_t now_ns) const {

@@ -46,7 +46,9 @@ struct WorkGaps {
 struct GapSampling {
     double on_seconds = 0, period_seconds = 0, cutoff_seconds = 0;
     double recorded_seconds = 0;        // cumulative recorded time of every window so far
+    double attached_seconds = 0;        // cumulative time the windows were open: the cost
     std::uint64_t windows = 0;          // windows opened
+    std::uint64_t closed_early = 0;     // windows closed on kEnoughGaps before their on-time
     std::uint64_t attach_failures = 0;  // windows that could not attach
     bool active = false;                // a window is open at the sample
 };

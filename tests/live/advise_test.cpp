@@ -808,3 +808,92 @@ TEST_F(AdviseSampled, SampledGapsGiveTheSameRecommendationAsEveryGap) {
     std::printf("idle curve, every gap vs sampled 3s/6s (setting, CPU every gap, CPU sampled):\n%s",
                 table.c_str());
 }
+
+namespace {
+
+// What the tests below read of one daemon's snapshot: its duty cycle, and one thread's gaps.
+struct GapReading {
+    json sampling;           // gap_sampling, null where every gap is recorded
+    std::uint64_t gaps = 0;  // the thread's gaps, summed over buckets
+    double at = 0;           // the sample's CLOCK_MONOTONIC seconds
+};
+
+std::optional<GapReading> read_gaps(Daemon& d, int tid) {
+    auto r = http_get(base_url(d) + "/api/v1/snapshot");
+    const json snap = json::parse(r.body, nullptr, false);
+    if (!snap.is_object()) return std::nullopt;
+    GapReading g;
+    g.sampling = snap.value("gap_sampling", json());
+    g.at = snap.value("monotonic_seconds", 0.0);
+    for (const auto& t : snap["threads"])
+        if (t.value("tid", 0) == tid)
+            for (const auto& c : t["gaps"]["count"]) g.gaps += c.get<std::uint64_t>();
+    return g;
+}
+
+}  // namespace
+
+// A busy load fills a duty-cycled window long before its on-time: at 50,000 SQEs/s, one SQE per
+// batch, a 4 s window closes once it has recorded 1.25 s and 20,000 gaps, 3.4 s after it opened,
+// and the gaps it scales from its shorter recorded time still count what the full-rate daemon
+// beside it counts. Both readings are taken between windows, where the recorded time is final.
+TEST(AdviseSampledEarly, ABusyWindowClosesEarlyAndItsScaledGapsStayUnbiased) {
+    if (auto why = live_tier_unavailable()) GTEST_SKIP() << *why;
+    const std::vector<std::string> common = {"--sample.interval=1s", "--probes.deep"};
+    auto with = [&](const char* sampling) {
+        auto a = common;
+        a.push_back(sampling);
+        return a;
+    };
+    Daemon full(with("--probes.gap-sampling=off")), sampled(with("--probes.gap-sampling=4s/8s"));
+    ASSERT_TRUE(full.ready()) << full.startup_log();
+    ASSERT_TRUE(sampled.ready()) << sampled.startup_log();
+    REQUIRE_PROBE(full, probe_attached(full, "work_gaps"), "work_gaps");
+    if (!find_value(sampled.scrape(), "uringscope_probe_duty_ratio", {{"probe", "work_gaps"}}))
+        GTEST_SKIP() << "work_gaps runs per batch on this kernel: nothing is sampled";
+    Child load({load_bin(), "--ring", "sqpoll,idle=1000,rate=50000,batch=1", "--duration", "60s"});
+    const auto rings = read_load_rings(load, "setup", "started", seconds(30));
+    ASSERT_EQ(rings.size(), 1u);
+    const int tid = rings[0].sq_thread;
+    // A pair of readings between windows, the sampled daemon's first; none inside one.
+    auto between = [&](GapReading& f, GapReading& s) {
+        return eventually(seconds(20), [&] {
+            auto a = read_gaps(sampled, tid);
+            auto b = read_gaps(full, tid);
+            if (!a || !b || a->sampling.is_null() || a->sampling.value("active", true)) {
+                std::this_thread::sleep_for(milliseconds(200));
+                return false;
+            }
+            s = *a;
+            f = *b;
+            return true;
+        });
+    };
+    std::this_thread::sleep_for(seconds(9));  // past the window the daemon opened at its start
+    GapReading f0, s0, f1, s1;
+    ASSERT_TRUE(between(f0, s0));
+    std::this_thread::sleep_for(seconds(24));
+    ASSERT_TRUE(between(f1, s1));
+    const double elapsed = f1.at - f0.at;  // between the full-rate daemon's two samples
+    ASSERT_GT(elapsed, 20);
+
+    auto d = [](const GapReading& a, const GapReading& b, const char* k) {
+        return b.sampling[k].get<double>() - a.sampling[k].get<double>();
+    };
+    const double windows = d(s0, s1, "windows"), early = d(s0, s1, "closed_early");
+    const double attached = d(s0, s1, "attached_seconds"), recorded = d(s0, s1, "recorded_seconds");
+    const double full_rate = static_cast<double>(f1.gaps - f0.gaps) / elapsed;
+    const double sampled_rate = static_cast<double>(s1.gaps - s0.gaps) / recorded;
+    std::printf(
+        "      %g windows, %g closed early, %.2f s attached and %.2f s recorded each; "
+        "gaps/s %.0f every gap, %.0f sampled\n",
+        windows, early, attached / windows, recorded / windows, full_rate, sampled_rate);
+    ASSERT_GE(windows, 2);
+    EXPECT_EQ(early, windows);
+    // The cutoff (2.15 s) and 1.25 s recorded, then up to one 250 ms look more, and the 1 ms end.
+    EXPECT_GE(recorded / windows, 1.25);
+    EXPECT_LE(recorded / windows, 1.6);
+    EXPECT_NEAR(attached / windows, recorded / windows + 2.147, 0.01);
+    EXPECT_GT(full_rate, 20000);  // the load is busy enough to close windows at all
+    EXPECT_NEAR(sampled_rate, full_rate, 0.1 * full_rate);
+}

@@ -60,12 +60,14 @@ TEST(Json, GapSamplingRoundTripsAndIsAbsentWhereEveryGapIsRecorded) {
     auto in = sample_snapshot();
     EXPECT_FALSE(snapshot_from_json(snapshot_to_json(in)).gap_sampling);
     EXPECT_DOUBLE_EQ(snapshot_from_json(snapshot_to_json(in)).threads[0].gaps.recorded_seconds, -1);
-    in.gap_sampling = GapSampling{6, 60, 2.147, 38.5, 10, 1, true};
+    in.gap_sampling = GapSampling{6, 60, 2.147, 38.5, 51.5, 10, 3, 1, true};
     in.threads[0].gaps.recorded_seconds = 38.5;
     const auto out = snapshot_from_json(snapshot_to_json(in));
     ASSERT_TRUE(out.gap_sampling);
     EXPECT_DOUBLE_EQ(out.gap_sampling->recorded_seconds, 38.5);
+    EXPECT_DOUBLE_EQ(out.gap_sampling->attached_seconds, 51.5);
     EXPECT_EQ(out.gap_sampling->windows, 10u);
+    EXPECT_EQ(out.gap_sampling->closed_early, 3u);
     EXPECT_EQ(out.gap_sampling->attach_failures, 1u);
     EXPECT_TRUE(out.gap_sampling->active);
     EXPECT_DOUBLE_EQ(out.threads[0].gaps.recorded_seconds, 38.5);

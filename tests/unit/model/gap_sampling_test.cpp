@@ -48,6 +48,26 @@ TEST(GapWindowLedger, EachWindowRecordsFromItsCutoffToItsEnd) {
     EXPECT_EQ(l.windows(), 2u);
 }
 
+// A window that closed early records and costs up to its new end; the next opens as usual.
+TEST(GapWindowLedger, AWindowClosedEarlyEndsItsRecordedAndAttachedTime) {
+    constexpr std::uint64_t s = 1'000'000'000;
+    GapWindowLedger l(2 * s);
+    l.open(10 * s, 16 * s);
+    EXPECT_EQ(l.attached_seconds(12 * s), 2);
+    l.close(13 * s + s / 2);
+    EXPECT_FALSE(l.active(14 * s));
+    EXPECT_EQ(l.recorded_seconds(20 * s), 1.5);
+    EXPECT_EQ(l.attached_seconds(20 * s), 3.5);
+    EXPECT_EQ(l.closed_early(), 1u);
+    l.close(15 * s);  // later than the end it has: not a close
+    EXPECT_EQ(l.closed_early(), 1u);
+    EXPECT_EQ(l.recorded_seconds(20 * s), 1.5);
+    l.open(70 * s, 76 * s);
+    EXPECT_EQ(l.recorded_seconds(99 * s), 5.5);
+    EXPECT_EQ(l.attached_seconds(99 * s), 9.5);
+    EXPECT_EQ(l.windows(), 2u);
+}
+
 namespace {
 
 constexpr double kNs = 1e9;

@@ -21,6 +21,7 @@ import resource
 import statistics
 import subprocess
 import tempfile
+import threading
 import time
 
 BEGIN = "<!-- overhead: bench/run --overhead writes this section -->"
@@ -237,24 +238,30 @@ def duty_weighted(every, between, a_ns, rng, share, level=0.95):
             sums[min(len(sums) - 1, int((1 - tail) * len(sums)))], a_ns)
 
 
-def window_shares(loads, start_daemon, cells, log, settle_s=7.5):
+def window_shares(long_loads, start_daemon, cells, log, window_s=6.0):
     """{workload: the share of the default 60 s period its first gap window stayed attached}, for
-    each workload with the deep tier's cells: the daemon starts with its defaults (its first
-    window opens at once), the workload runs until the window has surely closed, and the
+    each workload with the deep tier's cells. A window records only threads born before it
+    opened, so each workload (run for longer than a window) starts first; the daemon then starts
+    with its defaults, its first window opening at once, and once that has surely closed the
     daemon's uringscope_probe_attached_seconds_total says how long it stayed."""
     out = {}
-    for wname, run in loads.items():
+    for wname, run in long_loads.items():
         if not any(w == wname and o in (DEEP_EVERY, DEEP_BETWEEN) for w, o in cells):
             continue
-        d = start_daemon()
+        load = threading.Thread(target=run)
+        load.start()
         try:
-            began = time.time()
-            while time.time() - began < settle_s:
-                run()
-            m = re.search(r'^uringscope_probe_attached_seconds_total\{probe="work_gaps"\} (\S+)$',
-                          d.scrape(), re.M)
+            time.sleep(0.5)  # the load's threads exist
+            d = start_daemon()
+            try:
+                time.sleep(window_s + 1)
+                m = re.search(
+                    r'^uringscope_probe_attached_seconds_total\{probe="work_gaps"\} (\S+)$',
+                    d.scrape(), re.M)
+            finally:
+                d.stop()
         finally:
-            d.stop()
+            load.join()
         if not m:
             raise RuntimeError("the daemon exports no uringscope_probe_attached_seconds_total: "
                                "its work-gap probe is not duty-cycled here")

@@ -547,7 +547,10 @@ bool BpfCollector::attach(std::size_t i, int v, std::string& error) {
         attached_programs_[i] = progs;
         gap_duty_ = std::make_unique<GapDutyCycle>(progs, &skel_->bss->gap_start_ns,
                                                    &skel_->bss->gap_end_ns, gap_config_,
-                                                   [this] { return gaps_recorded(); });
+                                                   GapDutyHooks{
+                                                       [this] { return gaps_recorded(); },
+                                                       [this] { return sqpoll_rings_ == 0; },
+                                                   });
         st.attached = true;
         return true;
     }

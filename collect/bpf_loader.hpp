@@ -2,6 +2,7 @@
 // Owns every kernel object uringscope creates: the BPF skeleton, its links and iterator fds.
 // Each is held by an RAII type, so every exit path — including an exception or a signal that
 // ends main() — detaches everything and leaves nothing of ours in `bpftool prog show`.
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -195,6 +196,9 @@ public:
     std::optional<GapSampling> gap_sampling(std::uint64_t now_ns) const;
     // Gaps recorded so far, summed over threads: what closes a duty-cycled window early.
     std::uint64_t gaps_recorded() const;
+    // What the latest complete walk found: whether any ring has SQPOLL. A duty-cycled window
+    // closes early where none has, since the work-gap program records only SQ threads.
+    void note_sqpoll_rings(bool any) { sqpoll_rings_.store(any ? 1 : 0); }
 
 private:
     BpfCollector() = default;
@@ -214,6 +218,7 @@ private:
     int nvme_reads_ = 0;                    // /proc/kallsyms scans for this instance
     UniqueFd kallsyms_;  // /proc/kallsyms, opened before the daemon drops CAP_SYSLOG
     GapSamplingConfig gap_config_;
+    std::atomic<int> sqpoll_rings_{-1};       // note_sqpoll_rings; -1 before the first walk
     std::unique_ptr<GapDutyCycle> gap_duty_;  // after skel_: stops and detaches before it unloads
 };
 

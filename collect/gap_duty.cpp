@@ -8,13 +8,12 @@
 namespace uringscope {
 
 GapDutyCycle::GapDutyCycle(std::vector<bpf_program*> programs, volatile __u64* start_ns,
-                           volatile __u64* end_ns, GapSamplingConfig cfg,
-                           std::function<std::uint64_t()> gaps_recorded)
+                           volatile __u64* end_ns, GapSamplingConfig cfg, GapDutyHooks hooks)
     : programs_(std::move(programs)),
       start_ns_(start_ns),
       end_ns_(end_ns),
       cfg_(cfg),
-      gaps_recorded_(std::move(gaps_recorded)),
+      hooks_(std::move(hooks)),
       ledger_(static_cast<std::uint64_t>(kGapCutoff.count())) {
     thread_ = std::jthread([this](std::stop_token stop) { run(stop); });
 }
@@ -72,21 +71,22 @@ void GapDutyCycle::open_window(std::stop_token stop) {
     }
     const auto opened = Clock::now();
     const auto deadline = opened + cfg_.on;
+    const auto filled = opened + kGapCutoff + kMinRecordedPerWindow;
     // Polled: the gap counts are in a BPF hash map, and a look four times a second costs the
     // daemon a few map reads while the window's own cost is per SQE.
     constexpr auto kPoll = std::chrono::milliseconds(250);
-    const std::uint64_t base = gaps_recorded_ && cfg_.enough_gaps ? gaps_recorded_() : 0;
-    auto t = opened + kGapCutoff + kMinRecordedPerWindow;
-    while (gaps_recorded_ && cfg_.enough_gaps && t < deadline && !stop.stop_requested()) {
+    const bool count = hooks_.gaps_recorded && cfg_.enough_gaps;
+    const std::uint64_t base = count ? hooks_.gaps_recorded() : 0;
+    for (auto t = opened + kPoll; t < deadline && !stop.stop_requested(); t += kPoll) {
         sleep_until(stop, t);
-        if (enough_recorded(base)) return close_early(stop);
-        t += kPoll;
+        if (hooks_.nothing_to_record && hooks_.nothing_to_record()) return close_early(stop);
+        if (count && t >= filled && enough_recorded(base)) return close_early(stop);
     }
     sleep_until(stop, deadline);
 }
 
 bool GapDutyCycle::enough_recorded(std::uint64_t base) const {
-    const std::uint64_t now = gaps_recorded_();
+    const std::uint64_t now = hooks_.gaps_recorded();
     // A thread that exits takes its counts with it: never count that as recording.
     return now > base && now - base >= cfg_.enough_gaps;
 }

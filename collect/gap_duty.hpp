@@ -24,16 +24,22 @@ namespace uringscope {
 
 class AttachedProbe;
 
+// What a window asks of the rest of the daemon, to close early.
+struct GapDutyHooks {
+    std::function<std::uint64_t()> gaps_recorded;  // every thread's gap counts, summed
+    std::function<bool()> nothing_to_record;       // true once a walk found no SQPOLL ring
+};
+
 // Attaches `programs` for cfg.on every cfg.period, first at construction; writes each window's
 // bounds to the BPF globals (start first, then end: see bpf/uringscope.bpf.c); detaches on
 // destruction. A window closes early once it has recorded kMinRecordedPerWindow and
-// cfg.enough_gaps gaps, as `gaps_recorded` (the sum of every thread's gap counts) says. The
-// programs and globals must outlive it.
+// cfg.enough_gaps gaps, or as soon as there is nothing to record: the per-SQE tracepoint costs
+// every ring's submissions, and the program records only SQ threads'. The programs and globals
+// must outlive it.
 class GapDutyCycle {
 public:
     GapDutyCycle(std::vector<bpf_program*> programs, volatile __u64* start_ns,
-                 volatile __u64* end_ns, GapSamplingConfig cfg,
-                 std::function<std::uint64_t()> gaps_recorded);
+                 volatile __u64* end_ns, GapSamplingConfig cfg, GapDutyHooks hooks);
     ~GapDutyCycle();
     GapDutyCycle(const GapDutyCycle&) = delete;
     GapDutyCycle& operator=(const GapDutyCycle&) = delete;
@@ -51,7 +57,7 @@ private:
     volatile __u64* start_ns_;
     volatile __u64* end_ns_;
     GapSamplingConfig cfg_;
-    std::function<std::uint64_t()> gaps_recorded_;
+    GapDutyHooks hooks_;
     std::mutex sleep_mu_;  // only for sleep_cv_, which wakes on stop alone
     std::condition_variable_any sleep_cv_;
     mutable std::mutex mu_;

@@ -88,6 +88,10 @@ bool Sampler::collect(RawSample& raw) {
         spdlog::warn("ring walk ended early ({}); rings it did not reach are kept as they were",
                      err);
     raw.walk_complete = complete;
+    if (complete)
+        bpf_.note_sqpoll_rings(std::any_of(raw.rings.begin(), raw.rings.end(), [](auto& r) {
+            return (r.setup_flags & USC_SETUP_SQPOLL) != 0;
+        }));
     resolve_cgroups(raw);
     // The sample's time is when the walk read its first record, not when it was asked for: a
     // sampler delayed between the two would skew every rate of the interval.

@@ -114,7 +114,8 @@ void add_sampling_options(CLI::App& app, DaemonConfig& cfg, RawFlags& raw) {
                    "6s/60s: it costs nothing the rest of the time, and the advisor scales what "
                    "the windows recorded. ON is at least 3s (the first 2.15s of a window only find "
                    "where gaps start); a window closes sooner once it has recorded 1.25s and "
-                   "20,000 gaps. \"off\" records all the time. Kernels where io_submit_sqes "
+                   "20,000 gaps, and at once where no ring has SQPOLL. \"off\" records all the "
+                   "time. Kernels where io_submit_sqes "
                    "can be hooked record once per batch and are always attached.")
         ->default_str("6s/60s");
     app.add_flag("--no-fentry", cfg.no_fentry,

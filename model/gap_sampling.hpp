@@ -60,7 +60,7 @@ private:
     std::uint64_t recorded(std::uint64_t now_ns) const;
     std::uint64_t attached(std::uint64_t now_ns) const;
     std::uint64_t cutoff_ns_;
-    std::uint64_t closed_ns_ = 0;  // recorded time of the windows before the current one
+    std::uint64_t closed_ns_ = 0;           // recorded time of the windows before the current one
     std::uint64_t closed_attached_ns_ = 0;  // open time of the windows before the current one
     std::uint64_t start_ns_ = 0, end_ns_ = 0;
     std::uint64_t windows_ = 0;

@@ -456,11 +456,15 @@ TEST_F(Advise, ThreadsThatShouldSharePredictTheSavingOfAttachWq) {
 
 // Two unthrottled rings on one SQ thread: it is saturated and both rings keep a backlog. Only
 // the detection is checked: the predicted gain of a split assumes a free CPU for the new
-// thread, which a 2-vCPU test machine running two submitters does not have.
+// thread, which a 2-vCPU test machine running two submitters does not have. Each submitter
+// refills 32 of 256 entries as they complete, so SQEs wait at most sample instants. A ring of
+// 64 refilled whole once all 64 completed (the default) is full or empty at a sample by the
+// phase of its cycle: 50 % of samples, the finding's very threshold, and the test flickered.
 TEST_F(Advise, BacklogOnASaturatedSharedThreadIsReported) {
     std::vector<LoadRing> rings;
-    auto load = start_load(
-        {"--ring", "sqpoll,idle=10", "--ring", "sqpoll,share=0", "--duration", "120s"}, rings);
+    auto load = start_load({"--ring", "sqpoll,idle=10,depth=256,batch=32", "--ring",
+                            "sqpoll,share=0,depth=256,batch=32", "--duration", "120s"},
+                           rings);
     ASSERT_EQ(rings.size(), 2u);
     // Three CPU-bound threads on this 2-vCPU machine starve the daemon's sampler too: alone,
     // the 5 s the advice needs took 12-16 s to gather; one CI run with a busier machine had only

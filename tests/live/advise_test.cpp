@@ -308,6 +308,31 @@ protected:
 const std::vector<std::string> kBursty = {"--duration", "120s",        "--pause-every",
                                           "5ms",        "--pause-for", "45ms"};
 
+// What the gap tests read of one daemon's snapshot: its duty cycle, and one thread's gaps.
+struct GapReading {
+    json sampling;           // gap_sampling, null where every gap is recorded
+    std::uint64_t gaps = 0;  // the thread's gaps, summed over buckets
+    double gap_ns = 0;       // their lengths, summed
+    double at = 0;           // the sample's CLOCK_MONOTONIC seconds
+    bool found = false;      // the thread is in the snapshot
+};
+
+std::optional<GapReading> read_gaps(Daemon& d, int tid) {
+    auto r = http_get(base_url(d) + "/api/v1/snapshot");
+    const json snap = json::parse(r.body, nullptr, false);
+    if (!snap.is_object()) return std::nullopt;
+    GapReading g;
+    g.sampling = snap.value("gap_sampling", json());
+    g.at = snap.value("monotonic_seconds", 0.0);
+    for (const auto& t : snap["threads"]) {
+        if (t.value("tid", 0) != tid) continue;
+        g.found = true;
+        for (const auto& c : t["gaps"]["count"]) g.gaps += c.get<std::uint64_t>();
+        for (const auto& c : t["gaps"]["sum_ns"]) g.gap_ns += c.get<double>();
+    }
+    return g;
+}
+
 }  // namespace
 
 // The work-gap histogram holds one gap per batch the SQ thread takes, not one per SQE: the
@@ -330,15 +355,10 @@ TEST_F(Advise, WorkGapsAreCountedOncePerBatch) {
     ASSERT_EQ(done[0].sqes, 32000u);
     std::this_thread::sleep_for(seconds(3));  // two samples after the last SQE
 
-    auto r = http_get(base_url(*daemon_) + "/api/v1/snapshot");
-    const json snap = json::parse(r.body, nullptr, false);
-    ASSERT_TRUE(snap.is_object()) << r.body.substr(0, 200);
-    const json* thread = nullptr;
-    for (const auto& t : snap["threads"])
-        if (t.value("tid", 0) == tid) thread = &t;
-    ASSERT_NE(thread, nullptr) << "SQ thread " << tid << " not in the snapshot";
-    std::uint64_t gaps = 0;
-    for (const auto& c : (*thread)["gaps"]["count"]) gaps += c.get<std::uint64_t>();
+    const auto reading = read_gaps(*daemon_, tid);
+    ASSERT_TRUE(reading) << "the snapshot API did not answer with JSON";
+    ASSERT_TRUE(reading->found) << "SQ thread " << tid << " not in the snapshot";
+    const std::uint64_t gaps = reading->gaps;
     std::printf("      32,000 SQEs: %llu gaps\n", static_cast<unsigned long long>(gaps));
     EXPECT_GE(gaps, 32000u / 64 - 1);
     EXPECT_LE(gaps, 32000u / 32);
@@ -813,33 +833,6 @@ TEST_F(AdviseSampled, SampledGapsGiveTheSameRecommendationAsEveryGap) {
                 table.c_str());
 }
 
-namespace {
-
-// What the tests below read of one daemon's snapshot: its duty cycle, and one thread's gaps.
-struct GapReading {
-    json sampling;           // gap_sampling, null where every gap is recorded
-    std::uint64_t gaps = 0;  // the thread's gaps, summed over buckets
-    double gap_ns = 0;       // their lengths, summed
-    double at = 0;           // the sample's CLOCK_MONOTONIC seconds
-};
-
-std::optional<GapReading> read_gaps(Daemon& d, int tid) {
-    auto r = http_get(base_url(d) + "/api/v1/snapshot");
-    const json snap = json::parse(r.body, nullptr, false);
-    if (!snap.is_object()) return std::nullopt;
-    GapReading g;
-    g.sampling = snap.value("gap_sampling", json());
-    g.at = snap.value("monotonic_seconds", 0.0);
-    for (const auto& t : snap["threads"]) {
-        if (t.value("tid", 0) != tid) continue;
-        for (const auto& c : t["gaps"]["count"]) g.gaps += c.get<std::uint64_t>();
-        for (const auto& c : t["gaps"]["sum_ns"]) g.gap_ns += c.get<double>();
-    }
-    return g;
-}
-
-}  // namespace
-
 // A busy load fills a duty-cycled window long before its on-time: at 50,000 SQEs/s a 4 s window
 // closes once it has recorded 1.25 s and 20,000 gaps, 3.4 s after it opened. The gaps it records
 // must still cover its recorded time exactly, as the full-rate daemon's cover the elapsed time:
@@ -870,7 +863,8 @@ TEST(AdviseSampledEarly, ABusyWindowClosesEarlyAndItsScaledGapsStayUnbiased) {
         return eventually(seconds(20), [&] {
             auto a = read_gaps(sampled, tid);
             auto b = read_gaps(full, tid);
-            if (!a || !b || a->sampling.is_null() || a->sampling.value("active", true)) {
+            if (!a || !b || !a->found || !b->found || a->sampling.is_null() ||
+                a->sampling.value("active", true)) {
                 std::this_thread::sleep_for(milliseconds(200));
                 return false;
             }

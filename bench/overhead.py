@@ -147,11 +147,18 @@ TARGETS = {
 
 
 # Workloads whose A/A floor at 20 pairs is wider than a target. With one SQPOLL ring the SQ thread
-# spins whatever time the submitter's wake-ups leave it, and one run's CPU per NOP moves by some
-# 6 % from one second to the next with the machine: an A/A pair's ratio, and each half's useful
+# spins whatever time the submitter's wake-ups leave it, and one run's CPU per NOP moves by 6 to
+# 12 % from one second to the next with the machine: an A/A pair's ratio, and each half's useful
 # work alike (docs/BENCHMARKS.md). The interval narrows as 1/sqrt(pairs), so such a workload's
 # A/A and targeted cells get enough pairs to resolve their target.
 MIN_PAIRS = {"NOP, SQPOLL": 250, "NOP, 3 SQPOLL rings sharing a thread": 80}
+
+
+# A daemon samples once a second from its start, so a 1 s run begun the moment it serves holds its
+# first sample only at the very end, or not at all. Every daemon's run starts a sample interval
+# and a half in, so it holds one sample, as every second of a daemon left running does: on the
+# shared rings the default tier gave 1.0104 begun at once and 1.0503 begun 3 s in, the same hour.
+STEADY_S = 1.5
 
 
 def pairs_of(oname, wname, pairs, min_pairs):
@@ -209,10 +216,9 @@ def report(results, seconds, pairs, node, kernel, only=None, extra="", shares=No
              "(the workload's CPU per operation with the observer) / (without), then its "
              "bootstrap 95 % interval; 1.000 = free. \"nothing (A/A)\" runs the same pairs with "
              "nothing in either half: the method's noise floor. Submitters are pinned to CPU 1, "
-             "SQ threads to CPU 0 (the method: bench/overhead.py). A daemon's run starts 1.5 s "
-             "after it serves, so each holds one of its once-a-second samples. Where the deep "
-             "tier's "
-             "work-gap program runs once per SQE it is attached only in --probes.gap-sampling's "
+             "SQ threads to CPU 0 (the method: bench/overhead.py). A daemon's run starts "
+             f"{STEADY_S:g} s or more after it serves, so each holds one of its once-a-second "
+             "samples. Where the deep tier's work-gap program runs once per SQE it is attached only in --probes.gap-sampling's "
              "windows: its rows give the cost in a window and between windows, and the "
              "time-average, bootstrapped from both cells' pairs. A window stays attached until it "
              "has recorded 20,000 gaps (and at least 1.25 s after its 2.15 s cutoff), 6 s at "

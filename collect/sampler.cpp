@@ -101,8 +101,11 @@ bool Sampler::collect(RawSample& raw) {
         raw.unix_time += static_cast<double>(late) / 1e9;
     }
     bpf_.read_births(raw.births);
-    bpf_.read_sched(raw.sched);
+    // Wakers before sched: a wake that lands between the two reads then shows in the total and
+    // not yet by waker, so a thread's wakeups named by context never exceed its total in one
+    // sample. Read the other way round, the NVMe test saw 40 named against 39 (seeds kernel).
     bpf_.read_wakers(raw.wakers);
+    bpf_.read_sched(raw.sched);
     bpf_.read_ring_work(raw.ring_work);
     bpf_.read_iopoll(raw.iopoll);
     bpf_.read_nvme(raw.nvme);

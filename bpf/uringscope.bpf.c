@@ -2,7 +2,7 @@
 /*
  * uringscope's default tier: zero cost on the I/O path.
  * - iter/task_file samples counters the kernel already keeps for every io_uring file.
- * - tp_btf sched_switch / sched_wakeup follow SQ threads only; every other task leaves after one
+ * - tp_btf sched_switch / sched_waking follow SQ threads only; every other task leaves after one
  *   flags test (see is_sq_thread()).
  * - tp_btf io_uring_create notes rings that may live and die between two samples.
  */
@@ -312,34 +312,33 @@ int BPF_PROG(usc_sched_switch, bool preempt, struct task_struct *prev, struct ta
 	return 0;
 }
 
-SEC("tp_btf/sched_wakeup")
-int BPF_PROG(usc_sched_wakeup, struct task_struct *p)
-{
-	if (!is_sq_thread_btf(p))
-		return 0;
-
-	__u64 now = bpf_ktime_get_ns();
-	struct usc_sched_state *s = sched_state_get(p);
-
-	if (!s)
-		return 0;
-	__sync_fetch_and_add(&s->wakeups, 1);
-	close_sleep(s, now);
-	s->wake_ts_ns = now;
-	return 0;
-}
-
 /*
- * Who woke the thread is taken at sched_waking, which runs in the waker's context. sched_wakeup
- * may run later on the target CPU (TTWU_QUEUE sends the activation there by IPI), where
- * "current" is whatever that CPU was running, often the idle task: in the 6.x/7.x QEMU guests
- * nearly every wakeup was attributed to the wrong task that way.
+ * One program per wake: it counts the wakeup, ends the sleep, starts the wake latency and names
+ * the waker. sched_waking runs in the waker's context; sched_wakeup may run later on the target
+ * CPU (TTWU_QUEUE sends the activation there by IPI), where "current" is whatever that CPU was
+ * running, often the idle task: in the 6.x/7.x QEMU guests nearly every wakeup was attributed to
+ * the wrong task that way. try_to_wake_up traces sched_waking only once the task's state
+ * matched, and each is followed by a sched_wakeup: the same wakes, microseconds earlier, so the
+ * latency includes that IPI. A waking that lands while the thread is still switching out comes
+ * before that switch's sched_switch; the sleep it opens then closes at the switch-in. A second
+ * program on sched_wakeup would add a dispatch to every wakeup of every task on the machine,
+ * which the NOP benchmarks pay for (docs/BENCHMARKS.md).
  */
 SEC("tp_btf/sched_waking")
 int BPF_PROG(usc_sched_waking, struct task_struct *p)
 {
 	if (!is_sq_thread_btf(p))
 		return 0;
+
+	struct usc_sched_state *s = sched_state_get(p);
+
+	if (s) {
+		__u64 now = bpf_ktime_get_ns();
+
+		__sync_fetch_and_add(&s->wakeups, 1);
+		close_sleep(s, now);
+		s->wake_ts_ns = now;
+	}
 
 	__u32 context = waker_context();
 	struct usc_waker_key key = {

@@ -87,7 +87,6 @@ struct ProbeVariant {
 enum class ProbeId : std::uint8_t {
     iter_rings,
     sched_switch,
-    sched_wakeup,
     sched_waking,
     io_uring_create,
     io_sq_thread,

@@ -51,7 +51,7 @@ const std::vector<MetricDecl>& metric_catalog() {
         {"uringscope_sqthread_wakeups_by_waker_total", MetricKind::counter, "thread_wake", with(kThread, {"waker_pid", "waker_comm", "waker_context"}),
          "Wakeups of the SQ thread by the waking process, or by an interrupt (waker_context=\"irq\", waker_pid=\"0\"): a completion's task work, a timeout."},
         {"uringscope_sqthread_wakeup_latency_seconds", MetricKind::histogram, "thread_wake", kThread,
-         "Time from the SQ thread's wakeup until it ran on a CPU."},
+         "Time from the SQ thread's wakeup (sched_waking, in the waker) until it ran on a CPU."},
         {"uringscope_sqthread_rings", MetricKind::gauge, "thread_info", kThread,
          "Rings served by the SQ thread."},
         {"uringscope_sqthread_fairness", MetricKind::gauge, "thread_info", kThread,

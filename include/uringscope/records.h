@@ -128,7 +128,7 @@ struct usc_sched_state {
 	__u64 owner_start_ns;       /* start_time of the thread these counts belong to */
 	__u64 sleeps;               /* idle sleeps: voluntary switch-outs in TASK_INTERRUPTIBLE, the
 	                             * state of the SQPOLL loop's own schedule() after its idle time */
-	__u64 wakeups;              /* sched_wakeup events for the thread */
+	__u64 wakeups;              /* sched_waking events for the thread (one per wakeup) */
 	__u64 sleep_ns;             /* completed time in idle sleeps: switch-out until wakeup, or
 	                             * until back on a CPU when no wakeup was traced */
 	__u64 sleep_start_ns;       /* bpf_ktime_get_ns() of the current sleep or block, 0 while

@@ -83,9 +83,9 @@ TEST_F(Deep, ProbeReportNamesEveryProbeAndEveryReason) {
     auto report = probe_report({}, rc);
     ASSERT_EQ(rc, 0);
     for (const char* p :
-         {"iter_rings", "sched_switch", "sched_wakeup", "sched_waking", "io_uring_create",
-          "io_sq_thread", "io_submit_sqes", "io_do_iopoll", "nvme_uring_cmd_end_io",
-          "nvme_uring_cmd_iopoll", "work_gaps", "loop_passes", "io_uring_cmd_done"}) {
+         {"iter_rings", "sched_switch", "sched_waking", "io_uring_create", "io_sq_thread",
+          "io_submit_sqes", "io_do_iopoll", "nvme_uring_cmd_end_io", "nvme_uring_cmd_iopoll",
+          "work_gaps", "loop_passes", "io_uring_cmd_done"}) {
         ASSERT_TRUE(report.count(p)) << p;
         const auto& r = report[p];
         EXPECT_TRUE(r.state == "attached" || r.state == "off") << p;

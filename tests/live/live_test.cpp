@@ -134,7 +134,7 @@ TEST_F(Live, SqThreadCpuMatchesSchedstat) {
 TEST_F(Live, SleepsAndWakeupsFollowPausesLongerThanIdle) {
     auto d = start_daemon();
     ASSERT_TRUE(d->ready());
-    if (!probe_attached(*d, "sched_switch") || !probe_attached(*d, "sched_wakeup"))
+    if (!probe_attached(*d, "sched_switch") || !probe_attached(*d, "sched_waking"))
         GTEST_SKIP() << "sched tracepoints not attachable on this kernel";
     // 5 ms idle, one SQE every 25 ms: the thread should sleep and be woken for nearly every SQE.
     Child load({load_bin(), "--ring", "sqpoll,idle=5,rate=40,batch=1", "--duration", "3s", "--hold",

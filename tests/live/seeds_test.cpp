@@ -253,30 +253,47 @@ TEST_F(Seeds, StatsTurnedOnLateSwitchesTheWorkSourceAndWorkKeepsCounting) {
     ASSERT_EQ(std::to_string(sb[0].sq_thread), tid);
     ASSERT_TRUE(eventually(seconds(10), [&] { return source("kernel"); }));
 
-    // Work and the kernel's own work_time, from one scrape each time.
-    auto work = [&] {
-        const auto m = d->scrape();
-        return std::pair{
-            find_value(m, "uringscope_sqthread_work_seconds_total", {{"sq_thread", tid}})
-                .value_or(-1),
-            find_value(m, "uringscope_sqthread_work_by_source_seconds_total",
-                       {{"sq_thread", tid}, {"source", "kernel"}})
-                .value_or(-1)};
+    // Work, the kernel's own work_time, and what they are made of (both rings' SQEs, the
+    // thread's CPU), from one scrape each time.
+    struct Reading {
+        double work, kernel, sqes_a, sqes_b, cpu;
     };
-    const auto first = work();
+    auto read = [&] {
+        const auto m = d->scrape();
+        auto v = [&](const char* name, std::map<std::string, std::string> l) {
+            return find_value(m, name, l).value_or(-1);
+        };
+        return Reading{v("uringscope_sqthread_work_seconds_total", {{"sq_thread", tid}}),
+                       v("uringscope_sqthread_work_by_source_seconds_total",
+                         {{"sq_thread", tid}, {"source", "kernel"}}),
+                       v("uringscope_ring_sqes_total", {{"ring", sa[0].id()}}),
+                       v("uringscope_ring_sqes_total", {{"ring", sb[0].id()}}),
+                       v("uringscope_sqthread_cpu_seconds_total", {{"sq_thread", tid}})};
+    };
+    // At least 4 s, and on until work_time has moved by 50 ms or 12 s have passed (load b
+    // runs for 30 s, of which setup and the switch took at most 10 s above).
+    const auto first = read();
     auto prev = first;
-    for (int i = 0; i < 4; ++i) {
+    int seconds_read = 0;
+    while (seconds_read < 4 || (prev.kernel - first.kernel < 0.05 && seconds_read < 12)) {
         std::this_thread::sleep_for(seconds(1));
-        const auto now = work();
-        EXPECT_GE(now.first, prev.first) << "work went backwards";
+        ++seconds_read;
+        const auto now = read();
+        EXPECT_GE(now.work, prev.work) << "work went backwards";
         prev = now;
     }
-    const double grew = prev.first - first.first, kernel = prev.second - first.second;
-    std::printf("after the switch, in 4 s: work +%.4f s, the kernel's work_time +%.4f s\n", grew,
-                kernel);
-    // work_time moves when the tick samples the thread at work (4 ms at HZ=250): a busy thread
-    // gains 60 to 200 ms in 4 s in the TCG guest. Ten milliseconds is a few ticks, not noise.
-    EXPECT_GT(kernel, 0.01) << "the busy thread's work_time hardly moved";
+    const double grew = prev.work - first.work, kernel = prev.kernel - first.kernel;
+    std::printf(
+        "after the switch, in %d s: work +%.4f s, the kernel's work_time +%.4f s; thread CPU "
+        "+%.3f s, SQEs +%.0f (ring a, paced) and +%.0f (ring b, unpaced)\n",
+        seconds_read, grew, kernel, prev.cpu - first.cpu, prev.sqes_a - first.sqes_a,
+        prev.sqes_b - first.sqes_b);
+    // work_time adds getrusage() deltas taken around each pass's work, and getrusage's times
+    // move by whole ticks (scaled, and held back where the scaling would go backwards): a thread
+    // busy all along (12.35 s of CPU in 12 s, 809,000 SQEs) gained from 19 to 290 ms of it in
+    // the TCG guest, 1.7 ms in 4 s once. Any movement tells following from freezing, which
+    // would leave work flat while work_time moves.
+    EXPECT_GT(kernel, 0.001) << "the busy thread's work_time did not move";
     // Frozen, work would not move until work_time overtook the estimate's history.
     EXPECT_NEAR(grew, kernel, 0.01 * kernel) << "work does not follow the kernel's work_time";
 }

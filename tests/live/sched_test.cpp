@@ -18,6 +18,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -114,6 +115,26 @@ protected:
                 s.labels.at("sq_thread") == sq_thread && s.labels.at("waker_context") == context)
                 n += s.value;
         return n;
+    }
+
+    // Scrapes after each sample (the daemon samples every 100 ms) until two scrapes in a row
+    // give the same `reading`, or `limit` passes; returns the last scrape. A wake that lands
+    // inside one sample's map reads is seen whole by the next. An empty reading (nothing to
+    // compare yet) never settles.
+    static std::vector<Series> settled_scrape(
+        Daemon& d, std::chrono::milliseconds limit,
+        const std::function<std::vector<double>(const std::vector<Series>&)>& reading) {
+        std::vector<Series> m;
+        std::vector<double> last;
+        eventually(limit, [&] {
+            std::this_thread::sleep_for(milliseconds(150));
+            m = d.scrape();
+            auto now = reading(m);
+            const bool settled = !now.empty() && now == last;
+            last = std::move(now);
+            return settled;
+        });
+        return m;
     }
 
     static void expect_interrupts_have_no_waker_pid(const std::vector<Series>& m) {
@@ -296,20 +317,13 @@ TEST_F(Sched, TimerInterruptWakeupsAreNamedAsInterrupts) {
     auto wakeups_in = [&](const std::vector<Series>& m, const std::string& context) {
         return wakeups_by_context(m, l.at("sq_thread"), context);
     };
-    // The thread is asleep for good now; read once three samples in a row agree.
-    std::vector<Series> m;
-    double total = 0;
-    std::vector<double> last;
-    eventually(seconds(5), [&] {
-        std::this_thread::sleep_for(milliseconds(150));
-        m = d->scrape();
-        total = value(m, "uringscope_sqthread_wakeups_total", l);
-        std::vector<double> now{total, wakeups_in(m, "irq"), wakeups_in(m, "task"),
-                                value(m, "uringscope_sqthread_sleeps_total", l)};
-        const bool settled = now == last;
-        last = now;
-        return settled;
+    // The thread is asleep for good now.
+    const auto m = settled_scrape(*d, seconds(5), [&](const std::vector<Series>& s) {
+        return std::vector<double>{value(s, "uringscope_sqthread_wakeups_total", l),
+                                   wakeups_in(s, "irq"), wakeups_in(s, "task"),
+                                   value(s, "uringscope_sqthread_sleeps_total", l)};
     });
+    const double total = value(m, "uringscope_sqthread_wakeups_total", l);
     const double irq = wakeups_in(m, "irq"), task = wakeups_in(m, "task");
     // Sleeps that ended with no wakeup traced (the thread sleeps again at the end, hence - 1).
     const double untraced = value(m, "uringscope_sqthread_sleeps_total", l) - 1 - total;
@@ -379,20 +393,13 @@ TEST_F(Sched, NvmeCompletionWakeupsAreNamedAsInterrupts) {
     auto wakeups_in = [&](const std::vector<Series>& m, const std::string& context) {
         return wakeups_by_context(m, l.at("sq_thread"), context);
     };
-    // Two samples alike: the last read's wake may fall inside one sample's reads, which a
-    // sample (every 100 ms) that starts after it does not see.
-    std::vector<Series> m;
-    double total = 0;
-    std::vector<double> last;
-    eventually(seconds(5), [&] {
-        std::this_thread::sleep_for(milliseconds(150));
-        m = d->scrape();
-        total = value(m, "uringscope_sqthread_wakeups_total", l);
-        std::vector<double> now{total, wakeups_in(m, "irq"), wakeups_in(m, "task")};
-        const bool settled = now == last && total > 0;
-        last = now;
-        return settled;
+    // The last read's wake may fall inside one sample's reads.
+    const auto m = settled_scrape(*d, seconds(5), [&](const std::vector<Series>& s) {
+        const double total = value(s, "uringscope_sqthread_wakeups_total", l);
+        return total > 0 ? std::vector<double>{total, wakeups_in(s, "irq"), wakeups_in(s, "task")}
+                         : std::vector<double>{};
     });
+    const double total = value(m, "uringscope_sqthread_wakeups_total", l);
     const double irq = wakeups_in(m, "irq"), task = wakeups_in(m, "task");
     std::printf("%d reads of 32 MiB on %s: %.0f wakeups, %.0f from interrupts, %.0f from tasks\n",
                 kReads, dev.c_str(), total, irq, task);

@@ -66,6 +66,66 @@ def nop_load(build, rings, seconds):
     return run
 
 
+class SteadyNopLoad:
+    """One long-lived uringscope-load whose CPU per NOP is read over windows of its life: the SQ
+    heads from the rings' fdinfo (SqHead, mod 2^32) and the CPU from every task's schedstat
+    (the submitters and the SQ threads, which are the process's io-threads). For an observer
+    that acts only after the workload has run a while, such as the scheduler gate, which a
+    fresh load per run would never let close."""
+
+    def __init__(self, build, rings, lifetime):
+        argv = [os.path.join(build, "uringscope-load"), "--duration", f"{lifetime}s"]
+        for r in rings:
+            argv += ["--ring", r]
+        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                     preexec_fn=lambda: os.sched_setaffinity(0, SUBMIT_CPU))
+        self.rings = len(rings)
+        deadline = time.time() + 10
+        while len(self._heads()) < self.rings:
+            if time.time() > deadline or self.proc.poll() is not None:
+                self.stop()
+                raise RuntimeError("uringscope-load did not set up its rings")
+            time.sleep(0.05)
+
+    def _heads(self):
+        heads = {}
+        base = f"/proc/{self.proc.pid}/fdinfo"
+        for fd in os.listdir(base):
+            try:
+                with open(f"{base}/{fd}") as f:
+                    m = re.search(r"^SqHead:\s*(\d+)", f.read(), re.M)
+            except OSError:
+                continue
+            if m:
+                heads[fd] = int(m.group(1))
+        return heads
+
+    def _cpu_ns(self):
+        total = 0
+        base = f"/proc/{self.proc.pid}/task"
+        for tid in os.listdir(base):
+            try:
+                with open(f"{base}/{tid}/schedstat") as f:
+                    total += int(f.read().split()[0])
+            except (OSError, IndexError, ValueError):
+                continue
+        return total
+
+    def window(self, seconds):
+        """CPU ns per NOP over the next `seconds`."""
+        h0, c0 = self._heads(), self._cpu_ns()
+        time.sleep(seconds)
+        h1, c1 = self._heads(), self._cpu_ns()
+        if self.proc.poll() is not None:
+            raise RuntimeError("uringscope-load ended before the window did")
+        ops = sum((h1[fd] - h0[fd]) % (1 << 32) for fd in h0 if fd in h1)
+        return (c1 - c0) / max(ops, 1)
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
 def fio_load(path, seconds):
     """A workload: CPU ns per 4 KiB O_DIRECT random read of fio's io_uring engine."""
     def run():

@@ -289,6 +289,7 @@ int BPF_PROG(usc_sched_switch, bool preempt, struct task_struct *prev, struct ta
 		if (s) {
 			s->oncpu_runtime_ns = next->se.sum_exec_runtime;
 			s->oncpu_mono_ns = now;
+			s->oncpu_switches = next->nvcsw + next->nivcsw;
 		}
 		/*
 		 * A sleep still open here ended with no wakeup traced. Under CPU contention the 6.18
@@ -393,14 +394,20 @@ int BPF_PROG(usc_io_uring_create, int fd, void *ring, __u32 sq_entries, __u32 cq
  * False when the thread has not switched in since uringscope attached, or is off its CPU.
  */
 static __always_inline bool running_since_switch_in(__u32 tid, __u64 start, __u64 charged,
-						    __u64 now, __u64 *out, __u64 *since)
+						    __u64 switches, __u64 now, __u64 *out,
+						    __u64 *since)
 {
 	struct usc_sched_state *s = thread_entry_if_owned(&sched_state, tid, start);
 
 	if (!s)
 		return false;
 	__u64 in = s->oncpu_mono_ns, base = s->oncpu_runtime_ns;
-	if (!in)
+	/*
+	 * Every switch-out counts one of nvcsw or nivcsw. A count that moved since the switch-in
+	 * means a switch-out sched_switch did not see (the scheduler gate had it detached), so the
+	 * stretch is over.
+	 */
+	if (!in || s->oncpu_switches != switches)
 		return false;
 	__u64 total = base + (now > in ? now - in : 0);
 	*out = total > charged ? total - charged : 0;
@@ -471,11 +478,12 @@ int usc_iter_rings(struct bpf_iter__task_file *it)
 			r.sq_tid = BPF_CORE_READ(t, pid);
 			r.sq_start_ns = BPF_CORE_READ(t, start_time);
 			r.sq_runtime_ns = BPF_CORE_READ(t, se.sum_exec_runtime);
-			if (running_since_switch_in(r.sq_tid, r.sq_start_ns, r.sq_runtime_ns, r.read_ns,
-						    &r.sq_running_ns, &r.sq_oncpu_ns))
-				r.caps |= USC_CAP_RUNNING;
 			r.sq_nvcsw = BPF_CORE_READ(t, nvcsw);
 			r.sq_nivcsw = BPF_CORE_READ(t, nivcsw);
+			if (running_since_switch_in(r.sq_tid, r.sq_start_ns, r.sq_runtime_ns,
+						    r.sq_nvcsw + r.sq_nivcsw, r.read_ns,
+						    &r.sq_running_ns, &r.sq_oncpu_ns))
+				r.caps |= USC_CAP_RUNNING;
 			r.sq_state = get_task_state(t);
 			r.sq_tgid = BPF_CORE_READ(t, tgid);
 			r.sq_cgroup_id = get_task_cgroup_id(t);

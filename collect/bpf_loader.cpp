@@ -68,7 +68,8 @@ const std::vector<ProbeSpec>& probe_table() {
                        {{K::btf_typedef, "btf_trace_sched_switch"}}}},
          .essential = false,
          .deep = false,
-         .maps = {{"sched_state", KeyOwner::thread}}},
+         .maps = {{"sched_state", KeyOwner::thread}},
+         .gateable = true},
         {.id = ProbeId::sched_waking,
          .name = "sched_waking",
          .variants = {{"tp_btf",
@@ -76,7 +77,8 @@ const std::vector<ProbeSpec>& probe_table() {
                        {{K::btf_typedef, "btf_trace_sched_waking"}}}},
          .essential = false,
          .deep = false,
-         .maps = {{"wakers", KeyOwner::waker_pair}}},
+         .maps = {{"wakers", KeyOwner::waker_pair}},
+         .gateable = true},
         {.id = ProbeId::io_uring_create,
          .name = "io_uring_create",
          .variants = {{"tp_btf",
@@ -522,6 +524,7 @@ std::unique_ptr<BpfCollector> BpfCollector::make(const KernelFeatures& kf,
         sel = *good;
     }
     c->attached_programs_.resize(table.size());
+    c->gated_links_.resize(table.size());
     for (auto [i, v] : sel)
         if (!c->attach(i, v, error)) return nullptr;
     c->refresh_modules();
@@ -567,9 +570,35 @@ bool BpfCollector::attach(std::size_t i, int v, std::string& error) {
         // Opened now, while privileged: see module_symbol_addresses().
         kallsyms_ = UniqueFd(::open("/proc/kallsyms", O_RDONLY | O_CLOEXEC));
     }
-    for (auto& l : links) links_.push_back(std::move(l));
+    for (auto& l : links) (spec.gateable ? gated_links_[i] : links_).push_back(std::move(l));
     for (auto get : programs) attached_programs_[i].push_back(get(skel_.get()));
     return true;
+}
+
+bool BpfCollector::set_sched_gate(bool closed, std::string& error) {
+    const auto& table = probe_table();
+    bool ok = true;
+    for (std::size_t i = 0; i < table.size(); ++i) {
+        if (!table[i].gateable || !probes_[i].attached) continue;
+        auto& links = gated_links_[i];
+        if (closed) {
+            links.clear();  // bpf_link__destroy: the tracepoint runs nothing of ours from here
+        } else if (links.empty()) {
+            for (auto* prog : attached_programs_[i]) {
+                std::string why;
+                auto probe = AttachedProbe::make(prog, why);
+                if (!probe) {
+                    error = std::string(table[i].name) + ": " + why;
+                    ok = false;
+                    break;
+                }
+                links.push_back(std::move(probe));
+            }
+        }
+        probes_[i].gated = links.empty();
+    }
+    sched_gate_closed_ = closed && ok;
+    return ok;
 }
 
 void BpfCollector::log_probes() const {

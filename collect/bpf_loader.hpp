@@ -133,6 +133,9 @@ struct ProbeSpec {
     bool deep;       // part of the opt-in deep tier (--probes.deep)
     std::vector<Feature> provides = {};
     std::vector<OwnedMap> maps = {};  // the maps whose entries its programs create
+    // Detached by the scheduler gate while every SQ thread runs without sleeping
+    // (model/sched_gate.hpp): the program runs for every task on the machine.
+    bool gateable = false;
 };
 
 // The programs of bpf/uringscope.bpf.c, their variants, what each one needs, what it provides
@@ -165,6 +168,11 @@ public:
     bool attached(ProbeId probe) const;
     // Whether an attached probe provides the feature.
     bool provides(Feature f) const;
+    // The scheduler gate: detaches (closed) or attaches again the gateable probes. Returns
+    // false, with error set, when a program would not attach again; the gate then stays open
+    // for the probes that did.
+    bool set_sched_gate(bool closed, std::string& error);
+    bool sched_gate_closed() const { return sched_gate_closed_; }
     // probes() with each attached probe's current count of skipped runs.
     std::vector<ProbeState> probes_with_misses() const;
     // Follows modules loaded, unloaded or reloaded since the last call: a stat() of
@@ -208,6 +216,10 @@ private:
     // Declared before links_ so links are destroyed first: detach, then unload.
     std::unique_ptr<uringscope_bpf, SkeletonDeleter> skel_;
     std::vector<std::unique_ptr<AttachedProbe>> links_;
+    // The gateable probes' links, per probe index, apart so that the gate can drop and remake
+    // them; destroyed with links_, before the skeleton.
+    std::vector<std::vector<std::unique_ptr<AttachedProbe>>> gated_links_;
+    bool sched_gate_closed_ = false;
     bpf_link* iter_link_ = nullptr;
     std::vector<ProbeState> probes_;
     std::vector<std::vector<bpf_program*>> attached_programs_;  // per probe, parallel to probes_

@@ -116,7 +116,36 @@ bool Sampler::collect(RawSample& raw) {
     raw.submit_probe = submit_probe_;
     raw.gap_sampling = bpf_.gap_sampling(raw.mono_ns);
     raw.stats = bpf_.stats();
+    raw.sched_untraced = bpf_.sched_gate_closed() || gate_moved_;
+    gate_moved_ = false;
     return true;
+}
+
+// After the update: the gate reads the threads the walk saw, and moves the programs when it
+// changes its mind. A failed attach is logged and tried again at the next walk, which finds the
+// gate still wanting it open.
+void Sampler::move_sched_gate(const RawSample& raw) {
+    if (!gate_enabled_) return;
+    const auto threads = agg_.gate_threads();
+    const bool closed = gate_.observe(threads, raw.walk_complete, raw.mono_ns);
+    if (closed == bpf_.sched_gate_closed()) return;
+    std::string err;
+    const bool ok = bpf_.set_sched_gate(closed, err);
+    gate_moved_ = true;
+    if (!ok)
+        spdlog::warn(
+            "scheduler gate: cannot attach again ({}); sleeps come from voluntary "
+            "switch counts until it can",
+            err);
+    else if (closed)
+        spdlog::info(
+            "scheduler gate closed: {} SQ thread(s) busy without sleeping for {} s; "
+            "sched_switch and sched_waking detached",
+            threads.size(), SchedGate::kQuietNs / 1'000'000'000);
+    else
+        spdlog::info(
+            "scheduler gate open: an SQ thread slept, or a new one started; "
+            "sched_switch and sched_waking attached");
 }
 
 // One log line when a device starts or stops completing polled requests by interrupts.
@@ -161,6 +190,7 @@ bool Sampler::sample_once() {
     bpf_.cleanup(agg_.cleanup());
     log_poll_queue_changes(*snap);
     snap->probes = bpf_.probes_with_misses();
+    move_sched_gate(raw);
     if (advice_) advise(snap);
     snap->map_entries = {{"ring_births", raw.births.size()},  {"sched_state", raw.sched.size()},
                          {"wakers", raw.wakers.size()},       {"ring_work", raw.ring_work.size()},

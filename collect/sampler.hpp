@@ -29,6 +29,14 @@ public:
     // finding when it appears and when it clears.
     void enable_advice(double window_seconds, AdviseOptions opts = {});
 
+    // Detaches sched_switch and sched_waking while every SQ thread runs without sleeping, and
+    // attaches them again at the first walk that finds one that did (model/sched_gate.hpp).
+    // Only where both are attached: without them there is nothing to gate.
+    void enable_sched_gate() {
+        gate_enabled_ =
+            bpf_.attached(ProbeId::sched_switch) && bpf_.attached(ProbeId::sched_waking);
+    }
+
     // Samples every `interval` until stop is requested. Drift-free: the schedule is absolute.
     void run(std::stop_token stop, std::chrono::nanoseconds interval);
 
@@ -38,6 +46,7 @@ private:
     void resolve_cgroups(RawSample& raw);
     void log_poll_queue_changes(const Snapshot& snap);
     void advise(const std::shared_ptr<Snapshot>& snap);
+    void move_sched_gate(const RawSample& raw);
     BpfCollector& bpf_;
     KernelTraits traits_;
     // Which deep-tier definitions the aggregator applies; the probe set never changes.
@@ -50,6 +59,9 @@ private:
     std::set<std::string> flagged_;  // devices logged as IOPOLL without poll queues
     std::unique_ptr<AdviceWindow> advice_;
     std::set<std::pair<std::string, std::string>> logged_findings_;  // (finding, subject) logged
+    bool gate_enabled_ = false;
+    SchedGate gate_;
+    bool gate_moved_ = false;  // opened or closed since the last walk
 };
 
 }  // namespace uringscope

@@ -80,6 +80,7 @@ struct RawFlags {
     std::string interval = "1s";
     std::string advise = "60s";
     std::string gap_sampling = "6s/60s";
+    std::string sched_gate = "on";
     bool version = false;
     bool metrics = false;
 };
@@ -118,6 +119,16 @@ void add_sampling_options(CLI::App& app, DaemonConfig& cfg, RawFlags& raw) {
                    "time. Kernels where io_submit_sqes "
                    "can be hooked record once per batch and are always attached.")
         ->default_str("6s/60s");
+    app.add_option("--probes.sched-gate", raw.sched_gate,
+                   "on: once every SQ thread has run 5 s without sleeping, detach sched_switch "
+                   "and sched_waking, which run on every context switch and wakeup of the "
+                   "machine, and attach them again at the first sample that finds a thread "
+                   "slept or a new one started. Sleeps in between come from the threads' "
+                   "voluntary switch counts and their time off the CPU (blocks count as sleeps "
+                   "there; wake latency and wakers are not seen). With --probes.deep they stay "
+                   "attached: the deep tier follows preemptions and the spin before each sleep "
+                   "through sched_switch. off: keep them attached.")
+        ->default_str("on");
     app.add_flag("--no-fentry", cfg.no_fentry,
                  "Never use fentry/fexit; fall back to kprobes. For kernels where fentry "
                  "misbehaves, and to test the kprobe tier.");
@@ -169,6 +180,9 @@ std::optional<std::string> validate(const RawFlags& raw, DaemonConfig& cfg) {
     cfg.interval = *interval;
     if (auto err = check_advise_window(raw, cfg)) return err;
     if (auto err = parse_gap_sampling(raw.gap_sampling, cfg.gap_sampling)) return err;
+    if (raw.sched_gate != "on" && raw.sched_gate != "off")
+        return "--probes.sched-gate must be on or off, got \"" + raw.sched_gate + "\"";
+    cfg.sched_gate = raw.sched_gate == "on";
     if (cfg.log_level != "debug" && cfg.log_level != "info" && cfg.log_level != "warn" &&
         cfg.log_level != "error")
         return "--log.level must be debug, info, warn or error, got \"" + cfg.log_level + "\"";

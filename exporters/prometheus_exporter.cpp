@@ -399,8 +399,10 @@ void probe_families(Exposition& ex, const Snapshot& s) {
                                 static_cast<double>(c.iterator_events));
     }
     Family& waiting = ex.add("uringscope_probe_waiting");
+    Family& gated = ex.add("uringscope_probe_gated");
     for (const auto& p : s.probes) {
         probe.gauge({{"probe", p.probe}, {"kind", p.kind}}, p.attached ? 1 : 0);
+        if (p.attached) gated.gauge({{"probe", p.probe}, {"kind", p.kind}}, p.gated ? 1 : 0);
         if (p.attached)
             waiting.gauge({{"probe", p.probe}, {"kind", p.kind}}, p.waiting_for.empty() ? 0 : 1);
         if (p.attached)

@@ -146,7 +146,8 @@ std::string ring_mode(std::uint32_t flags) {
 // the thread stage.
 struct Aggregator::UpdateContext {
     const RawSample& raw;
-    double interval = 0;  // seconds since the previous sample, 0 on the first
+    double interval = 0;             // seconds since the previous sample, 0 on the first
+    std::uint64_t prev_mono_ns = 0;  // the previous sample's instant, 0 on the first
     // A ring can sit in several fd tables (fork, SCM_RIGHTS); the first holder walked names it.
     std::map<std::uint64_t, const usc_ring_record*> live;
     std::map<std::uint64_t, const usc_ring_work*> work;
@@ -207,11 +208,12 @@ Snapshot Aggregator::update(const RawSample& raw) {
     snap.monotonic_seconds = static_cast<double>(raw.mono_ns) / 1e9;
     snap.interval_seconds =
         prev_mono_ns_ && raw.mono_ns > prev_mono_ns_ ? (raw.mono_ns - prev_mono_ns_) / 1e9 : 0;
+    UpdateContext cx(raw, snap.interval_seconds);
+    cx.prev_mono_ns = prev_mono_ns_;
     prev_mono_ns_ = raw.mono_ns;
     cleanup_ = {};
     measure_hz(raw);
 
-    UpdateContext cx(raw, snap.interval_seconds);
     if (!raw.walk_complete) ++walks_incomplete_;
     count_created(raw, cx.live);
     const std::vector<std::uint64_t> gone = end_ring_lives(raw, cx.live);
@@ -387,14 +389,17 @@ ThreadSnapshot Aggregator::observe_thread(
     ThreadSnapshot ts = thread_basics(tid, rec, st, members.size());
     ts.cgroup = cgroup_labels(cx.raw, rec.sq_cgroup_id);
     ts.pinned = m.pinned;
-    // Without the sched tracepoints, voluntary switches are the best count of sleeps.
-    ts.sleeps = ss ? ss->sleeps : rec.sq_nvcsw;
-    ts.wakeups = ss ? ss->wakeups : 0;
-    ts.blocks = ss ? ss->blocks : 0;
     const std::uint64_t cpu_ns = thread_cpu_ns(rec, st, cx.raw.mono_ns);
+    note_untraced(cx, rec, ss, cpu_ns, st);
+    const UntracedSleeps& u = st.untraced;
+    // Without the sched tracepoints, voluntary switches are the best count of sleeps.
+    ts.sleeps = ss ? ss->sleeps + u.sleeps : rec.sq_nvcsw;
+    ts.wakeups = (ss ? ss->wakeups : 0) + u.wakeups;
+    ts.blocks = ss ? ss->blocks : 0;
     const bool split_was_started = st.split_started;
     split_thread_cpu(cx.raw, rec, st, m, own_passes, cpu_ns, ts);
-    const auto [sleep_ns, block_ns] = asleep_totals(ss, cx.raw.mono_ns);
+    auto [sleep_ns, block_ns] = asleep_totals(ss, cx.raw.mono_ns);
+    sleep_ns += u.sleep_ns;
     const std::uint64_t prev_sleep_total = st.sleep_ns;
     st.sleep_ns = std::max(st.sleep_ns, sleep_ns);
     st.block_ns = std::max(st.block_ns, block_ns);
@@ -569,6 +574,47 @@ void Aggregator::thread_rates(double interval, const ThreadState& st, std::uint6
     ts.sleep_rate = (ts.sleeps - std::min(ts.sleeps, st.prev_sleeps)) / interval;
     ts.wakeup_rate = (ts.wakeups - std::min(ts.wakeups, st.prev_wakeups)) / interval;
     ts.block_rate = (ts.blocks - std::min(ts.blocks, st.prev_blocks)) / interval;
+}
+
+// Feeds the scheduler gate's ledger (model/sched_gate.hpp) one interval of the thread: those
+// where the gate had the programs detached, and those that follow while a sleep begun then is
+// still open. A thread first seen in such an interval was born in it.
+void Aggregator::note_untraced(const UpdateContext& cx, const usc_ring_record& rec,
+                               const usc_sched_state* ss, std::uint64_t cpu_ns, ThreadState& st) {
+    const std::uint64_t now = cx.raw.mono_ns;
+    const auto [sleep_ns, block_ns] = asleep_totals(ss, now);
+    const std::uint64_t switches = ss ? ss->sleeps + ss->blocks : 0;
+    const std::uint64_t off = sleep_ns + block_ns + (ss ? ss->lat_sum_ns : 0);
+    if (cx.raw.sched_untraced || st.untraced.open) {
+        const std::uint64_t since = st.seen_before
+                                        ? st.prev_seen_ns
+                                        : std::max<std::uint64_t>(rec.sq_start_ns, cx.prev_mono_ns);
+        const auto d = [](std::uint64_t a, std::uint64_t b) { return a - std::min(a, b); };
+        GateInterval in;
+        in.traced = !cx.raw.sched_untraced;
+        in.wall_ns = d(now, since);
+        in.cpu_ns = d(cpu_ns, st.seen_before ? st.prev_cpu_ns : 0);
+        in.nvcsw = d(rec.sq_nvcsw, st.seen_before ? st.prev_nvcsw : 0);
+        in.traced_switches = d(switches, st.prev_traced_switches);
+        in.traced_off_ns = d(off, st.prev_traced_off_ns);
+        in.asleep = rec.sq_state != 0;
+        in.traced_sleep_open = ss && ss->sleep_start_ns;
+        account_untraced(st.untraced, in);
+    }
+    st.prev_traced_switches = switches;
+    st.prev_traced_off_ns = off;
+    st.prev_seen_ns = now;
+    st.running = rec.sq_state == 0;
+    st.sleep_open = ss && ss->sleep_start_ns;
+}
+
+std::vector<GateThread> Aggregator::gate_threads() const {
+    std::vector<GateThread> out;
+    for (const auto& [tid, st] : threads_)
+        if (st.seen_before && st.missing == 0 && st.prev_seen_ns == prev_mono_ns_)
+            out.push_back(
+                {tid, st.start_ns, st.prev_nvcsw, st.running, st.sleep_open, st.untraced.open});
+    return out;
 }
 
 void Aggregator::thread_wake_latency(const usc_sched_state& ss, ThreadState& st,

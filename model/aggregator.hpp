@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "model/counters.hpp"
+#include "model/sched_gate.hpp"
 #include "model/snapshot.hpp"
 #include "uringscope/records.h"
 
@@ -51,6 +52,9 @@ struct RawSample {
     bool cmd_done = false;      // the io_uring_cmd_done probe is attached: devices have CQE counts
     bool submit_probe = false;  // io_submit_sqes is attached: ring_work counts SQ thread SQEs
     std::optional<GapSampling> gap_sampling;  // the gap probe's duty cycle at mono_ns, if any
+    // The scheduler gate had sched_switch and sched_waking detached for some of the interval
+    // since the previous walk: what they did not see comes from the kernel's counts.
+    bool sched_untraced = false;
 };
 
 std::string ring_mode(std::uint32_t setup_flags);
@@ -104,6 +108,9 @@ public:
     // request that an interrupt completed.
     static constexpr std::uint64_t kPollQueueFlagHoldNs = 60'000'000'000ull;
 
+    // The SQ threads the last update saw, as the scheduler gate reads them.
+    std::vector<GateThread> gate_threads() const;
+
 private:
     struct RingState {
         std::string id;
@@ -145,6 +152,11 @@ private:
         bool prev_kernel = false;
         std::uint64_t work_ns = 0, spin_ns = 0, sleep_ns = 0;
         std::vector<std::uint64_t> prev_lat_hist;
+        // What the scheduler gate kept the sched programs from seeing, and what they had
+        // counted at the last walk (sleeps + blocks; sleep, block and wake-latency time).
+        UntracedSleeps untraced;
+        std::uint64_t prev_traced_switches = 0, prev_traced_off_ns = 0, prev_seen_ns = 0;
+        bool running = false, sleep_open = false;  // at the last walk
         bool seen_before = false;
         int missing = 0;
     };
@@ -202,6 +214,8 @@ private:
                              std::uint64_t prev_sleep_total, bool split_was_started,
                              std::uint64_t dsqes, ThreadSnapshot& ts);
     static void thread_wake_latency(const usc_sched_state& ss, ThreadState& st, ThreadSnapshot& ts);
+    static void note_untraced(const UpdateContext& cx, const usc_ring_record& rec,
+                              const usc_sched_state* ss, std::uint64_t cpu_ns, ThreadState& st);
     static void shares_and_fairness(const std::vector<std::pair<std::size_t, RingDelta>>& members,
                                     std::uint64_t dsqes, std::vector<RingSnapshot>& rings,
                                     ThreadSnapshot& ts);

@@ -209,6 +209,9 @@ struct ProbeState {
     // A module the attached probe waits for: until it loads, the probe can match nothing
     // (the NVMe tracepoint variant before nvme_core is loaded). Empty when not waiting.
     std::string waiting_for = {};
+    // Attached, but detached for now by the scheduler gate: every SQ thread has been running
+    // without a voluntary switch for a while, so the program would see nothing of theirs.
+    bool gated = false;
 };
 
 // How much of what the iterator saw happen a probe saw too. A function that is partially

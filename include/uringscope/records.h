@@ -145,6 +145,9 @@ struct usc_sched_state {
 	__u64 lat_count;            /* wake latencies recorded */
 	__u64 lat_sum_ns;           /* sum of wake latencies */
 	__u64 lat_hist[USC_LAT_BUCKETS]; /* log2 histogram of wake latency, see USC_LAT_BUCKETS */
+	__u64 oncpu_switches;       /* the thread's nvcsw + nivcsw when it last got a CPU: while they
+	                             * still match, oncpu_mono_ns is that stretch on the CPU even if
+	                             * the sched programs were detached since (the scheduler gate) */
 };
 
 /* Who woke an SQ thread. */
@@ -304,7 +307,7 @@ struct usc_stats {
 #define USC_ASSERT_SIZE(type, size) _Static_assert(sizeof(struct type) == (size), #type " layout")
 #endif
 USC_ASSERT_SIZE(usc_ring_record, 224);
-USC_ASSERT_SIZE(usc_sched_state, 104 + 8 * USC_LAT_BUCKETS);
+USC_ASSERT_SIZE(usc_sched_state, 112 + 8 * USC_LAT_BUCKETS);
 USC_ASSERT_SIZE(usc_waker_key, 16);
 USC_ASSERT_SIZE(usc_waker_val, 32);
 USC_ASSERT_SIZE(usc_created_ring, 48);

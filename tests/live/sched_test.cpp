@@ -2,6 +2,7 @@
 // waits that are not idle sleeps (parking, sqd->lock), wakeups from interrupts, and a thread
 // pinned alone on an isolated nohz_full CPU. Each test drives its own ring through liburing, so
 // the ground truth (parks, timeouts, the kernel's own switch counts) is exact.
+#include <bpf/bpf.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <liburing.h>
@@ -416,6 +417,107 @@ TEST_F(Sched, NvmeCompletionWakeupsAreNamedAsInterrupts) {
 // On a nohz_full CPU a thread that never leaves it has its sum_exec_runtime updated by the remote
 // tick only, once a second; per-interval CPU read from it alone aliases to 0, 1 or 2 s. Booted
 // for it by: tests/vm/run --append "nohz_full=1 isolcpus=1 rcu_nocbs=1".
+// The links process `pid` holds to its sched programs (names usc_sched_*), from its fdinfo: what
+// the scheduler gate drops and remakes, while the programs stay loaded.
+static int sched_links(pid_t pid) {
+    int n = 0;
+    std::error_code ec;
+    const std::string dir = "/proc/" + std::to_string(pid) + "/fdinfo";
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+        std::ifstream f(e.path());
+        bool link = false;
+        unsigned prog = 0;
+        for (std::string line; std::getline(f, line);) {
+            if (line.rfind("link_type:", 0) == 0) link = true;
+            if (line.rfind("prog_id:", 0) == 0) prog = std::stoul(line.substr(8));
+        }
+        if (!link || !prog) continue;
+        const int fd = bpf_prog_get_fd_by_id(prog);
+        if (fd < 0) continue;
+        bpf_prog_info info{};
+        __u32 len = sizeof info;
+        if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0 &&
+            std::string(info.name).rfind("usc_sched_", 0) == 0)
+            ++n;
+        ::close(fd);
+    }
+    return n;
+}
+
+// The scheduler gate (model/sched_gate.hpp) over a thread that polls, then sleeps once: the
+// programs come off while it polls, and the sleep they did not see begin is still counted, once,
+// and for about the time it lasted.
+TEST_F(Sched, GateDetachesWhileTheThreadPollsAndCountsTheSleepItMissed) {
+    auto d = start_daemon("100ms");
+    ASSERT_TRUE(d->ready());
+    if (!probe_attached(*d, "sched_switch") || !probe_attached(*d, "sched_waking"))
+        GTEST_SKIP() << "the sched tracepoints are not attachable on this kernel";
+    // 200 ms of idle, an SQE every 50 ms: the thread polls all along and never sleeps.
+    constexpr double kIdle = 0.2;
+    open_sqpoll(static_cast<unsigned>(kIdle * 1000));
+    submit_nop();
+    auto l = thread_labels(*d);
+    ASSERT_FALSE(l.empty()) << "no walk saw ring " << ring_id_;
+    auto poll_for = [&](std::chrono::milliseconds span, const std::function<bool()>& done) {
+        const auto end = steady_clock::now() + span;
+        while (steady_clock::now() < end) {
+            submit_nop();
+            reap();
+            if (done && done()) return true;
+            std::this_thread::sleep_for(milliseconds(50));
+        }
+        return false;
+    };
+    const std::map<std::string, std::string> gate{{"probe", "sched_switch"}};
+    auto gated = [&] { return value(d->scrape(), "uringscope_probe_gated", gate) == 1; };
+    // 5 s of polling closes it; a TCG guest's walks come late.
+    EXPECT_EQ(sched_links(d->process().pid()), 2);
+    ASSERT_TRUE(poll_for(seconds(30), gated)) << "the gate never closed over a polling thread";
+    EXPECT_EQ(sched_links(d->process().pid()), 0) << "gated, yet still attached";
+    struct Counts {
+        double sleeps, blocks, switches, sleep_s;
+    };
+    auto counts = [&](const std::vector<Series>& m) {
+        return Counts{value(m, "uringscope_sqthread_sleeps_total", l),
+                      value(m, "uringscope_sqthread_blocks_total", l),
+                      value(m, "uringscope_sqthread_voluntary_switches_total", l),
+                      value(m, "uringscope_sqthread_sleep_seconds_total", l)};
+    };
+    const Counts a = counts(d->scrape());
+    ASSERT_GE(a.switches, 0);
+    EXPECT_EQ(a.sleeps + a.blocks, a.switches) << "the programs missed a switch before the gate";
+
+    // Silence: the thread polls for its idle time, sleeps, and the SQE after it wakes it.
+    const auto pause_start = steady_clock::now();
+    std::this_thread::sleep_for(milliseconds(1500));
+    const double pause = duration<double>(steady_clock::now() - pause_start).count();
+    // Polling on while the counts settle: a sleep after the test's last SQE would be one more,
+    // still open, and never settle.
+    std::atomic<bool> done{false};
+    std::thread poller([&] { poll_for(seconds(60), [&] { return done.load(); }); });
+    const auto m = settled_scrape(*d, seconds(10), [&](const std::vector<Series>& s) {
+        const Counts c = counts(s);
+        return std::vector<double>{c.sleeps, c.switches, c.sleep_s};
+    });
+    done = true;
+    poller.join();
+    const Counts b = counts(m);
+    const double slept = b.sleep_s - a.sleep_s;
+    std::printf(
+        "pause %.3f s, idle %.1f s: %.0f sleep(s), %.0f voluntary switch(es), %.3f s "
+        "asleep (%.3f s before, %.3f s after)\n",
+        pause, kIdle, b.sleeps - a.sleeps, b.switches - a.switches, slept, a.sleep_s, b.sleep_s);
+    EXPECT_EQ(b.switches - a.switches, 1) << "the thread did not sleep just once in the pause";
+    EXPECT_EQ(b.sleeps - a.sleeps, 1) << "the sleep begun under the gate was not counted once";
+    EXPECT_EQ(b.sleeps + b.blocks, b.switches) << "a voluntary switch counted twice or not at all";
+    // It slept from the end of its idle time to the SQE after the pause: off its CPU no longer
+    // than the pause, and all of it but the idle time, less a run-queue wait or two.
+    EXPECT_LE(slept, pause + 0.05);
+    EXPECT_GE(slept, pause - kIdle - 0.1);
+    EXPECT_EQ(value(m, "uringscope_probe_gated", gate), 0) << "the sleep did not open the gate";
+    EXPECT_EQ(sched_links(d->process().pid()), 2) << "open, yet not attached again";
+}
+
 TEST_F(Sched, PinnedThreadOnANohzFullCpuIsChargedItsWallTime) {
     std::ifstream f("/sys/devices/system/cpu/nohz_full");
     std::string list;

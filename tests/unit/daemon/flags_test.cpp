@@ -105,3 +105,13 @@ TEST(DaemonFlags, GapSamplingDefaultsToSixSecondsInSixtyAndTakesOff) {
     expect_error({"--probes.gap-sampling=2s/60s"}, "at least 3s");
     expect_error({"--probes.gap-sampling=6s"}, "ON/PERIOD");
 }
+
+TEST(DaemonFlags, SchedGateIsOnByDefaultAndTakesOnlyOnOrOff) {
+    auto r = parse({});
+    ASSERT_TRUE(r.config.has_value());
+    EXPECT_TRUE(r.config->sched_gate);
+    r = parse({"--probes.sched-gate=off"});
+    ASSERT_TRUE(r.config.has_value());
+    EXPECT_FALSE(r.config->sched_gate);
+    expect_error({"--probes.sched-gate=yes"}, "on or off, got \"yes\"");
+}

@@ -1,0 +1,42 @@
+#include "model/sched_gate.hpp"
+
+#include <algorithm>
+
+namespace uringscope {
+
+bool SchedGate::observe(const std::vector<GateThread>& threads, bool walk_complete,
+                        std::uint64_t now_ns) {
+    std::map<std::pair<std::uint32_t, std::uint64_t>, std::uint64_t> now;
+    bool quiet = walk_complete && !threads.empty();
+    for (const auto& t : threads) {
+        const auto key = std::make_pair(t.tid, t.start_ns);
+        now[key] = t.nvcsw;
+        const auto it = nvcsw_.find(key);
+        // A thread first seen now may have slept already: it is not quiet yet.
+        if (it == nvcsw_.end() || it->second != t.nvcsw || !t.running || t.sleep_open ||
+            t.untraced_open)
+            quiet = false;
+    }
+    nvcsw_ = std::move(now);
+    if (!quiet) quiet_ = 0;
+    if (quiet && quiet_++ == 0) quiet_since_ = now_ns;
+    // Closed, it opens at the first walk that is not quiet; open, it closes after enough.
+    closed_ = closed_ ? quiet : quiet_ >= kQuietWalks && now_ns - quiet_since_ >= kQuietNs;
+    return closed_;
+}
+
+void account_untraced(UntracedSleeps& u, const GateInterval& in) {
+    if (in.traced && !u.open) return;
+    const std::uint64_t missed = in.nvcsw > in.traced_switches ? in.nvcsw - in.traced_switches : 0;
+    // Off the CPU with no voluntary switch: preempted, waiting in the run queue, not asleep.
+    if (missed == 0 && !u.open) return;
+    const std::uint64_t off = in.wall_ns > in.cpu_ns ? in.wall_ns - in.cpu_ns : 0;
+    u.sleep_ns += off > in.traced_off_ns ? off - in.traced_off_ns : 0;
+    u.sleeps += missed;
+    const bool open = in.asleep && !in.traced_sleep_open;
+    // The sleep still open ends later, in a wakeup the programs, attached again, will count.
+    if (!in.traced) u.wakeups += missed - (open && missed > 0 ? 1 : 0);
+    u.open = open;
+}
+
+}  // namespace uringscope

@@ -1,0 +1,78 @@
+#pragma once
+// The scheduler gate. sched_switch and sched_waking run on every context switch and every wakeup
+// of every task on the machine, to follow the few that are SQ threads'. An SQ thread that never
+// sleeps gives them nothing to follow, and the iterator already reads its voluntary switch count
+// (nvcsw) and state at every walk. So once every live SQ thread has been running, without a
+// voluntary switch, for 5 s of walks in a row, the gate detaches the two programs; the first
+// walk that finds a count moved, a thread not running or a thread it has not seen attaches them
+// again. The workload the default tier costs most (a busy SQ thread beside a submitter that waits
+// for completions) then pays nothing for them.
+//
+// What the programs did not see while detached is accounted from the kernel's counts
+// (account_untraced): the voluntary switches become sleeps, and the time the thread was off its
+// CPU in those intervals becomes sleep time. A sleep that began while they were detached and is
+// still going at the walk that attaches them is followed by the same off-CPU arithmetic until
+// the thread runs again. Blocks cannot be told from sleeps there, nor a preempted thread's wait
+// in the run queue from sleep in an interval that also had a voluntary switch.
+#include <cstdint>
+#include <map>
+#include <utility>
+#include <vector>
+
+namespace uringscope {
+
+// One live SQ thread as one walk and the sched maps saw it.
+struct GateThread {
+    std::uint32_t tid = 0;
+    std::uint64_t start_ns = 0;  // start_time: with tid, the thread's identity
+    std::uint64_t nvcsw = 0;     // the kernel's voluntary switches
+    bool running = false;        // TASK_RUNNING at the walk
+    bool sleep_open = false;     // asleep or blocked in a sleep whose start a program saw
+    bool untraced_open = false;  // asleep in a sleep that began while the programs were detached
+};
+
+class SchedGate {
+public:
+    // How long every thread must stay quiet, over at least kQuietWalks walks, before the gate
+    // closes. A thread that sleeps every few seconds keeps it open, and its sleeps exact.
+    static constexpr std::uint64_t kQuietNs = 5'000'000'000ull;
+    static constexpr int kQuietWalks = 3;
+
+    // Takes one walk's threads, at its instant now_ns; returns whether the programs should be
+    // detached after it. An incomplete walk, or one with no SQ thread, keeps (or makes) the gate
+    // open: a new thread's first sleep comes within its idle time, before any walk could see it.
+    bool observe(const std::vector<GateThread>& threads, bool walk_complete, std::uint64_t now_ns);
+    bool closed() const { return closed_; }
+
+private:
+    bool closed_ = false;
+    int quiet_ = 0;                  // quiet walks in a row
+    std::uint64_t quiet_since_ = 0;  // the first of them
+    std::map<std::pair<std::uint32_t, std::uint64_t>, std::uint64_t> nvcsw_;  // at the last walk
+};
+
+// What the sched programs did not see of one thread, from the kernel's counts.
+struct UntracedSleeps {
+    std::uint64_t sleeps = 0;    // voluntary switches no program saw (sleeps and blocks alike)
+    std::uint64_t wakeups = 0;   // wakeups of those that ended while the programs were detached
+    std::uint64_t sleep_ns = 0;  // time off the CPU in the intervals that had them
+    bool open = false;           // asleep at the last walk in a sleep whose start no program saw
+};
+
+// One thread over one interval between walks.
+struct GateInterval {
+    bool traced = false;                // the programs were attached over the whole interval
+    std::uint64_t wall_ns = 0;          // the interval
+    std::uint64_t cpu_ns = 0;           // the thread's CPU time in it
+    std::uint64_t nvcsw = 0;            // its voluntary switches in it, by the kernel's count
+    std::uint64_t traced_switches = 0;  // sleeps and blocks the programs counted in it
+    std::uint64_t traced_off_ns = 0;    // sleep, block and wake-latency time they counted in it
+    bool asleep = false;                // not running at the walk that ends it
+    bool traced_sleep_open = false;     // the programs have a sleep or block open at that walk
+};
+
+// Adds to u what the programs missed in the interval. Nothing where they were attached all along
+// and no untraced sleep was open.
+void account_untraced(UntracedSleeps& u, const GateInterval& in);
+
+}  // namespace uringscope

@@ -1,0 +1,122 @@
+#include "model/sched_gate.hpp"
+
+#include <gtest/gtest.h>
+
+namespace uringscope {
+namespace {
+
+constexpr std::uint64_t kSec = 1'000'000'000ull;
+
+GateThread busy(std::uint32_t tid, std::uint64_t nvcsw) {
+    return {tid, 1000 + tid, nvcsw, true, false, false};
+}
+
+// Walks one second apart from t = 1 s; returns the walk at which the gate closed, 0 if never.
+int walks_to_close(SchedGate& g, const std::vector<GateThread>& threads, int walks) {
+    for (int i = 1; i <= walks; ++i)
+        if (g.observe(threads, true, static_cast<std::uint64_t>(i) * kSec)) return i;
+    return 0;
+}
+
+TEST(SchedGate, ClosesAfterFiveQuietSecondsAndOpensAtTheFirstVoluntarySwitch) {
+    SchedGate g;
+    // The first walk only learns the counts; quiet from the second, closed 5 s after that.
+    EXPECT_EQ(walks_to_close(g, {busy(7, 40), busy(8, 3)}, 10), 7);
+    EXPECT_TRUE(g.observe({busy(7, 40), busy(8, 3)}, true, 8 * kSec));
+    EXPECT_FALSE(g.observe({busy(7, 41), busy(8, 3)}, true, 9 * kSec));
+    // Open again, it needs the whole quiet time anew.
+    EXPECT_FALSE(g.observe({busy(7, 41), busy(8, 3)}, true, 10 * kSec));
+    EXPECT_FALSE(g.observe({busy(7, 41), busy(8, 3)}, true, 14 * kSec));
+    EXPECT_TRUE(g.observe({busy(7, 41), busy(8, 3)}, true, 15 * kSec));
+}
+
+TEST(SchedGate, AWalkOfFewSamplesDoesNotCloseItAtShortIntervals) {
+    SchedGate g;
+    // 100 ms walks: the time, not the walk count, rules.
+    int closed_at = 0;
+    for (int i = 1; i <= 80 && !closed_at; ++i)
+        if (g.observe({busy(7, 1)}, true, static_cast<std::uint64_t>(i) * kSec / 10)) closed_at = i;
+    EXPECT_EQ(closed_at, 52);
+}
+
+TEST(SchedGate, StaysOpenWithoutThreadsOnIncompleteWalksAndForAnythingNotQuiet) {
+    SchedGate none;
+    EXPECT_EQ(walks_to_close(none, {}, 20), 0);
+    SchedGate partial;
+    for (int i = 1; i <= 20; ++i)
+        EXPECT_FALSE(
+            partial.observe({busy(7, 1)}, i % 3 != 0, static_cast<std::uint64_t>(i) * kSec));
+    for (int field = 0; field < 3; ++field) {
+        SchedGate g;
+        GateThread t = busy(7, 1);
+        (field == 0 ? t.running : field == 1 ? t.sleep_open : t.untraced_open) = field != 0;
+        EXPECT_EQ(walks_to_close(g, {t}, 20), 0) << "field " << field;
+    }
+}
+
+TEST(SchedGate, ANewThreadOrAReusedTidOpensIt) {
+    SchedGate g;
+    ASSERT_EQ(walks_to_close(g, {busy(7, 1)}, 10), 7);
+    EXPECT_FALSE(g.observe({busy(7, 1), busy(9, 0)}, true, 8 * kSec));
+    SchedGate h;
+    ASSERT_EQ(walks_to_close(h, {busy(7, 1)}, 10), 7);
+    GateThread reused = busy(7, 1);
+    reused.start_ns = 5;
+    EXPECT_FALSE(h.observe({reused}, true, 8 * kSec));
+}
+
+TEST(UntracedSleeps, NothingWhileTracedOrWhenOnlyPreempted) {
+    UntracedSleeps u;
+    account_untraced(u, {true, kSec, kSec / 2, 3, 3, kSec / 2, false, false});
+    // Detached, off the CPU half the time, but no voluntary switch: a run-queue wait.
+    account_untraced(u, {false, kSec, kSec / 2, 0, 0, 0, false, false});
+    EXPECT_EQ(u.sleeps, 0u);
+    EXPECT_EQ(u.sleep_ns, 0u);
+    EXPECT_EQ(u.wakeups, 0u);
+    EXPECT_FALSE(u.open);
+}
+
+TEST(UntracedSleeps, DetachedSleepsCountFromSwitchesAndTimeOffTheCpu) {
+    UntracedSleeps u;
+    // Three sleeps, all over by the walk: 300 ms of 1 s off the CPU.
+    account_untraced(u, {false, kSec, 700'000'000, 3, 0, 0, false, false});
+    EXPECT_EQ(u.sleeps, 3u);
+    EXPECT_EQ(u.wakeups, 3u);
+    EXPECT_EQ(u.sleep_ns, 300'000'000u);
+    EXPECT_FALSE(u.open);
+}
+
+TEST(UntracedSleeps, ASleepOpenAtTheWalkIsFollowedUntilTheThreadRuns) {
+    UntracedSleeps u;
+    // The gate's last interval: one sleep, begun 400 ms before the walk and still going.
+    account_untraced(u, {false, kSec, 600'000'000, 1, 0, 0, true, false});
+    EXPECT_EQ(u.sleeps, 1u);
+    EXPECT_EQ(u.wakeups, 0u) << "its wakeup is the attached programs' to count";
+    EXPECT_TRUE(u.open);
+    // Attached again: asleep all through the next interval.
+    account_untraced(u, {true, kSec, 0, 0, 0, 0, true, false});
+    EXPECT_EQ(u.sleep_ns, 1'400'000'000u);
+    EXPECT_TRUE(u.open);
+    // It woke after 250 ms (the programs saw the wakeup and 50 us of wake latency), then ran.
+    account_untraced(u, {true, kSec, 750'000'000, 0, 0, 50'000, false, false});
+    EXPECT_EQ(u.sleep_ns, 1'400'000'000u + 250'000'000u - 50'000u);
+    EXPECT_FALSE(u.open);
+    // From there the programs see everything again.
+    account_untraced(u, {true, kSec, 100, 5, 5, kSec, true, true});
+    EXPECT_EQ(u.sleeps, 1u);
+    EXPECT_EQ(u.sleep_ns, 1'400'000'000u + 250'000'000u - 50'000u);
+}
+
+TEST(UntracedSleeps, AnOpenSleepEndsWhereATracedOneBegins) {
+    UntracedSleeps u;
+    account_untraced(u, {false, kSec, 900'000'000, 1, 0, 0, true, false});
+    // It woke, ran, and went to sleep again, seen: the untraced part is what the programs'
+    // sleep does not cover.
+    account_untraced(u, {true, kSec, 200'000'000, 1, 1, 500'000'000, true, true});
+    EXPECT_EQ(u.sleep_ns, 100'000'000u + 300'000'000u);
+    EXPECT_EQ(u.sleeps, 1u);
+    EXPECT_FALSE(u.open);
+}
+
+}  // namespace
+}  // namespace uringscope

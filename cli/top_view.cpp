@@ -298,14 +298,17 @@ namespace {
 std::string probe_tiers(const Snapshot& s, int& attached) {
     attached = 0;
     std::set<std::string> kinds;
+    bool gated = false;
     for (const auto& p : s.probes)
         if (p.attached) {
             ++attached;
             kinds.insert(p.kind);
+            gated = gated || p.gated;
         }
     std::string tiers;
     for (const auto& k : kinds) tiers += (tiers.empty() ? "" : ",") + k;
-    return tiers;
+    // The scheduler gate: sleeps come from switch counts, wakers and wake latency stop.
+    return gated ? tiers + "; sched gated" : tiers;
 }
 
 // Where, what is attached, totals.

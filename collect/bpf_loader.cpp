@@ -597,8 +597,11 @@ bool BpfCollector::set_sched_gate(bool closed, std::string& error) {
         }
         probes_[i].gated = links.empty();
     }
-    sched_gate_closed_ = closed && ok;
     return ok;
+}
+
+bool BpfCollector::sched_gate_closed() const {
+    return std::any_of(probes_.begin(), probes_.end(), [](const auto& p) { return p.gated; });
 }
 
 void BpfCollector::log_probes() const {

@@ -172,7 +172,8 @@ public:
     // false, with error set, when a program would not attach again; the gate then stays open
     // for the probes that did.
     bool set_sched_gate(bool closed, std::string& error);
-    bool sched_gate_closed() const { return sched_gate_closed_; }
+    // Whether a gateable probe is detached now (closed, or an attach that failed).
+    bool sched_gate_closed() const;
     // probes() with each attached probe's current count of skipped runs.
     std::vector<ProbeState> probes_with_misses() const;
     // Follows modules loaded, unloaded or reloaded since the last call: a stat() of
@@ -219,7 +220,6 @@ private:
     // The gateable probes' links, per probe index, apart so that the gate can drop and remake
     // them; destroyed with links_, before the skeleton.
     std::vector<std::vector<std::unique_ptr<AttachedProbe>>> gated_links_;
-    bool sched_gate_closed_ = false;
     bpf_link* iter_link_ = nullptr;
     std::vector<ProbeState> probes_;
     std::vector<std::vector<bpf_program*>> attached_programs_;  // per probe, parallel to probes_

@@ -518,6 +518,61 @@ TEST_F(Sched, GateDetachesWhileTheThreadPollsAndCountsTheSleepItMissed) {
     EXPECT_EQ(sched_links(d->process().pid()), 2) << "open, yet not attached again";
 }
 
+// While the gate is closed, sched_switch does not see a polling thread switched out and back in
+// by a task that comes to share its CPU. The note of its last seen switch-in must then stop counting:
+// read as if the thread had kept the CPU since, it would be charged the whole CPU, twice its
+// share.
+TEST_F(Sched, GatedThreadSharingItsCpuIsChargedOnlyItsShare) {
+    if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "needs two CPUs";
+    auto d = start_daemon("200ms");
+    ASSERT_TRUE(d->ready());
+    if (!probe_attached(*d, "sched_switch") || !probe_attached(*d, "sched_waking"))
+        GTEST_SKIP() << "the sched tracepoints are not attachable on this kernel";
+    ASSERT_TRUE(pin_self(0));
+    open_sqpoll(60'000, 1);  // 60 s of idle: it polls all through the test
+    submit_nop();
+    auto l = thread_labels(*d);
+    ASSERT_FALSE(l.empty()) << "no walk saw ring " << ring_id_;
+    const pid_t tid = std::stoi(l.at("sq_thread"));
+    const std::map<std::string, std::string> gate{{"probe", "sched_switch"}};
+    const bool closed = eventually(seconds(30), [&] {
+        std::this_thread::sleep_for(milliseconds(100));
+        return value(d->scrape(), "uringscope_probe_gated", gate) == 1;
+    });
+    ASSERT_TRUE(closed) << "the gate never closed over a thread polling all along";
+    // The hog starts once the gate is closed: the thread, alone on its CPU until now, was on it
+    // at its last switch sched_switch saw, and every switch from here goes unseen.
+    std::atomic<bool> stop{false};
+    std::thread hog([&] {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(1, &one);
+        sched_setaffinity(0, sizeof one, &one);
+        while (!stop.load(std::memory_order_relaxed)) {
+        }
+    });
+    auto sample = [&] {
+        const auto m = d->scrape();
+        return std::make_pair(value(m, "uringscope_sqthread_cpu_seconds_total", l),
+                              schedstat_ns(tid, tid).value_or(0) / 1e9);
+    };
+    const auto [c0, s0] = sample();
+    std::this_thread::sleep_for(seconds(3));
+    const auto [c1, s1] = sample();
+    const bool still = value(d->scrape(), "uringscope_probe_gated", gate) == 1;
+    stop = true;
+    hog.join();
+    ASSERT_TRUE(still) << "the gate opened: the thread slept";
+    std::printf(
+        "sharing CPU 1 with a busy task, gated: daemon %.3f s of CPU, sum_exec_runtime "
+        "%.3f s, in 3 s\n",
+        c1 - c0, s1 - s0);
+    ASSERT_GT(s1 - s0, 0.3) << "the thread hardly ran: no share to compare";
+    // Scrapes are a sample (200 ms) apart from the schedstat reads, and the share moves little.
+    EXPECT_NEAR(c1 - c0, s1 - s0, 0.1 * 3);
+    EXPECT_LT(c1 - c0, 0.8 * 3) << "charged the whole CPU: a switch-in note outlived its stretch";
+}
+
 TEST_F(Sched, PinnedThreadOnANohzFullCpuIsChargedItsWallTime) {
     std::ifstream f("/sys/devices/system/cpu/nohz_full");
     std::string list;
@@ -599,8 +654,13 @@ TEST_F(Sched, PinnedThreadOnANohzFullCpuIsChargedItsWallTime) {
         std::this_thread::sleep_for(milliseconds(50));
     }
     ASSERT_GE(points.size(), 4u);
-    EXPECT_EQ(value(d->scrape(), "uringscope_sqthread_sleeps_total", l), sleeps_before)
+    const auto last = d->scrape();
+    EXPECT_EQ(value(last, "uringscope_sqthread_sleeps_total", l), sleeps_before)
         << "the thread slept: the test's premise (it polls all along) does not hold";
+    // 14 s of polling close the scheduler gate: from then on sched_switch sees no switch-in, and
+    // the CPU stays exact only because the switch counts still match the note it left.
+    EXPECT_EQ(value(last, "uringscope_probe_gated", {{"probe", "sched_switch"}}), 1)
+        << "the gate did not close over a thread polling all along";
     double lo = 1e9, hi = 0, slo = 1e9, shi = 0;
     for (std::size_t i = 1; i < points.size(); ++i) {
         const double wall = points[i].t - points[i - 1].t;

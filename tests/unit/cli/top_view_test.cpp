@@ -110,6 +110,16 @@ TEST(TopView, WideScreenShowsEveryColumnWithValues) {
     EXPECT_NE(lines.at(1).find("SQ threads 3"), std::string::npos);
 }
 
+TEST(TopView, TheHeaderSaysWhenTheSchedulerGateHasTheSchedProgramsOff) {
+    auto s = fixture();
+    ViewState v;
+    EXPECT_EQ(render(s, v, History{}, 160, 0, false).at(2).find("sched gated"), std::string::npos);
+    s.probes[1].gated = true;
+    EXPECT_NE(
+        render(s, v, History{}, 160, 0, false).at(2).find("probes 2/2 (iter,tp_btf; sched gated)"),
+        std::string::npos);
+}
+
 TEST(TopView, NarrowScreensDropLowPriorityColumnsAndNeverOverflow) {
     auto s = fixture();
     ViewState v;

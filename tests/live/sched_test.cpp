@@ -519,9 +519,9 @@ TEST_F(Sched, GateDetachesWhileTheThreadPollsAndCountsTheSleepItMissed) {
 }
 
 // While the gate is closed, sched_switch does not see a polling thread switched out and back in
-// by a task that comes to share its CPU. The note of its last seen switch-in must then stop counting:
-// read as if the thread had kept the CPU since, it would be charged the whole CPU, twice its
-// share.
+// by a task that comes to share its CPU. The note of its last seen switch-in must then stop
+// counting: read as if the thread had kept the CPU since, it would be charged the whole CPU,
+// twice its share.
 TEST_F(Sched, GatedThreadSharingItsCpuIsChargedOnlyItsShare) {
     if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "needs two CPUs";
     auto d = start_daemon("200ms");

@@ -119,7 +119,9 @@ class SteadyNopLoad:
         if self.proc.poll() is not None:
             raise RuntimeError("uringscope-load ended before the window did")
         ops = sum((h1[fd] - h0[fd]) % (1 << 32) for fd in h0 if fd in h1)
-        return (c1 - c0) / max(ops, 1)
+        if ops == 0:
+            raise RuntimeError("no SQE consumed in the window: the load stalled")
+        return (c1 - c0) / ops
 
     def stop(self):
         self.proc.kill()

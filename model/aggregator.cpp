@@ -390,7 +390,8 @@ ThreadSnapshot Aggregator::observe_thread(
     ts.cgroup = cgroup_labels(cx.raw, rec.sq_cgroup_id);
     ts.pinned = m.pinned;
     const std::uint64_t cpu_ns = thread_cpu_ns(rec, st, cx.raw.mono_ns);
-    note_untraced(cx, rec, ss, cpu_ns, st);
+    auto [sleep_ns, block_ns] = asleep_totals(ss, cx.raw.mono_ns);
+    note_untraced(cx, rec, ss, cpu_ns, sleep_ns + block_ns, st);
     const UntracedSleeps& u = st.untraced;
     // Without the sched tracepoints, voluntary switches are the best count of sleeps.
     ts.sleeps = ss ? ss->sleeps + u.sleeps : rec.sq_nvcsw;
@@ -398,7 +399,6 @@ ThreadSnapshot Aggregator::observe_thread(
     ts.blocks = ss ? ss->blocks : 0;
     const bool split_was_started = st.split_started;
     split_thread_cpu(cx.raw, rec, st, m, own_passes, cpu_ns, ts);
-    auto [sleep_ns, block_ns] = asleep_totals(ss, cx.raw.mono_ns);
     sleep_ns += u.sleep_ns;
     const std::uint64_t prev_sleep_total = st.sleep_ns;
     st.sleep_ns = std::max(st.sleep_ns, sleep_ns);
@@ -578,13 +578,14 @@ void Aggregator::thread_rates(double interval, const ThreadState& st, std::uint6
 
 // Feeds the scheduler gate's ledger (model/sched_gate.hpp) one interval of the thread: those
 // where the gate had the programs detached, and those that follow while a sleep begun then is
-// still open. A thread first seen in such an interval was born in it.
+// still open. A thread first seen in such an interval was born in it. asleep_ns is the
+// programs' sleep and block time so far, open ones up to the walk (asleep_totals()).
 void Aggregator::note_untraced(const UpdateContext& cx, const usc_ring_record& rec,
-                               const usc_sched_state* ss, std::uint64_t cpu_ns, ThreadState& st) {
+                               const usc_sched_state* ss, std::uint64_t cpu_ns,
+                               std::uint64_t asleep_ns, ThreadState& st) {
     const std::uint64_t now = cx.raw.mono_ns;
-    const auto [sleep_ns, block_ns] = asleep_totals(ss, now);
     const std::uint64_t switches = ss ? ss->sleeps + ss->blocks : 0;
-    const std::uint64_t off = sleep_ns + block_ns + (ss ? ss->lat_sum_ns : 0);
+    const std::uint64_t off = asleep_ns + (ss ? ss->lat_sum_ns : 0);
     if (cx.raw.sched_untraced || st.untraced.open) {
         const std::uint64_t since = st.seen_before
                                         ? st.prev_seen_ns

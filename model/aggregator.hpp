@@ -215,7 +215,8 @@ private:
                              std::uint64_t dsqes, ThreadSnapshot& ts);
     static void thread_wake_latency(const usc_sched_state& ss, ThreadState& st, ThreadSnapshot& ts);
     static void note_untraced(const UpdateContext& cx, const usc_ring_record& rec,
-                              const usc_sched_state* ss, std::uint64_t cpu_ns, ThreadState& st);
+                              const usc_sched_state* ss, std::uint64_t cpu_ns,
+                              std::uint64_t asleep_ns, ThreadState& st);
     static void shares_and_fairness(const std::vector<std::pair<std::size_t, RingDelta>>& members,
                                     std::uint64_t dsqes, std::vector<RingSnapshot>& rings,
                                     ThreadSnapshot& ts);

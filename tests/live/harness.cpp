@@ -1,5 +1,6 @@
 #include "tests/live/harness.hpp"
 
+#include <bpf/bpf.h>
 #include <curl/curl.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -372,6 +373,16 @@ std::vector<LoadRing> read_load_rings(Child& load, const std::string& kind, cons
         if (auto r = parse_load_line(*line, kind)) rings.push_back(*r);
     }
     return {};
+}
+
+std::optional<std::string> bpf_prog_name(unsigned id) {
+    const int fd = bpf_prog_get_fd_by_id(id);
+    if (fd < 0) return std::nullopt;
+    bpf_prog_info info{};
+    __u32 len = sizeof info;
+    const bool ok = bpf_obj_get_info_by_fd(fd, &info, &len) == 0;
+    ::close(fd);
+    return ok ? std::optional<std::string>(info.name) : std::nullopt;
 }
 
 std::optional<unsigned long long> schedstat_ns(pid_t pid, pid_t tid) {

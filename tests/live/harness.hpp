@@ -149,4 +149,8 @@ std::vector<LoadRing> read_load_rings(Child& load, const std::string& kind, cons
 // On-CPU nanoseconds of a thread from /proc/PID/task/TID/schedstat.
 std::optional<unsigned long long> schedstat_ns(pid_t pid, pid_t tid);
 
+// The name of loaded BPF program `id` (truncated by the kernel to 15 characters), nullopt when
+// it is gone or unreadable.
+std::optional<std::string> bpf_prog_name(unsigned id);
+
 }  // namespace live

@@ -23,14 +23,8 @@ namespace {
 std::map<unsigned, std::string> loaded_programs() {
     std::map<unsigned, std::string> out;
     __u32 id = 0;
-    while (bpf_prog_get_next_id(id, &id) == 0) {
-        int fd = bpf_prog_get_fd_by_id(id);
-        if (fd < 0) continue;
-        bpf_prog_info info{};
-        __u32 len = sizeof info;
-        if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0) out[id] = info.name;
-        close(fd);
-    }
+    while (bpf_prog_get_next_id(id, &id) == 0)
+        if (auto name = bpf_prog_name(id)) out[id] = *name;
     return out;
 }
 

@@ -2,7 +2,6 @@
 // waits that are not idle sleeps (parking, sqd->lock), wakeups from interrupts, and a thread
 // pinned alone on an isolated nohz_full CPU. Each test drives its own ring through liburing, so
 // the ground truth (parks, timeouts, the kernel's own switch counts) is exact.
-#include <bpf/bpf.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <liburing.h>
@@ -432,14 +431,8 @@ static int sched_links(pid_t pid) {
             if (line.rfind("prog_id:", 0) == 0) prog = std::stoul(line.substr(8));
         }
         if (!link || !prog) continue;
-        const int fd = bpf_prog_get_fd_by_id(prog);
-        if (fd < 0) continue;
-        bpf_prog_info info{};
-        __u32 len = sizeof info;
-        if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0 &&
-            std::string(info.name).rfind("usc_sched_", 0) == 0)
-            ++n;
-        ::close(fd);
+        const auto name = bpf_prog_name(prog);
+        if (name && name->rfind("usc_sched_", 0) == 0) ++n;
     }
     return n;
 }

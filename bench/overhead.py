@@ -80,24 +80,41 @@ class SteadyNopLoad:
         self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                      preexec_fn=lambda: os.sched_setaffinity(0, SUBMIT_CPU))
         self.rings = len(rings)
+        self.fds = []
         deadline = time.time() + 10
-        while len(self._heads()) < self.rings:
+        while len(self.fds) < self.rings:
             if time.time() > deadline or self.proc.poll() is not None:
                 self.stop()
                 raise RuntimeError("uringscope-load did not set up its rings")
+            self.fds = [fd for fd in os.listdir(self._fdinfo) if self._head(fd) is not None]
             time.sleep(0.05)
 
+    @property
+    def _fdinfo(self):
+        return f"/proc/{self.proc.pid}/fdinfo"
+
+    def _head(self, fd):
+        try:
+            with open(f"{self._fdinfo}/{fd}") as f:
+                m = re.search(r"^SqHead:\s*(\d+)", f.read(), re.M)
+        except OSError:
+            return None
+        return int(m.group(1)) if m else None
+
     def _heads(self):
+        # A ring's fdinfo is printed only if the read takes the ring's lock at once (mutex_trylock),
+        # and a busy SQ thread holds it: on the 6.18 host a third of the reads of one busy SQPOLL
+        # ring's fdinfo show the generic lines alone. Such a read is taken again; a window that
+        # dropped the ring instead counted no SQE and was reported as a stalled load.
         heads = {}
-        base = f"/proc/{self.proc.pid}/fdinfo"
-        for fd in os.listdir(base):
-            try:
-                with open(f"{base}/{fd}") as f:
-                    m = re.search(r"^SqHead:\s*(\d+)", f.read(), re.M)
-            except OSError:
-                continue
-            if m:
-                heads[fd] = int(m.group(1))
+        for fd in self.fds:
+            for _ in range(10000):
+                head = self._head(fd)
+                if head is not None:
+                    heads[fd] = head
+                    break
+            else:
+                raise RuntimeError(f"ring fd {fd}: fdinfo never showed SqHead in 10000 reads")
         return heads
 
     def _cpu_ns(self):

@@ -602,6 +602,8 @@ void Aggregator::note_untraced(const UpdateContext& cx, const usc_ring_record& r
         in.traced_sleep_open = ss && ss->sleep_start_ns;
         account_untraced(st.untraced, in);
     }
+    st.switched =
+        !st.seen_before || st.prev_seen_ns != cx.prev_mono_ns || rec.sq_nvcsw != st.prev_nvcsw;
     st.prev_traced_switches = switches;
     st.prev_traced_off_ns = off;
     st.prev_seen_ns = now;
@@ -613,8 +615,7 @@ std::vector<GateThread> Aggregator::gate_threads() const {
     std::vector<GateThread> out;
     for (const auto& [tid, st] : threads_)
         if (st.seen_before && st.missing == 0 && st.prev_seen_ns == prev_mono_ns_)
-            out.push_back(
-                {tid, st.start_ns, st.prev_nvcsw, st.running, st.sleep_open, st.untraced.open});
+            out.push_back({st.switched, st.running, st.sleep_open, st.untraced.open});
     return out;
 }
 

@@ -6,18 +6,9 @@ namespace uringscope {
 
 bool SchedGate::observe(const std::vector<GateThread>& threads, bool walk_complete,
                         std::uint64_t now_ns) {
-    std::map<std::pair<std::uint32_t, std::uint64_t>, std::uint64_t> now;
     bool quiet = walk_complete && !threads.empty();
-    for (const auto& t : threads) {
-        const auto key = std::make_pair(t.tid, t.start_ns);
-        now[key] = t.nvcsw;
-        const auto it = nvcsw_.find(key);
-        // A thread first seen now may have slept already: it is not quiet yet.
-        if (it == nvcsw_.end() || it->second != t.nvcsw || !t.running || t.sleep_open ||
-            t.untraced_open)
-            quiet = false;
-    }
-    nvcsw_ = std::move(now);
+    for (const auto& t : threads)
+        if (t.switched || !t.running || t.sleep_open || t.untraced_open) quiet = false;
     if (!quiet) quiet_ = 0;
     if (quiet && quiet_++ == 0) quiet_since_ = now_ns;
     // Closed, it opens at the first walk that is not quiet; open, it closes after enough.

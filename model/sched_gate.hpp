@@ -15,17 +15,15 @@
 // the thread runs again. Blocks cannot be told from sleeps there, nor a preempted thread's wait
 // in the run queue from sleep in an interval that also had a voluntary switch.
 #include <cstdint>
-#include <map>
-#include <utility>
 #include <vector>
 
 namespace uringscope {
 
 // One live SQ thread as one walk and the sched maps saw it.
 struct GateThread {
-    std::uint32_t tid = 0;
-    std::uint64_t start_ns = 0;  // start_time: with tid, the thread's identity
-    std::uint64_t nvcsw = 0;     // the kernel's voluntary switches
+    // New at this walk, back after a walk that missed it, or with a voluntary switch (nvcsw)
+    // since the last walk: a thread first seen may have slept already.
+    bool switched = true;
     bool running = false;        // TASK_RUNNING at the walk
     bool sleep_open = false;     // asleep or blocked in a sleep whose start a program saw
     bool untraced_open = false;  // asleep in a sleep that began while the programs were detached
@@ -48,7 +46,6 @@ private:
     bool closed_ = false;
     int quiet_ = 0;                  // quiet walks in a row
     std::uint64_t quiet_since_ = 0;  // the first of them
-    std::map<std::pair<std::uint32_t, std::uint64_t>, std::uint64_t> nvcsw_;  // at the last walk
 };
 
 // What the sched programs did not see of one thread, from the kernel's counts.

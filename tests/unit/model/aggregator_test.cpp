@@ -977,3 +977,36 @@ TEST(Aggregator, PerCpuSharedThreadIsMarkedShared) {
     auto plain = a.update(sample(2 * kSec, {ring(1, 10, 3, kSqpoll, 0, 50)}));
     EXPECT_FALSE(plain.threads[0].shared_percpu);
 }
+
+// What the scheduler gate is told of each thread (model/sched_gate.hpp): switched when new,
+// when back after a walk that missed it, or after a voluntary switch; quiet otherwise.
+TEST(AggregatorGate, AThreadIsSwitchedWhenNewBackOrAfterAVoluntarySwitch) {
+    Aggregator a;
+    auto r = ring(1, 10, 3, kSqpoll, 0, 50);
+    r.sq_start_ns = 7;
+    r.sq_nvcsw = 5;
+    const auto at = [&](std::uint64_t s, std::vector<usc_ring_record> rings) {
+        a.update(sample(s * kSec, std::move(rings)));
+        return a.gate_threads();
+    };
+    auto g = at(1, {r});
+    ASSERT_EQ(g.size(), 1u);
+    EXPECT_TRUE(g[0].switched) << "first seen";
+    g = at(2, {r});
+    ASSERT_EQ(g.size(), 1u);
+    EXPECT_FALSE(g[0].switched);
+    EXPECT_TRUE(g[0].running);
+    r.sq_nvcsw = 6;
+    EXPECT_TRUE(at(3, {r}).at(0).switched) << "a voluntary switch";
+    EXPECT_FALSE(at(4, {r}).at(0).switched);
+    EXPECT_TRUE(at(5, {}).empty()) << "a walk that missed it";
+    EXPECT_TRUE(at(6, {r}).at(0).switched) << "back after the miss";
+    r.sq_state = 1;
+    g = at(7, {r});
+    EXPECT_FALSE(g.at(0).switched);
+    EXPECT_FALSE(g.at(0).running);
+    // Another thread under the same tid: new again.
+    r.sq_state = 0;
+    r.sq_start_ns = 9;
+    EXPECT_TRUE(at(8, {r}).at(0).switched) << "a reused tid";
+}

@@ -7,11 +7,17 @@ namespace {
 
 constexpr std::uint64_t kSec = 1'000'000'000ull;
 
-GateThread busy(std::uint32_t tid, std::uint64_t nvcsw) {
-    return {tid, 1000 + tid, nvcsw, true, false, false};
+// A thread running at the walk with no voluntary switch since the one before.
+GateThread busy() {
+    return {false, true, false, false};
+}
+// The same, but new at this walk or switched since the last one.
+GateThread switched() {
+    return {true, true, false, false};
 }
 
-// Walks one second apart from t = 1 s; returns the walk at which the gate closed, 0 if never.
+// Walks one second apart from t = 1 s over the same threads; returns the walk at which the gate
+// closed, 0 if never.
 int walks_to_close(SchedGate& g, const std::vector<GateThread>& threads, int walks) {
     for (int i = 1; i <= walks; ++i)
         if (g.observe(threads, true, static_cast<std::uint64_t>(i) * kSec)) return i;
@@ -20,14 +26,15 @@ int walks_to_close(SchedGate& g, const std::vector<GateThread>& threads, int wal
 
 TEST(SchedGate, ClosesAfterFiveQuietSecondsAndOpensAtTheFirstVoluntarySwitch) {
     SchedGate g;
-    // The first walk only learns the counts; quiet from the second, closed 5 s after that.
-    EXPECT_EQ(walks_to_close(g, {busy(7, 40), busy(8, 3)}, 10), 7);
-    EXPECT_TRUE(g.observe({busy(7, 40), busy(8, 3)}, true, 8 * kSec));
-    EXPECT_FALSE(g.observe({busy(7, 41), busy(8, 3)}, true, 9 * kSec));
+    EXPECT_FALSE(g.observe({switched(), switched()}, true, 0));
+    // Quiet from the walk at 1 s, closed 5 s after it.
+    EXPECT_EQ(walks_to_close(g, {busy(), busy()}, 10), 6);
+    EXPECT_TRUE(g.observe({busy(), busy()}, true, 7 * kSec));
+    EXPECT_FALSE(g.observe({switched(), busy()}, true, 8 * kSec));
     // Open again, it needs the whole quiet time anew.
-    EXPECT_FALSE(g.observe({busy(7, 41), busy(8, 3)}, true, 10 * kSec));
-    EXPECT_FALSE(g.observe({busy(7, 41), busy(8, 3)}, true, 14 * kSec));
-    EXPECT_TRUE(g.observe({busy(7, 41), busy(8, 3)}, true, 15 * kSec));
+    EXPECT_FALSE(g.observe({busy(), busy()}, true, 9 * kSec));
+    EXPECT_FALSE(g.observe({busy(), busy()}, true, 13 * kSec));
+    EXPECT_TRUE(g.observe({busy(), busy()}, true, 14 * kSec));
 }
 
 TEST(SchedGate, AWalkOfFewSamplesDoesNotCloseItAtShortIntervals) {
@@ -35,8 +42,8 @@ TEST(SchedGate, AWalkOfFewSamplesDoesNotCloseItAtShortIntervals) {
     // 100 ms walks: the time, not the walk count, rules.
     int closed_at = 0;
     for (int i = 1; i <= 80 && !closed_at; ++i)
-        if (g.observe({busy(7, 1)}, true, static_cast<std::uint64_t>(i) * kSec / 10)) closed_at = i;
-    EXPECT_EQ(closed_at, 52);
+        if (g.observe({busy()}, true, static_cast<std::uint64_t>(i) * kSec / 10)) closed_at = i;
+    EXPECT_EQ(closed_at, 51);
 }
 
 TEST(SchedGate, StaysOpenWithoutThreadsOnIncompleteWalksAndForAnythingNotQuiet) {
@@ -44,25 +51,22 @@ TEST(SchedGate, StaysOpenWithoutThreadsOnIncompleteWalksAndForAnythingNotQuiet) 
     EXPECT_EQ(walks_to_close(none, {}, 20), 0);
     SchedGate partial;
     for (int i = 1; i <= 20; ++i)
-        EXPECT_FALSE(
-            partial.observe({busy(7, 1)}, i % 3 != 0, static_cast<std::uint64_t>(i) * kSec));
-    for (int field = 0; field < 3; ++field) {
+        EXPECT_FALSE(partial.observe({busy()}, i % 3 != 0, static_cast<std::uint64_t>(i) * kSec));
+    for (int field = 0; field < 4; ++field) {
         SchedGate g;
-        GateThread t = busy(7, 1);
-        (field == 0 ? t.running : field == 1 ? t.sleep_open : t.untraced_open) = field != 0;
+        GateThread t = busy();
+        (field == 0   ? t.switched
+         : field == 1 ? t.running
+         : field == 2 ? t.sleep_open
+                      : t.untraced_open) = field != 1;
         EXPECT_EQ(walks_to_close(g, {t}, 20), 0) << "field " << field;
     }
 }
 
-TEST(SchedGate, ANewThreadOrAReusedTidOpensIt) {
+TEST(SchedGate, ANewOrSwitchedThreadAmongQuietOnesOpensIt) {
     SchedGate g;
-    ASSERT_EQ(walks_to_close(g, {busy(7, 1)}, 10), 7);
-    EXPECT_FALSE(g.observe({busy(7, 1), busy(9, 0)}, true, 8 * kSec));
-    SchedGate h;
-    ASSERT_EQ(walks_to_close(h, {busy(7, 1)}, 10), 7);
-    GateThread reused = busy(7, 1);
-    reused.start_ns = 5;
-    EXPECT_FALSE(h.observe({reused}, true, 8 * kSec));
+    ASSERT_EQ(walks_to_close(g, {busy()}, 10), 6);
+    EXPECT_FALSE(g.observe({busy(), switched()}, true, 7 * kSec));
 }
 
 TEST(UntracedSleeps, NothingWhileTracedOrWhenOnlyPreempted) {

@@ -117,6 +117,16 @@ protected:
         return n;
     }
 
+    static double wakeups_by_waker(const std::vector<Series>& m, const std::string& sq_thread,
+                                   const std::string& waker_pid) {
+        double n = 0;
+        for (const auto& s : m)
+            if (s.name == "uringscope_sqthread_wakeups_by_waker_total" &&
+                s.labels.at("sq_thread") == sq_thread && s.labels.at("waker_pid") == waker_pid)
+                n += s.value;
+        return n;
+    }
+
     // Scrapes after each sample (the daemon samples every 100 ms) until two scrapes in a row
     // give the same `reading`, or `limit` passes; returns the last scrape. A wake that lands
     // inside one sample's map reads is seen whole by the next. An empty reading (nothing to
@@ -346,8 +356,13 @@ TEST_F(Sched, TimerInterruptWakeupsAreNamedAsInterrupts) {
 }
 
 // The same from a device: reads on an NVMe namespace without poll queues complete in its
-// interrupt handler, which queues the completion's task work on the SQ thread and wakes it when
-// it sleeps. Before, the wake was charged to whatever task the interrupt had interrupted.
+// interrupt handler, which hands the completion to the SQ thread and wakes it when it sleeps.
+// Before, the wake was charged to whatever task the interrupt had interrupted. How many reads
+// end while the thread sleeps depends on the kernel and on how fast the emulated device is: in
+// the tests/vm guests, 16 of 20 in a boot's first run on bullseye, then 10, 7, and 0 in one
+// boot; 20, 17, 15 on bookworm (the read times printed show the device warming up). So the
+// test asks for no number of interrupt wakes, only that every wake this process did not make
+// be named an interrupt's; the timer test above asks for interrupt wakes on every kernel.
 TEST_F(Sched, NvmeCompletionWakeupsAreNamedAsInterrupts) {
     std::string dev;
     std::error_code ec;
@@ -377,17 +392,24 @@ TEST_F(Sched, NvmeCompletionWakeupsAreNamedAsInterrupts) {
     constexpr int kReads = 20;
     constexpr unsigned kSize = 32u << 20;
     void* buf = std::aligned_alloc(4096, kSize);
+    std::vector<double> read_ms;
     for (int i = 0; i < kReads; ++i) {
         io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
         ASSERT_NE(sqe, nullptr);
         io_uring_prep_read(sqe, fd, buf, kSize, static_cast<__u64>(i % 16) * kSize);
+        const auto t0 = steady_clock::now();
         ASSERT_EQ(io_uring_submit(&ring_), 1);
         io_uring_cqe* cqe = nullptr;
         ASSERT_EQ(io_uring_wait_cqe(&ring_, &cqe), 0);
+        read_ms.push_back(
+            std::chrono::duration<double, std::milli>(steady_clock::now() - t0).count());
         EXPECT_EQ(cqe->res, static_cast<int>(kSize));
         io_uring_cqe_seen(&ring_, cqe);
         std::this_thread::sleep_for(milliseconds(30));
     }
+    std::sort(read_ms.begin(), read_ms.end());
+    std::printf("read time: min %.1f ms, median %.1f, max %.1f\n", read_ms.front(),
+                read_ms[read_ms.size() / 2], read_ms.back());
     std::free(buf);
     ::close(fd);
     auto wakeups_in = [&](const std::vector<Series>& m, const std::string& context) {
@@ -401,15 +423,18 @@ TEST_F(Sched, NvmeCompletionWakeupsAreNamedAsInterrupts) {
     });
     const double total = value(m, "uringscope_sqthread_wakeups_total", l);
     const double irq = wakeups_in(m, "irq"), task = wakeups_in(m, "task");
-    std::printf("%d reads of 32 MiB on %s: %.0f wakeups, %.0f from interrupts, %.0f from tasks\n",
-                kReads, dev.c_str(), total, irq, task);
-    // Every wakeup is named. A task wakes the thread once per read at most (the submitter's
-    // io_uring_enter), a completion too. Named by the task they interrupted, as before, the
-    // interrupts' wakeups would push the task count past its bound.
+    const double own = wakeups_by_waker(m, l.at("sq_thread"), std::to_string(::getpid()));
+    std::printf(
+        "%d reads of 32 MiB on %s: %.0f wakeups, %.0f from interrupts, %.0f from tasks (%.0f "
+        "by this process)\n",
+        kReads, dev.c_str(), total, irq, task, own);
+    // Every wakeup is named. This process wakes the thread once per read at most (its
+    // io_uring_enter) and nothing else here touches the ring, so every other wake is a
+    // completion's interrupt: named by the task it interrupted, as before, it would not be.
     EXPECT_EQ(irq + task, total);
-    EXPECT_GT(irq, 0) << "no completion came while the thread slept";
+    EXPECT_EQ(task, own) << "a wake by another task, or an interrupt's named as one";
     EXPECT_LE(irq, kReads);
-    EXPECT_LE(task, kReads + 1);
+    EXPECT_LE(own, kReads + 1);
     expect_interrupts_have_no_waker_pid(m);
 }
 

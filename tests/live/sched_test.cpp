@@ -107,22 +107,13 @@ protected:
     }
 
     // The thread's wakeups by who woke it: "task" or "irq".
-    static double wakeups_by_context(const std::vector<Series>& m, const std::string& sq_thread,
-                                     const std::string& context) {
+    // The SQ thread's wakeups whose `label` (waker_context, waker_pid) is `want`.
+    static double wakeups_by(const std::vector<Series>& m, const std::string& sq_thread,
+                             const std::string& label, const std::string& want) {
         double n = 0;
         for (const auto& s : m)
             if (s.name == "uringscope_sqthread_wakeups_by_waker_total" &&
-                s.labels.at("sq_thread") == sq_thread && s.labels.at("waker_context") == context)
-                n += s.value;
-        return n;
-    }
-
-    static double wakeups_by_waker(const std::vector<Series>& m, const std::string& sq_thread,
-                                   const std::string& waker_pid) {
-        double n = 0;
-        for (const auto& s : m)
-            if (s.name == "uringscope_sqthread_wakeups_by_waker_total" &&
-                s.labels.at("sq_thread") == sq_thread && s.labels.at("waker_pid") == waker_pid)
+                s.labels.at("sq_thread") == sq_thread && s.labels.at(label) == want)
                 n += s.value;
         return n;
     }
@@ -325,7 +316,7 @@ TEST_F(Sched, TimerInterruptWakeupsAreNamedAsInterrupts) {
         }
     }
     auto wakeups_in = [&](const std::vector<Series>& m, const std::string& context) {
-        return wakeups_by_context(m, l.at("sq_thread"), context);
+        return wakeups_by(m, l.at("sq_thread"), "waker_context", context);
     };
     // The thread is asleep for good now.
     const auto m = settled_scrape(*d, seconds(5), [&](const std::vector<Series>& s) {
@@ -413,7 +404,7 @@ TEST_F(Sched, NvmeCompletionWakeupsAreNamedAsInterrupts) {
     std::free(buf);
     ::close(fd);
     auto wakeups_in = [&](const std::vector<Series>& m, const std::string& context) {
-        return wakeups_by_context(m, l.at("sq_thread"), context);
+        return wakeups_by(m, l.at("sq_thread"), "waker_context", context);
     };
     // The last read's wake may fall inside one sample's reads.
     const auto m = settled_scrape(*d, seconds(5), [&](const std::vector<Series>& s) {
@@ -423,7 +414,7 @@ TEST_F(Sched, NvmeCompletionWakeupsAreNamedAsInterrupts) {
     });
     const double total = value(m, "uringscope_sqthread_wakeups_total", l);
     const double irq = wakeups_in(m, "irq"), task = wakeups_in(m, "task");
-    const double own = wakeups_by_waker(m, l.at("sq_thread"), std::to_string(::getpid()));
+    const double own = wakeups_by(m, l.at("sq_thread"), "waker_pid", std::to_string(::getpid()));
     std::printf(
         "%d reads of 32 MiB on %s: %.0f wakeups, %.0f from interrupts, %.0f from tasks (%.0f "
         "by this process)\n",

@@ -836,12 +836,12 @@ TEST_F(AdviseSampled, SampledGapsGiveTheSameRecommendationAsEveryGap) {
 // A busy load fills a duty-cycled window long before its on-time: at 50,000 SQEs/s a 6 s window
 // closes once it has recorded 1.25 s and 20,000 gaps, 3.4 s after it opened. (A 4 s window left
 // 1.85 s to find 20,000 gaps; on a slow minute the load gave two daemons 13,000 a second and one
-// window of three ran to its end.) The gaps it records
-// must still cover its recorded time exactly, as the full-rate daemon's cover the elapsed time:
-// a thread that never stops submitting has gaps that tile its timeline, so their lengths sum to
-// the time they span, whatever the batching. (Their count is no ground truth: each daemon's
-// program slows the SQ thread and so merges batches, 24 % fewer with two attached than one.)
-// Both readings are taken between windows, where the recorded time is final.
+// window of three ran to its end.) The gaps it records must still cover its recorded time exactly,
+// as the full-rate daemon's cover the elapsed time: a thread that never stops submitting has gaps
+// that tile its timeline, so their lengths sum to the time they span, whatever the batching. (Their
+// count is no ground truth: each daemon's program slows the SQ thread and so merges batches, 24 %
+// fewer with two attached than one.) Both readings are taken between windows, where the recorded
+// time is final.
 TEST(AdviseSampledEarly, ABusyWindowClosesEarlyAndItsScaledGapsStayUnbiased) {
     if (auto why = live_tier_unavailable()) GTEST_SKIP() << *why;
     const std::vector<std::string> common = {"--sample.interval=1s", "--probes.deep"};

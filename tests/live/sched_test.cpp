@@ -106,7 +106,6 @@ protected:
         return find_value(m, name, l).value_or(-1);
     }
 
-    // The thread's wakeups by who woke it: "task" or "irq".
     // The SQ thread's wakeups whose `label` (waker_context, waker_pid) is `want`.
     static double wakeups_by(const std::vector<Series>& m, const std::string& sq_thread,
                              const std::string& label, const std::string& want) {
@@ -350,10 +349,11 @@ TEST_F(Sched, TimerInterruptWakeupsAreNamedAsInterrupts) {
 // interrupt handler, which hands the completion to the SQ thread and wakes it when it sleeps.
 // Before, the wake was charged to whatever task the interrupt had interrupted. How many reads
 // end while the thread sleeps depends on the kernel and on how fast the emulated device is: in
-// the tests/vm guests, 16 of 20 in a boot's first run on bullseye, then 10, 7, and 0 in one
-// boot; 20, 17, 15 on bookworm (the read times printed show the device warming up). So the
-// test asks for no number of interrupt wakes, only that every wake this process did not make
-// be named an interrupt's; the timer test above asks for interrupt wakes on every kernel.
+// the tests/vm guests, three runs in one boot gave 16, 10 and 7 of 20 on bullseye (another
+// boot's second run gave 0) and 20, 17, 15 on bookworm; the read times printed show the device
+// warming up. So the test asks for no number of interrupt wakes, only that every wake this
+// process did not make be named an interrupt's; the timer test above asks for interrupt wakes on
+// every kernel.
 TEST_F(Sched, NvmeCompletionWakeupsAreNamedAsInterrupts) {
     std::string dev;
     std::error_code ec;

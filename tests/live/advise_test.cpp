@@ -833,15 +833,16 @@ TEST_F(AdviseSampled, SampledGapsGiveTheSameRecommendationAsEveryGap) {
                 table.c_str());
 }
 
-// A busy load fills a duty-cycled window long before its on-time: at 50,000 SQEs/s a 6 s window
-// closes once it has recorded 1.25 s and 20,000 gaps, 3.4 s after it opened. (A 4 s window left
-// 1.85 s to find 20,000 gaps; on a slow minute the load gave two daemons 13,000 a second and one
-// window of three ran to its end.) The gaps it records must still cover its recorded time exactly,
-// as the full-rate daemon's cover the elapsed time: a thread that never stops submitting has gaps
-// that tile its timeline, so their lengths sum to the time they span, whatever the batching. (Their
-// count is no ground truth: each daemon's program slows the SQ thread and so merges batches, 24 %
-// fewer with two attached than one.) Both readings are taken between windows, where the recorded
-// time is final.
+// A busy load fills a duty-cycled window long before its on-time: at 50,000 SQEs/s a 10 s window
+// closes once it has recorded 1.25 s and 20,000 gaps, 3.4 s after it opened. The windows are long
+// so that closing early does not hang on the machine's speed: a 4 s window left 1.85 s to find
+// 20,000 gaps, and on a slow minute the load gave two daemons 13,000 a second; a 10 s window
+// leaves 7.85 s, enough down to 2,600 a second (two CPU hogs beside the test: 9,700). The gaps it
+// records must still cover its recorded time exactly, as the full-rate daemon's cover the elapsed
+// time: a thread that never stops submitting has gaps that tile its timeline, so their lengths sum
+// to the time they span, whatever the batching. (Their count is no ground truth: each daemon's
+// program slows the SQ thread and so merges batches, 24 % fewer with two attached than one.) Both
+// readings are taken between windows, where the recorded time is final.
 TEST(AdviseSampledEarly, ABusyWindowClosesEarlyAndItsScaledGapsStayUnbiased) {
     if (auto why = live_tier_unavailable()) GTEST_SKIP() << *why;
     const std::vector<std::string> common = {"--sample.interval=1s", "--probes.deep"};
@@ -850,23 +851,28 @@ TEST(AdviseSampledEarly, ABusyWindowClosesEarlyAndItsScaledGapsStayUnbiased) {
         a.push_back(sampling);
         return a;
     };
-    Daemon full(with("--probes.gap-sampling=off")), sampled(with("--probes.gap-sampling=6s/12s"));
+    Daemon full(with("--probes.gap-sampling=off")), sampled(with("--probes.gap-sampling=10s/20s"));
     ASSERT_TRUE(full.ready()) << full.startup_log();
     ASSERT_TRUE(sampled.ready()) << sampled.startup_log();
     REQUIRE_PROBE(full, probe_attached(full, "work_gaps"), "work_gaps");
     if (!find_value(sampled.scrape(), "uringscope_probe_duty_ratio", {{"probe", "work_gaps"}}))
         GTEST_SKIP() << "work_gaps runs per batch on this kernel: nothing is sampled";
-    Child load({load_bin(), "--ring", "sqpoll,idle=1000,rate=50000,batch=1", "--duration", "60s"});
+    Child load({load_bin(), "--ring", "sqpoll,idle=1000,rate=50000,batch=1", "--duration", "90s"});
     const auto rings = read_load_rings(load, "setup", "started", seconds(30));
     ASSERT_EQ(rings.size(), 1u);
     const int tid = rings[0].sq_thread;
     // A pair of readings between windows, the sampled daemon's first; none inside one.
+    std::string last;  // what the last look found, for the failure's message
     auto between = [&](GapReading& f, GapReading& s) {
         return eventually(seconds(20), [&] {
             auto a = read_gaps(sampled, tid);
             auto b = read_gaps(full, tid);
-            if (!a || !b || !a->found || !b->found || a->sampling.is_null() ||
-                a->sampling.value("active", true)) {
+            last = !a || !b                            ? "a snapshot was not JSON"
+                   : !a->found || !b->found            ? "the SQ thread was not in a snapshot"
+                   : a->sampling.is_null()             ? "no gap_sampling in the snapshot"
+                   : a->sampling.value("active", true) ? "inside a window: " + a->sampling.dump()
+                                                       : "";
+            if (!last.empty()) {
                 std::this_thread::sleep_for(milliseconds(200));
                 return false;
             }
@@ -875,11 +881,13 @@ TEST(AdviseSampledEarly, ABusyWindowClosesEarlyAndItsScaledGapsStayUnbiased) {
             return true;
         });
     };
-    std::this_thread::sleep_for(seconds(9));  // past the window the daemon opened at its start
+    // Past the window the daemon opened at its start, which closed at the first walk that found
+    // no SQPOLL ring (the load was not there yet).
+    std::this_thread::sleep_for(seconds(9));
     GapReading f0, s0, f1, s1;
-    ASSERT_TRUE(between(f0, s0));
-    std::this_thread::sleep_for(seconds(24));
-    ASSERT_TRUE(between(f1, s1));
+    ASSERT_TRUE(between(f0, s0)) << last;
+    std::this_thread::sleep_for(seconds(44));  // two periods and more: at least two windows
+    ASSERT_TRUE(between(f1, s1)) << last;
     const double elapsed = f1.at - f0.at;  // between the full-rate daemon's two samples
     ASSERT_GT(elapsed, 20);
 
@@ -890,21 +898,25 @@ TEST(AdviseSampledEarly, ABusyWindowClosesEarlyAndItsScaledGapsStayUnbiased) {
     const double attached = d(s0, s1, "attached_seconds"), recorded = d(s0, s1, "recorded_seconds");
     const double full_cover = (f1.gap_ns - f0.gap_ns) / 1e9 / elapsed;
     const double sampled_cover = (s1.gap_ns - s0.gap_ns) / 1e9 / recorded;
-    std::printf(
-        "      %g windows, %g closed early, %.2f s attached and %.2f s recorded each, "
-        "%.0f gaps; gap time per second %.4f every gap, %.4f sampled\n",
-        windows, early, attached / windows, recorded / windows,
-        static_cast<double>(s1.gaps - s0.gaps) / windows, full_cover, sampled_cover);
-    ASSERT_GE(windows, 2);
-    EXPECT_EQ(early, windows);
     // The cutoff (2.15 s), then 1.25 s recorded or the time the 20,000th gap took, whichever is
     // later, then up to one 250 ms look more, and the 1 ms end. The gaps' rate is the load's,
     // which the machine sets: taken from the windows themselves.
     const double per_window = recorded / windows;
     const double gap_rate = static_cast<double>(s1.gaps - s0.gaps) / recorded;
     const double enough_at = std::max(1.25, 20000 / gap_rate);
-    std::printf("      %.0f gaps/s recorded: enough after %.2f s of each window's recording\n",
-                gap_rate, enough_at);
+    // Every figure, in each failure's message too: a CI log's summary shows the failures alone.
+    char figures[400];
+    std::snprintf(figures, sizeof figures,
+                  "%g windows, %g closed early, %.3f s attached and %.3f s recorded each, %.0f "
+                  "gaps each; gap time per second %.4f every gap, %.4f sampled; %.0f gaps/s "
+                  "recorded: enough after %.3f s of each window's recording",
+                  windows, early, attached / windows, per_window,
+                  static_cast<double>(s1.gaps - s0.gaps) / windows, full_cover, sampled_cover,
+                  gap_rate, enough_at);
+    std::printf("      %s\n", figures);
+    SCOPED_TRACE(figures);
+    ASSERT_GE(windows, 2);
+    EXPECT_EQ(early, windows);
     EXPECT_GE(per_window, 1.25);
     EXPECT_LE(per_window, enough_at + 0.35);
     EXPECT_NEAR(attached / windows, recorded / windows + 2.147, 0.01);

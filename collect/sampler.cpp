@@ -137,11 +137,13 @@ void Sampler::move_sched_gate(const RawSample& raw) {
             "scheduler gate: cannot attach again ({}); sleeps come from voluntary "
             "switch counts until it can",
             err);
+    else if (closed && threads.empty())
+        spdlog::info("scheduler gate closed: no SQ thread; sched_switch and sched_waking detached");
     else if (closed)
         spdlog::info(
-            "scheduler gate closed: {} SQ thread(s) busy without sleeping for {} s; "
+            "scheduler gate closed: {} SQ thread(s) busy without sleeping; "
             "sched_switch and sched_waking detached",
-            threads.size(), SchedGate::kQuietNs / 1'000'000'000);
+            threads.size());
     else
         spdlog::info(
             "scheduler gate open: an SQ thread slept, or a new one started; "

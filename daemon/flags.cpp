@@ -127,7 +127,11 @@ void add_sampling_options(CLI::App& app, DaemonConfig& cfg, RawFlags& raw) {
                    "voluntary switch counts and their time off the CPU (blocks count as sleeps "
                    "there; wake latency and wakers are not seen). With --probes.deep they stay "
                    "attached: the deep tier follows preemptions and the spin before each sleep "
-                   "through sched_switch. off: keep them attached.")
+                   "through sched_switch. lazy: as on, and also detached while there is no SQ "
+                   "thread, and while new threads run without sleeping: they attach at the "
+                   "first sample that finds a thread slept, so a machine with no sleeping SQ "
+                   "thread pays nothing; a thread's first sleeps come from its counts, its "
+                   "setup's blocks among them. off: keep them attached.")
         ->default_str("on");
     app.add_flag("--no-fentry", cfg.no_fentry,
                  "Never use fentry/fexit; fall back to kprobes. For kernels where fentry "
@@ -180,9 +184,10 @@ std::optional<std::string> validate(const RawFlags& raw, DaemonConfig& cfg) {
     cfg.interval = *interval;
     if (auto err = check_advise_window(raw, cfg)) return err;
     if (auto err = parse_gap_sampling(raw.gap_sampling, cfg.gap_sampling)) return err;
-    if (raw.sched_gate != "on" && raw.sched_gate != "off")
-        return "--probes.sched-gate must be on or off, got \"" + raw.sched_gate + "\"";
-    cfg.sched_gate = raw.sched_gate == "on";
+    if (raw.sched_gate != "on" && raw.sched_gate != "off" && raw.sched_gate != "lazy")
+        return "--probes.sched-gate must be on, lazy or off, got \"" + raw.sched_gate + "\"";
+    cfg.sched_gate = raw.sched_gate != "off";
+    cfg.sched_gate_lazy = raw.sched_gate == "lazy";
     if (cfg.log_level != "debug" && cfg.log_level != "info" && cfg.log_level != "warn" &&
         cfg.log_level != "error")
         return "--log.level must be debug, info, warn or error, got \"" + cfg.log_level + "\"";

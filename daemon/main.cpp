@@ -145,7 +145,7 @@ int run(const DaemonConfig& cfg, const KernelFeatures& kf, const sigset_t& sigs)
                               advise_opts);
     // The deep tier reads sched_switch too: preemptions inside a loop pass and the spin before
     // each sleep. Where it runs, the programs stay attached.
-    if (cfg.sched_gate && !cfg.deep) sampler.enable_sched_gate();
+    if (cfg.sched_gate && !cfg.deep) sampler.enable_sched_gate(cfg.sched_gate_lazy);
     if (!sampler.sample_once()) return 1;
     // Everything privileged is done: programs attached, port bound, first walk taken.
     if (auto why = drop_privileges(cfg.runas_user)) {

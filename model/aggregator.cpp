@@ -604,6 +604,7 @@ void Aggregator::note_untraced(const UpdateContext& cx, const usc_ring_record& r
     }
     st.switched =
         !st.seen_before || st.prev_seen_ns != cx.prev_mono_ns || rec.sq_nvcsw != st.prev_nvcsw;
+    st.fresh = !st.seen_before;
     st.prev_traced_switches = switches;
     st.prev_traced_off_ns = off;
     st.prev_seen_ns = now;
@@ -615,7 +616,7 @@ std::vector<GateThread> Aggregator::gate_threads() const {
     std::vector<GateThread> out;
     for (const auto& [tid, st] : threads_)
         if (st.seen_before && st.missing == 0 && st.prev_seen_ns == prev_mono_ns_)
-            out.push_back({st.switched, st.running, st.sleep_open, st.untraced.open});
+            out.push_back({st.switched, st.running, st.sleep_open, st.untraced.open, st.fresh});
     return out;
 }
 

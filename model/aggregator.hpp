@@ -158,6 +158,7 @@ private:
         std::uint64_t prev_traced_switches = 0, prev_traced_off_ns = 0, prev_seen_ns = 0;
         bool running = false, sleep_open = false;  // at the last walk
         bool switched = true;                      // GateThread::switched at the last walk
+        bool fresh = true;                         // GateThread::fresh at the last walk
         bool seen_before = false;
         int missing = 0;
     };

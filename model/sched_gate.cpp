@@ -4,13 +4,20 @@
 
 namespace uringscope {
 
+bool SchedGate::quiet(const GateThread& t) const {
+    const bool switched = t.switched && !(lazy_ && t.fresh);
+    return !switched && t.running && !t.sleep_open && !t.untraced_open;
+}
+
 bool SchedGate::observe(const std::vector<GateThread>& threads, bool walk_complete,
                         std::uint64_t now_ns) {
-    bool quiet = walk_complete && !threads.empty();
-    for (const auto& t : threads)
-        if (t.switched || !t.running || t.sleep_open || t.untraced_open) quiet = false;
+    const bool quiet = walk_complete && (lazy_ || !threads.empty()) &&
+                       std::all_of(threads.begin(), threads.end(),
+                                   [this](const GateThread& t) { return this->quiet(t); });
     if (!quiet) quiet_ = 0;
     if (quiet && quiet_++ == 0) quiet_since_ = now_ns;
+    // Lazy, with no thread to follow: nothing to wait for.
+    if (lazy_ && quiet && threads.empty()) return closed_ = true;
     // Closed, it opens at the first walk that is not quiet; open, it closes after enough.
     closed_ = closed_ ? quiet : quiet_ >= kQuietWalks && now_ns - quiet_since_ >= kQuietNs;
     return closed_;

@@ -8,6 +8,14 @@
 // again. The workload the default tier costs most (a busy SQ thread beside a submitter that waits
 // for completions) then pays nothing for them.
 //
+// Lazy (--probes.sched-gate=lazy) also keeps them detached while there is no SQ thread, and
+// while the only threads not yet quiet are new ones that run: a thread is followed from the walk
+// after the first that finds it slept (its count moved, or it was not running). A machine with no
+// SQ thread, or with threads that poll from their birth, then pays nothing at all. The price: the
+// sleeps of a thread's first interval or two come from the counts below, without wakers or wake
+// latency, and every voluntary switch a new thread took before the walk that first saw it (a
+// block in its setup as well as a sleep) counts as a sleep there.
+//
 // What the programs did not see while detached is accounted from the kernel's counts
 // (account_untraced): the voluntary switches become sleeps, and the time the thread was off its
 // CPU in those intervals becomes sleep time. A sleep that began while they were detached and is
@@ -27,22 +35,31 @@ struct GateThread {
     bool running = false;        // TASK_RUNNING at the walk
     bool sleep_open = false;     // asleep or blocked in a sleep whose start a program saw
     bool untraced_open = false;  // asleep in a sleep that began while the programs were detached
+    bool fresh = false;          // new at this walk: switched, but maybe only by its setup
 };
 
 class SchedGate {
 public:
+    SchedGate() = default;
+    // Lazy: closed from the start, and closed at once by a walk with no SQ thread; new threads
+    // that run do not open it.
+    explicit SchedGate(bool lazy) : lazy_(lazy), closed_(lazy) {}
+
     // How long every thread must stay quiet, over at least kQuietWalks walks, before the gate
     // closes. A thread that sleeps every few seconds keeps it open, and its sleeps exact.
     static constexpr std::uint64_t kQuietNs = 5'000'000'000ull;
     static constexpr int kQuietWalks = 3;
 
     // Takes one walk's threads, at its instant now_ns; returns whether the programs should be
-    // detached after it. An incomplete walk, or one with no SQ thread, keeps (or makes) the gate
-    // open: a new thread's first sleep comes within its idle time, before any walk could see it.
+    // detached after it. An incomplete walk keeps (or makes) the gate open, and so does one with
+    // no SQ thread unless lazy: a new thread's first sleep comes within its idle time, before any
+    // walk could see it.
     bool observe(const std::vector<GateThread>& threads, bool walk_complete, std::uint64_t now_ns);
     bool closed() const { return closed_; }
 
 private:
+    bool quiet(const GateThread& t) const;
+    bool lazy_ = false;
     bool closed_ = false;
     int quiet_ = 0;                  // quiet walks in a row
     std::uint64_t quiet_since_ = 0;  // the first of them

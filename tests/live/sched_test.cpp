@@ -41,9 +41,10 @@ protected:
         sched_setaffinity(0, sizeof affinity_, &affinity_);  // tests that pin leave no trace
     }
 
-    std::unique_ptr<Daemon> start_daemon(const std::string& interval) {
-        auto d =
-            std::make_unique<Daemon>(std::vector<std::string>{"--sample.interval=" + interval});
+    std::unique_ptr<Daemon> start_daemon(const std::string& interval,
+                                         std::vector<std::string> args = {}) {
+        args.insert(args.begin(), "--sample.interval=" + interval);
+        auto d = std::make_unique<Daemon>(std::move(args));
         EXPECT_TRUE(d->ready()) << d->startup_log();
         return d;
     }
@@ -525,6 +526,98 @@ TEST_F(Sched, GateDetachesWhileTheThreadPollsAndCountsTheSleepItMissed) {
     EXPECT_GE(slept, pause - kIdle - 0.1);
     EXPECT_EQ(value(m, "uringscope_probe_gated", gate), 0) << "the sleep did not open the gate";
     EXPECT_EQ(sched_links(d->process().pid()), 2) << "open, yet not attached again";
+}
+
+// The SQ threads of the machine, from their names (iou-sqp-PID).
+int sq_threads_on_machine() {
+    int n = 0;
+    std::error_code ec;
+    for (const auto& p : std::filesystem::directory_iterator("/proc", ec)) {
+        std::error_code tec;
+        for (const auto& t : std::filesystem::directory_iterator(p.path() / "task", tec)) {
+            std::ifstream f(t.path() / "comm");
+            std::string comm;
+            if (std::getline(f, comm) && comm.rfind("iou-sqp-", 0) == 0) ++n;
+        }
+    }
+    return n;
+}
+
+// The lazy gate (--probes.sched-gate=lazy): detached while the machine has no SQ thread, kept
+// detached while a new thread polls from its birth, attached once the thread has slept, the
+// sleep it did not see begin counted once, and detached again at once when the thread is gone.
+TEST_F(Sched, LazyGateFollowsAThreadOnlyOnceItSlept) {
+    // An earlier test's ring exits in its exit work, which takes its thread seconds later.
+    int others = 0;
+    eventually(seconds(20), [&] { return (others = sq_threads_on_machine()) == 0; });
+    if (others)
+        GTEST_SKIP() << others << " SQ thread(s) of other processes: the gate follows them too";
+    auto d = start_daemon("100ms", {"--probes.sched-gate=lazy"});
+    ASSERT_TRUE(d->ready());
+    if (!probe_attached(*d, "sched_switch") || !probe_attached(*d, "sched_waking"))
+        GTEST_SKIP() << "the sched tracepoints are not attachable on this kernel";
+    const std::map<std::string, std::string> gate{{"probe", "sched_switch"}};
+    auto gated = [&] { return value(d->scrape(), "uringscope_probe_gated", gate) == 1; };
+    ASSERT_TRUE(eventually(seconds(10), gated)) << "no SQ thread, yet the gate stayed open";
+    EXPECT_EQ(sched_links(d->process().pid()), 0);
+
+    // An SQE every 50 ms against 1 s of idle: the thread never sleeps, even when a slow guest
+    // delays the test's next SQE by tenths of a second.
+    open_sqpoll(1000);
+    submit_nop();
+    auto l = thread_labels(*d);
+    ASSERT_FALSE(l.empty()) << "no walk saw ring " << ring_id_;
+    auto poll_for = [&](std::chrono::milliseconds span, const std::function<bool()>& done) {
+        const auto end = steady_clock::now() + span;
+        while (steady_clock::now() < end) {
+            submit_nop();
+            reap();
+            if (done && done()) return true;
+            std::this_thread::sleep_for(milliseconds(50));
+        }
+        return false;
+    };
+    // Two seconds of walks over a new thread that polls: none may open the gate.
+    int open_walks = 0;
+    poll_for(seconds(2), [&] {
+        open_walks += !gated();
+        return false;
+    });
+    EXPECT_EQ(open_walks, 0) << "a new thread that never slept opened the gate";
+    EXPECT_EQ(sched_links(d->process().pid()), 0);
+    auto count = [&](const std::vector<Series>& m, const char* name) { return value(m, name, l); };
+    const auto m0 = d->scrape();
+    const double switches0 = count(m0, "uringscope_sqthread_voluntary_switches_total");
+    const double sleeps0 = count(m0, "uringscope_sqthread_sleeps_total");
+    // Its setup's switches (1 or 2) were counted from its count, as sleeps.
+    EXPECT_EQ(sleeps0 + count(m0, "uringscope_sqthread_blocks_total"), switches0);
+
+    // Silence: the thread sleeps after its idle time, and the next SQE wakes it.
+    std::this_thread::sleep_for(milliseconds(2500));
+    ASSERT_TRUE(poll_for(seconds(10), [&] { return !gated(); }))
+        << "the thread slept, and the gate stayed closed";
+    std::atomic<bool> done{false};
+    std::thread poller([&] { poll_for(seconds(60), [&] { return done.load(); }); });
+    const auto m = settled_scrape(*d, seconds(10), [&](const std::vector<Series>& s) {
+        return std::vector<double>{count(s, "uringscope_sqthread_sleeps_total"),
+                                   count(s, "uringscope_sqthread_voluntary_switches_total")};
+    });
+    done = true;
+    poller.join();
+    const double sleeps = count(m, "uringscope_sqthread_sleeps_total") - sleeps0;
+    const double switches = count(m, "uringscope_sqthread_voluntary_switches_total") - switches0;
+    std::printf("setup: %.0f voluntary switch(es); the pause: %.0f sleep(s), %.0f switch(es)\n",
+                switches0, sleeps, switches);
+    EXPECT_EQ(switches, 1) << "the thread did not sleep just once in the pause";
+    EXPECT_EQ(sleeps, 1) << "the sleep begun under the gate was not counted once";
+    EXPECT_EQ(sched_links(d->process().pid()), 2) << "open, yet not attached again";
+
+    // The ring closed, its thread gone: nothing to follow, detached at once.
+    io_uring_queue_exit(&ring_);
+    ring_open_ = false;
+    // The thread exits in the ring's exit work, which a slow guest runs late.
+    EXPECT_TRUE(eventually(seconds(15), gated)) << "no SQ thread left, yet the gate stayed open";
+    EXPECT_EQ(sched_links(d->process().pid()), 0);
 }
 
 // While the gate is closed, sched_switch does not see a polling thread switched out and back in

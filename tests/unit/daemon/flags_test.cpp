@@ -106,12 +106,17 @@ TEST(DaemonFlags, GapSamplingDefaultsToSixSecondsInSixtyAndTakesOff) {
     expect_error({"--probes.gap-sampling=6s"}, "ON/PERIOD");
 }
 
-TEST(DaemonFlags, SchedGateIsOnByDefaultAndTakesOnlyOnOrOff) {
+TEST(DaemonFlags, SchedGateIsOnByDefaultAndTakesOnlyOnLazyOrOff) {
     auto r = parse({});
     ASSERT_TRUE(r.config.has_value());
     EXPECT_TRUE(r.config->sched_gate);
+    EXPECT_FALSE(r.config->sched_gate_lazy);
     r = parse({"--probes.sched-gate=off"});
     ASSERT_TRUE(r.config.has_value());
     EXPECT_FALSE(r.config->sched_gate);
-    expect_error({"--probes.sched-gate=yes"}, "on or off, got \"yes\"");
+    r = parse({"--probes.sched-gate=lazy"});
+    ASSERT_TRUE(r.config.has_value());
+    EXPECT_TRUE(r.config->sched_gate);
+    EXPECT_TRUE(r.config->sched_gate_lazy);
+    expect_error({"--probes.sched-gate=yes"}, "on, lazy or off, got \"yes\"");
 }

@@ -992,15 +992,19 @@ TEST(AggregatorGate, AThreadIsSwitchedWhenNewBackOrAfterAVoluntarySwitch) {
     auto g = at(1, {r});
     ASSERT_EQ(g.size(), 1u);
     EXPECT_TRUE(g[0].switched) << "first seen";
+    EXPECT_TRUE(g[0].fresh) << "first seen";
     g = at(2, {r});
     ASSERT_EQ(g.size(), 1u);
     EXPECT_FALSE(g[0].switched);
+    EXPECT_FALSE(g[0].fresh);
     EXPECT_TRUE(g[0].running);
     r.sq_nvcsw = 6;
     EXPECT_TRUE(at(3, {r}).at(0).switched) << "a voluntary switch";
     EXPECT_FALSE(at(4, {r}).at(0).switched);
     EXPECT_TRUE(at(5, {}).empty()) << "a walk that missed it";
-    EXPECT_TRUE(at(6, {r}).at(0).switched) << "back after the miss";
+    g = at(6, {r});
+    EXPECT_TRUE(g.at(0).switched) << "back after the miss";
+    EXPECT_FALSE(g.at(0).fresh) << "back after the miss: not new";
     r.sq_state = 1;
     g = at(7, {r});
     EXPECT_FALSE(g.at(0).switched);
@@ -1008,5 +1012,7 @@ TEST(AggregatorGate, AThreadIsSwitchedWhenNewBackOrAfterAVoluntarySwitch) {
     // Another thread under the same tid: new again.
     r.sq_state = 0;
     r.sq_start_ns = 9;
-    EXPECT_TRUE(at(8, {r}).at(0).switched) << "a reused tid";
+    g = at(8, {r});
+    EXPECT_TRUE(g.at(0).switched) << "a reused tid";
+    EXPECT_TRUE(g.at(0).fresh) << "a reused tid";
 }

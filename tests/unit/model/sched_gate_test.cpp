@@ -63,10 +63,43 @@ TEST(SchedGate, StaysOpenWithoutThreadsOnIncompleteWalksAndForAnythingNotQuiet) 
     }
 }
 
+// A thread new at this walk: switched, perhaps only by the kernel's setup of it.
+GateThread fresh() {
+    GateThread t = switched();
+    t.fresh = true;
+    return t;
+}
+
 TEST(SchedGate, ANewOrSwitchedThreadAmongQuietOnesOpensIt) {
     SchedGate g;
     ASSERT_EQ(walks_to_close(g, {busy()}, 10), 6);
     EXPECT_FALSE(g.observe({busy(), switched()}, true, 7 * kSec));
+    SchedGate h;
+    ASSERT_EQ(walks_to_close(h, {busy()}, 10), 6);
+    EXPECT_FALSE(h.observe({busy(), fresh()}, true, 7 * kSec)) << "not lazy: a new thread opens it";
+}
+
+TEST(SchedGateLazy, ClosedWithoutThreadsAndWhileNewThreadsRun) {
+    SchedGate g(true);
+    EXPECT_TRUE(g.closed()) << "from the start";
+    EXPECT_TRUE(g.observe({}, true, 1 * kSec));
+    EXPECT_TRUE(g.observe({fresh()}, true, 2 * kSec)) << "a new thread that runs";
+    EXPECT_TRUE(g.observe({busy()}, true, 3 * kSec));
+    EXPECT_FALSE(g.observe({switched()}, true, 4 * kSec)) << "its count moved: it slept";
+    // Open, it closes as the gate that is not lazy does, 5 s after the first quiet walk.
+    EXPECT_EQ(walks_to_close(g, {busy()}, 10), 6);
+    // A new thread found asleep, or with a sleep open, has slept: it opens the gate.
+    GateThread asleep = fresh();
+    asleep.running = false;
+    EXPECT_FALSE(g.observe({busy(), asleep}, true, 20 * kSec));
+    // Back to no thread at all: closed at once, with nothing to wait for.
+    EXPECT_TRUE(g.observe({}, true, 21 * kSec));
+    // An incomplete walk may have missed a thread that sleeps: open.
+    EXPECT_FALSE(g.observe({}, false, 22 * kSec));
+    EXPECT_TRUE(g.observe({}, true, 23 * kSec));
+    GateThread opened = fresh();
+    opened.untraced_open = true;
+    EXPECT_FALSE(g.observe({opened}, true, 24 * kSec)) << "a new thread asleep since before";
 }
 
 TEST(UntracedSleeps, NothingWhileTracedOrWhenOnlyPreempted) {

@@ -21,6 +21,7 @@
 #include <thread>
 #include <utility>
 
+#include "model/gap_sampling.hpp"
 #include "tests/live/harness.hpp"
 
 using namespace live;
@@ -901,9 +902,13 @@ TEST(AdviseSampledEarly, ABusyWindowClosesEarlyAndItsScaledGapsStayUnbiased) {
     // The cutoff (2.15 s), then 1.25 s recorded or the time the 20,000th gap took, whichever is
     // later, then up to one 250 ms look more, and the 1 ms end. The gaps' rate is the load's,
     // which the machine sets: taken from the windows themselves.
+    const double min_recorded =
+        std::chrono::duration<double>(uringscope::kMinRecordedPerWindow).count();
+    const double cutoff = std::chrono::duration<double>(uringscope::kGapCutoff).count();
+    const double enough = static_cast<double>(uringscope::kEnoughGaps);
     const double per_window = recorded / windows;
     const double gap_rate = static_cast<double>(s1.gaps - s0.gaps) / recorded;
-    const double enough_at = std::max(1.25, 20000 / gap_rate);
+    const double enough_at = std::max(min_recorded, enough / gap_rate);
     // Every figure, in each failure's message too: a CI log's summary shows the failures alone.
     char figures[400];
     std::snprintf(figures, sizeof figures,
@@ -917,10 +922,10 @@ TEST(AdviseSampledEarly, ABusyWindowClosesEarlyAndItsScaledGapsStayUnbiased) {
     SCOPED_TRACE(figures);
     ASSERT_GE(windows, 2);
     EXPECT_EQ(early, windows);
-    EXPECT_GE(per_window, 1.25);
+    EXPECT_GE(per_window, min_recorded);
     EXPECT_LE(per_window, enough_at + 0.35);
-    EXPECT_NEAR(attached / windows, recorded / windows + 2.147, 0.01);
-    EXPECT_GE(s1.gaps - s0.gaps, 20000 * windows);
+    EXPECT_NEAR(attached / windows, recorded / windows + cutoff, 0.01);
+    EXPECT_GE(static_cast<double>(s1.gaps - s0.gaps), enough * windows);
     // One gap at each end of each window (tens of us) and the samples' read skew (ms) apart.
     EXPECT_NEAR(full_cover, 1.0, 0.02);
     EXPECT_NEAR(sampled_cover, 1.0, 0.02);

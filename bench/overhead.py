@@ -11,8 +11,13 @@ Other tenants slow the workload down but hardly change what each operation costs
 Runs come in many short pairs, observer off (A) and on (B), in a random order per pair so that
 a drift of the machine cancels, and one workload's cells take their pairs in turn so that a slow
 stretch falls on all of them; the figure is the median of the B/A ratios with a bootstrap
-95 % interval. The same procedure with nothing in B (A/A) gives the method's noise floor. A
-target counts as met only when the whole interval lies inside it.
+95 % interval. The two halves of a pair are built alike: each waits as long as the observer
+takes to start and settle (the B half with the observer starting, the A half idle), then runs
+the workload RUNS_PER_HALF times back to back, and its figure is the CPU of all those runs over
+their operations. A pause of the machine's own is worth about 1 % of CPU per NOP on an SQPOLL
+ring here, so a half that waited and one that did not would differ with nothing attached. The
+same procedure with nothing in B (A/A) gives the method's noise floor. A target counts as met
+only when the whole interval lies inside it.
 """
 import json
 import os
@@ -24,6 +29,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections import namedtuple
 
 BEGIN = "<!-- overhead: bench/run --overhead writes this section -->"
 END = "<!-- /overhead -->"
@@ -31,6 +37,15 @@ SEED = 20261202  # fixed, so a rerun draws the same orders and resamples
 BOOTSTRAP_RESAMPLES = 4000
 SUBMIT_CPU = {1}      # the workload's submitters; the daemon and everything else float
 SQ_THREAD_CPU = 0     # SQ threads, pinned with IORING_SETUP_SQ_AFF
+# Runs of the workload in each half of a pair. One run of one SQPOLL ring moves by 6 to 12 %
+# from one second to the next; a half of several back-to-back runs averages that out at less
+# cost than as many pairs, each of which pays the observer's start and settle twice.
+RUNS_PER_HALF = 4
+
+# What a pair's B half runs beside the workload: attach() starts it (None: nothing) and returns
+# an object with stop(); wait is how long after attach() was called the half's first run begins,
+# and how long the A half waits idle before its own.
+Observer = namedtuple("Observer", "attach wait")
 
 
 def children_cpu():
@@ -159,16 +174,34 @@ def fio_load(path, seconds):
     return run
 
 
-def pair(run, attach, rng):
-    """One A/B pair in a random order; returns (B/A, A, B)."""
+def half(run, attach, wait, runs):
+    """One half of a pair: start `attach` (None: nothing), let `wait` seconds pass from the
+    call, then `runs` runs; returns the CPU ns per operation of all of them. A half whose
+    observer took longer than `wait` to start begins at once: the daemons here start in
+    0.13 to 0.15 s against waits of 1.65 s or more."""
+    t0 = time.monotonic()
+    obs = attach() if attach else None
+    try:
+        time.sleep(max(0.0, wait - (time.monotonic() - t0)))
+        if runs == 1:
+            return run()
+        cpu = ops = 0
+        for _ in range(runs):
+            ns = run()
+            cpu += ns * run.ops
+            ops += run.ops
+        return cpu / ops
+    finally:
+        if obs:
+            obs.stop()
+
+
+def pair(run, observer, rng, runs=RUNS_PER_HALF):
+    """One A/B pair in a random order; returns (B/A, A, B). Both halves wait observer.wait."""
     got = {}
     for which in rng.sample(["A", "B"], 2):
-        obs = attach() if which == "B" and attach else None
-        try:
-            got[which] = run()
-        finally:
-            if obs:
-                obs.stop()
+        attach = observer.attach if which == "B" else None
+        got[which] = half(run, attach, observer.wait, runs)
     return got["B"] / got["A"], got["A"], got["B"]
 
 
@@ -218,11 +251,6 @@ PERIOD_S = 60.0  # the default period; a window's share of it is measured per wo
 # sched_waking stay detached until an SQ thread sleeps. Judged as the default tier is: it is the
 # candidate default, and a fresh NOP load's SQ thread never sleeps.
 LAZY = "uringscoped --probes.sched-gate=lazy"
-# Nothing attached, but the B half waits as a daemon's does (its start-up, about 0.15 s here, and
-# STEADY_S) while the A half starts at once: the harness's own asymmetry, the floor a daemon's
-# row is read against.
-IDLE_FIRST = "nothing, after a daemon's wait (placebo)"
-
 # Targets (issue 21): upper bound of the 95 % interval of CPU per operation, B/A.
 TARGETS = {
     ("uringscoped", "NOP, no SQPOLL (batches of 32)"): 1.01,
@@ -237,12 +265,13 @@ TARGETS = {
 }
 
 
-# Workloads whose A/A floor at 20 pairs is wider than a target. With one SQPOLL ring the SQ thread
+# Workloads whose A/A floor at 10 pairs is wider than a target. With one SQPOLL ring the SQ thread
 # spins whatever time the submitter's wake-ups leave it, and one run's CPU per NOP moves by 6 to
 # 12 % from one second to the next with the machine: an A/A pair's ratio, and each half's useful
 # work alike (docs/BENCHMARKS.md). The interval narrows as 1/sqrt(pairs), so such a workload's
-# A/A and targeted cells get enough pairs to resolve their target.
-MIN_PAIRS = {"NOP, SQPOLL": 250, "NOP, 3 SQPOLL rings sharing a thread": 80}
+# A/A and targeted cells get enough pairs to resolve their target: 250 pairs of one run each
+# left the A/A floor 0.024 wide on one SQPOLL ring; these pairs hold RUNS_PER_HALF runs a half.
+MIN_PAIRS = {"NOP, SQPOLL": 80, "NOP, 3 SQPOLL rings sharing a thread": 30}
 
 
 # A daemon samples once a second from its start, so a 1 s run begun the moment it serves holds its
@@ -250,13 +279,17 @@ MIN_PAIRS = {"NOP, SQPOLL": 250, "NOP, 3 SQPOLL rings sharing a thread": 80}
 # and a half in, so it holds one sample, as every second of a daemon left running does: on the
 # shared rings the default tier gave 1.0104 begun at once and 1.0503 begun 3 s in, the same hour.
 STEADY_S = 1.5
+# How long a daemon takes to serve here (0.13 to 0.15 s, three starts on 2026-12-04), and so the
+# wait of a daemon's halves: its start, then STEADY_S.
+DAEMON_START_S = 0.15
+DAEMON_WAIT_S = DAEMON_START_S + STEADY_S
 
 
 def pairs_of(oname, wname, pairs, min_pairs):
     """Pairs for one cell: `pairs`, or more where min_pairs asks it of the A/A floor and the
     cells a target judges (the deep tier's time-average is made of its two phases' cells); the
     others only explain, and keep `pairs`."""
-    judged = (oname in ("nothing (A/A)", IDLE_FIRST) or (oname, wname) in TARGETS or
+    judged = (oname == "nothing (A/A)" or (oname, wname) in TARGETS or
               (oname in (DEEP_EVERY, DEEP_BETWEEN) and (DEEP_DUTY, wname) in TARGETS))
     return max(pairs, min_pairs.get(wname, 0)) if judged else pairs
 
@@ -267,9 +300,9 @@ def cells_of(observers, loads, only=None):
             if only is None or re.search(only, f"{w} / {o}")]
 
 
-def measure(observers, loads, pairs, log, only=None, min_pairs=None):
-    """{(observer, workload): [(ratio, A, B)]}; observers maps a name to an attach function,
-    None for the A/A run. `only`, a regular expression, keeps the cells whose
+def measure(observers, loads, pairs, log, only=None, min_pairs=None, runs=RUNS_PER_HALF):
+    """{(observer, workload): [(ratio, A, B)]}; observers maps a name to an Observer, whose
+    attach is None for the A/A run; each half of a pair holds `runs` runs. `only`, a regular expression, keeps the cells whose
     "workload / observer" it matches; `min_pairs` is MIN_PAIRS or {} (a smoke run)."""
     rng = random.Random(SEED)
     min_pairs = MIN_PAIRS if min_pairs is None else min_pairs
@@ -286,7 +319,7 @@ def measure(observers, loads, pairs, log, only=None, min_pairs=None):
         while any(left.values()):
             for oname in [o for o, n in left.items() if n]:
                 rows = results.setdefault((oname, wname), [])
-                rows.append(pair(run, observers[oname], rng))
+                rows.append(pair(run, observers[oname], rng, runs))
                 left[oname] -= 1
                 done += 1
                 r, a_ns, b_ns = rows[-1]
@@ -294,12 +327,14 @@ def measure(observers, loads, pairs, log, only=None, min_pairs=None):
     return results
 
 
-def report(results, seconds, pairs, node, kernel, only=None, extra="", shares=None):
+def report(results, seconds, pairs, node, kernel, only=None, extra="", shares=None,
+           runs=RUNS_PER_HALF):
     """`shares`: {workload: the share of the period the default window stayed attached on it},
     for the deep tier's time-average."""
     shares = shares or {}
     rng = random.Random(SEED)
-    cmd = f"bench/run --overhead {extra + ' ' if extra else ''}--pairs {pairs} --seconds {seconds}"
+    cmd = (f"bench/run --overhead {extra + ' ' if extra else ''}--pairs {pairs} "
+           f"--runs {runs} --seconds {seconds}")
     if only:
         cmd += f" --only '{only}'"
     lines = [BEGIN, "## CPU per operation with each observer, relative to nothing attached\n",
@@ -307,12 +342,15 @@ def report(results, seconds, pairs, node, kernel, only=None, extra="", shares=No
              f"{kernel}, {time.strftime('%Y-%m-%d')}. Each cell: median over its pairs ({pairs}, or "
              "more where one run's noise is wider than a target: bench/overhead.py MIN_PAIRS) of "
              "(the workload's CPU per operation with the observer) / (without), then its "
-             "bootstrap 95 % interval; 1.000 = free. \"nothing (A/A)\" runs the same pairs with "
-             "nothing in either half: the method's noise floor. Submitters are pinned to CPU 1, "
-             "SQ threads to CPU 0 (the method: bench/overhead.py). A daemon's run starts "
-             f"{STEADY_S:g} s or more after it serves, so each holds one of its once-a-second "
-             "samples. Where the deep tier's work-gap program runs once per SQE it is attached only in --probes.gap-sampling's "
-             "windows: its rows give the cost in a window and between windows, and the "
+             "bootstrap 95 % interval; 1.000 = free. Each half of a pair waits as long as the "
+             f"observer takes to start and settle ({DAEMON_WAIT_S:g} s for a daemon: its start, "
+             f"then {STEADY_S:g} s, so that each run holds one of its once-a-second samples; "
+             "the A half waits idle), then runs the workload "
+             f"{runs} time{'s' if runs > 1 else ''} back to back; its figure is all those runs' "
+             "CPU over their operations. \"nothing (A/A)\" runs the same pairs with nothing in "
+             "either half: the method's noise floor. Submitters are pinned to CPU 1, SQ threads "
+             "to CPU 0 (the method: bench/overhead.py). Where the deep tier's work-gap program "
+             "runs once per SQE it is attached only in --probes.gap-sampling's windows: its rows give the cost in a window and between windows, and the "
              "time-average, bootstrapped from both cells' pairs. A window stays attached until it "
              "has recorded 20,000 gaps (and at least 1.25 s after its 2.15 s cutoff), 6 s at "
              "most; the share of the 60 s period it stayed attached is measured per workload "

@@ -302,8 +302,9 @@ def cells_of(observers, loads, only=None):
 
 def measure(observers, loads, pairs, log, only=None, min_pairs=None, runs=RUNS_PER_HALF):
     """{(observer, workload): [(ratio, A, B)]}; observers maps a name to an Observer, whose
-    attach is None for the A/A run; each half of a pair holds `runs` runs. `only`, a regular expression, keeps the cells whose
-    "workload / observer" it matches; `min_pairs` is MIN_PAIRS or {} (a smoke run)."""
+    attach is None for the A/A run; each half of a pair holds `runs` runs. `only`, a regular
+    expression, keeps the cells whose "workload / observer" it matches; `min_pairs` is
+    MIN_PAIRS or {} (a smoke run)."""
     rng = random.Random(SEED)
     min_pairs = MIN_PAIRS if min_pairs is None else min_pairs
     results, done = {}, 0
@@ -350,8 +351,9 @@ def report(results, seconds, pairs, node, kernel, only=None, extra="", shares=No
              "CPU over their operations. \"nothing (A/A)\" runs the same pairs with nothing in "
              "either half: the method's noise floor. Submitters are pinned to CPU 1, SQ threads "
              "to CPU 0 (the method: bench/overhead.py). Where the deep tier's work-gap program "
-             "runs once per SQE it is attached only in --probes.gap-sampling's windows: its rows give the cost in a window and between windows, and the "
-             "time-average, bootstrapped from both cells' pairs. A window stays attached until it "
+             "runs once per SQE it is attached only in --probes.gap-sampling's windows: its "
+             "rows give the cost in a window and between windows, and the time-average, "
+             "bootstrapped from both cells' pairs. A window stays attached until it "
              "has recorded 20,000 gaps (and at least 1.25 s after its 2.15 s cutoff), 6 s at "
              "most; the share of the 60 s period it stayed attached is measured per workload "
              "with the default daemon" + share_text(shares) + ".\n",

@@ -80,7 +80,7 @@ struct RawFlags {
     std::string interval = "1s";
     std::string advise = "60s";
     std::string gap_sampling = "6s/60s";
-    std::string sched_gate = "on";
+    std::string sched_gate = "lazy";
     bool version = false;
     bool metrics = false;
 };
@@ -120,19 +120,20 @@ void add_sampling_options(CLI::App& app, DaemonConfig& cfg, RawFlags& raw) {
                    "can be hooked record once per batch and are always attached.")
         ->default_str("6s/60s");
     app.add_option("--probes.sched-gate", raw.sched_gate,
-                   "on: once every SQ thread has run 5 s without sleeping, detach sched_switch "
-                   "and sched_waking, which run on every context switch and wakeup of the "
-                   "machine, and attach them again at the first sample that finds a thread "
-                   "slept or a new one started. Sleeps in between come from the threads' "
-                   "voluntary switch counts and their time off the CPU (blocks count as sleeps "
-                   "there; wake latency and wakers are not seen). With --probes.deep they stay "
-                   "attached: the deep tier follows preemptions and the spin before each sleep "
-                   "through sched_switch. lazy: as on, and also detached while there is no SQ "
-                   "thread, and while new threads run without sleeping: they attach at the "
-                   "first sample that finds a thread slept, so a machine with no sleeping SQ "
-                   "thread pays nothing; a thread's first sleeps come from its counts, its "
-                   "setup's blocks among them. off: keep them attached.")
-        ->default_str("on");
+                   "sched_switch and sched_waking run on every context switch and wakeup of the "
+                   "machine, to follow the few that are SQ threads'. lazy (the default): keep "
+                   "them detached while there is no SQ thread, while new threads run without "
+                   "sleeping, and once every SQ thread has run 5 s without sleeping; attach "
+                   "them at the first sample that finds a thread slept. A machine with no "
+                   "sleeping SQ thread pays nothing for them. Sleeps while they are detached "
+                   "come from the threads' voluntary switch counts and their time off the CPU: "
+                   "blocks count as sleeps there, and wake latency and wakers are not seen, so a "
+                   "new thread's first sleeps (and its setup's blocks) carry no waker. on: as "
+                   "lazy, but attached while there is no SQ thread and from a new thread's "
+                   "birth, so its first sleeps are followed exactly. off: keep them attached. "
+                   "With --probes.deep they stay attached: the deep tier follows preemptions "
+                   "and the spin before each sleep through sched_switch.")
+        ->default_str("lazy");
     app.add_flag("--no-fentry", cfg.no_fentry,
                  "Never use fentry/fexit; fall back to kprobes. For kernels where fentry "
                  "misbehaves, and to test the kprobe tier.");

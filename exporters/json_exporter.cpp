@@ -36,12 +36,12 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ProcessSnapshot, pid, comm, cgro
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
     ThreadSnapshot, tid, pid, comm, cgroup, start_time_seconds, cpu_seconds, work_seconds,
     spin_seconds, sleep_seconds, work_source, work_by_source_seconds, sleeps, blocks, block_seconds,
-    spin_model, split_known, wakeups, voluntary_switches, involuntary_switches, state, sq_cpu,
-    pinned, idle_setting_seconds, idle_ns_granular, shared_percpu, wake_latency, wake_latency_log2,
-    wake_p50_seconds, wake_p99_seconds, rings, fairness, rings_work_seconds, cpu_util, work_util,
-    spin_util, sleep_util, sqe_rate, sleep_rate, wakeup_rate, block_rate, wakers, has_gaps, gaps,
-    has_passes, loop_passes, busy_passes, pass_work_seconds, task_work_seconds, pass_rate,
-    empty_pass_ratio)
+    spin_model, split_known, wakeups, untraced_wakeups, voluntary_switches, involuntary_switches,
+    state, sq_cpu, pinned, idle_setting_seconds, idle_ns_granular, shared_percpu, wake_latency,
+    wake_latency_log2, wake_p50_seconds, wake_p99_seconds, rings, fairness, rings_work_seconds,
+    cpu_util, work_util, spin_util, sleep_util, sqe_rate, sleep_rate, wakeup_rate, block_rate,
+    wakers, has_gaps, gaps, has_passes, loop_passes, busy_passes, pass_work_seconds,
+    task_work_seconds, pass_rate, empty_pass_ratio)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(IopollSnapshot, caller, calls, empty, completions,
                                                 seconds, calls_rate, empty_ratio,
                                                 completions_per_call)

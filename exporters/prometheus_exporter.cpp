@@ -191,6 +191,7 @@ void thread_cpu_families(Exposition& ex, const Snapshot& s) {
 void thread_wake_families(Exposition& ex, const Snapshot& s) {
     Family& sleeps = ex.add("uringscope_sqthread_sleeps_total");
     Family& wakeups = ex.add("uringscope_sqthread_wakeups_total");
+    Family& untraced = ex.add("uringscope_sqthread_untraced_wakeups_total");
     Family& vcsw = ex.add("uringscope_sqthread_voluntary_switches_total");
     Family& ivcsw = ex.add("uringscope_sqthread_involuntary_switches_total");
     Family& by_waker = ex.add("uringscope_sqthread_wakeups_by_waker_total");
@@ -200,6 +201,7 @@ void thread_wake_families(Exposition& ex, const Snapshot& s) {
         auto l = thread_labels(t);
         sleeps.counter(l, static_cast<double>(t.sleeps));
         wakeups.counter(l, static_cast<double>(t.wakeups));
+        untraced.counter(l, static_cast<double>(t.untraced_wakeups));
         vcsw.counter(l, static_cast<double>(t.voluntary_switches));
         ivcsw.counter(l, static_cast<double>(t.involuntary_switches));
         for (const auto& w : t.wakers) {

@@ -8,13 +8,15 @@
 // again. The workload the default tier costs most (a busy SQ thread beside a submitter that waits
 // for completions) then pays nothing for them.
 //
-// Lazy (--probes.sched-gate=lazy) also keeps them detached while there is no SQ thread, and
-// while the only threads not yet quiet are new ones that run: a thread is followed from the walk
-// after the first that finds it slept (its count moved, or it was not running). A machine with no
-// SQ thread, or with threads that poll from their birth, then pays nothing at all. The price: the
-// sleeps of a thread's first interval or two come from the counts below, without wakers or wake
-// latency, and every voluntary switch a new thread took before the walk that first saw it (a
-// block in its setup as well as a sleep) counts as a sleep there.
+// Lazy (--probes.sched-gate=lazy, the default) also keeps them detached while there is no SQ
+// thread, and while the only threads not yet quiet are new ones that run: a thread is followed
+// from the walk after the first that finds it slept (its count moved, or it was not running). A
+// machine with no SQ thread, or with threads that poll from their birth, then pays nothing at
+// all. The price: the sleeps of a thread's first interval or two come from the counts below,
+// without wakers or wake latency, and every voluntary switch a new thread took before the walk
+// that first saw it (a block in its setup as well as a sleep) counts as a sleep there. It is the
+// default because the gate that is not lazy (on) costs every busy machine on every context
+// switch while there is no SQ thread, and a fresh ring's thread keeps it attached for 5 s.
 //
 // What the programs did not see while detached is accounted from the kernel's counts
 // (account_untraced): the voluntary switches become sleeps, and the time the thread was off its

@@ -104,8 +104,11 @@ struct ThreadSnapshot {
     // 1/HZ), "after_wakeup" (5.10, from the last wakeup: spin is an upper bound), "ns" (seeds
     // patch 002, no tick rounding). Empty while the split is not known (HZ not yet measured).
     std::string spin_model;
-    bool split_known = true;                 // false until HZ is known for a jiffies idle setting
-    std::uint64_t wakeups = 0;               // since attach
+    bool split_known = true;    // false until HZ is known for a jiffies idle setting
+    std::uint64_t wakeups = 0;  // since attach
+    // Of those, wakeups the scheduler gate kept the sched programs from seeing (counted from
+    // nvcsw, model/sched_gate.hpp): no waker and no wake latency was recorded for them.
+    std::uint64_t untraced_wakeups = 0;
     std::uint64_t voluntary_switches = 0;    // since the thread started (task->nvcsw)
     std::uint64_t involuntary_switches = 0;  // since the thread started (task->nivcsw)
     std::uint32_t state = 0;                 // task __state bits, 0 = running

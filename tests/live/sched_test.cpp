@@ -41,6 +41,11 @@ protected:
         sched_setaffinity(0, sizeof affinity_, &affinity_);  // tests that pin leave no trace
     }
 
+    // The default gate (lazy) leaves a new thread's first sleeps to its counts, without wakers
+    // or blocks told apart. Tests of what the programs see of a thread from its birth ask for
+    // the gate that follows it from there.
+    static inline const std::string kFromBirth = "--probes.sched-gate=on";
+
     std::unique_ptr<Daemon> start_daemon(const std::string& interval,
                                          std::vector<std::string> args = {}) {
         args.insert(args.begin(), "--sample.interval=" + interval);
@@ -181,7 +186,7 @@ std::vector<int> parse_cpulist(const std::string& text) {
 // sq_thread_idle of spin each. Here the thread never idles (2 s idle, an SQE every millisecond),
 // so every voluntary switch it makes is a block.
 TEST_F(Sched, ParkingAndLockWaitsAreBlocksNotIdleSleeps) {
-    auto d = start_daemon("100ms");
+    auto d = start_daemon("100ms", {kFromBirth});
     ASSERT_TRUE(d->ready());
     if (!probe_attached(*d, "sched_switch"))
         GTEST_SKIP() << "sched_switch is not attachable on this kernel";
@@ -265,7 +270,7 @@ TEST_F(Sched, ParkingAndLockWaitsAreBlocksNotIdleSleeps) {
 // A timeout's hrtimer fires in hardirq context and wakes the sleeping SQ thread to complete it.
 // The task it interrupted (often the idle task) was named as the waker before.
 TEST_F(Sched, TimerInterruptWakeupsAreNamedAsInterrupts) {
-    auto d = start_daemon("100ms");
+    auto d = start_daemon("100ms", {kFromBirth});
     ASSERT_TRUE(d->ready());
     if (!probe_attached(*d, "sched_waking"))
         GTEST_SKIP() << "sched_waking is not attachable on this kernel";
@@ -370,7 +375,7 @@ TEST_F(Sched, NvmeCompletionWakeupsAreNamedAsInterrupts) {
         GTEST_SKIP() << "no NVMe namespace completing by interrupt (the tests/vm guests' nvme1n1)";
     const int fd = ::open(dev.c_str(), O_RDONLY | O_DIRECT);
     ASSERT_GE(fd, 0) << dev << ": " << std::strerror(errno);
-    auto d = start_daemon("100ms");
+    auto d = start_daemon("100ms", {kFromBirth});
     ASSERT_TRUE(d->ready());
     if (!probe_attached(*d, "sched_waking"))
         GTEST_SKIP() << "sched_waking is not attachable on this kernel";
@@ -454,11 +459,12 @@ static int sched_links(pid_t pid) {
     return n;
 }
 
-// The scheduler gate (model/sched_gate.hpp) over a thread that polls, then sleeps once: the
+// The scheduler gate that follows a thread from its birth (--probes.sched-gate=on,
+// model/sched_gate.hpp) over a thread that polls, then sleeps once: the
 // programs come off while it polls, and the sleep they did not see begin is still counted, once,
 // and for about the time it lasted.
 TEST_F(Sched, GateDetachesWhileTheThreadPollsAndCountsTheSleepItMissed) {
-    auto d = start_daemon("100ms");
+    auto d = start_daemon("100ms", {kFromBirth});
     ASSERT_TRUE(d->ready());
     if (!probe_attached(*d, "sched_switch") || !probe_attached(*d, "sched_waking"))
         GTEST_SKIP() << "the sched tracepoints are not attachable on this kernel";

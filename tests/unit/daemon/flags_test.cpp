@@ -106,8 +106,12 @@ TEST(DaemonFlags, GapSamplingDefaultsToSixSecondsInSixtyAndTakesOff) {
     expect_error({"--probes.gap-sampling=6s"}, "ON/PERIOD");
 }
 
-TEST(DaemonFlags, SchedGateIsOnByDefaultAndTakesOnlyOnLazyOrOff) {
+TEST(DaemonFlags, SchedGateIsLazyByDefaultAndTakesOnlyOnLazyOrOff) {
     auto r = parse({});
+    ASSERT_TRUE(r.config.has_value());
+    EXPECT_TRUE(r.config->sched_gate);
+    EXPECT_TRUE(r.config->sched_gate_lazy);
+    r = parse({"--probes.sched-gate=on"});
     ASSERT_TRUE(r.config.has_value());
     EXPECT_TRUE(r.config->sched_gate);
     EXPECT_FALSE(r.config->sched_gate_lazy);

@@ -248,8 +248,9 @@ DEEP_FENTRY = "uringscoped --probes.deep (fentry where it loads)"
 DEEP_KPROBE = "uringscoped --probes.deep --no-fentry (kprobes)"
 PERIOD_S = 60.0  # the default period; a window's share of it is measured per workload
 # The default tier with the scheduler gate that follows a new SQ thread from its birth (the
-# default until 2026-12-04, model/sched_gate.hpp): measured beside the default (lazy) gate, which
-# keeps sched_switch and sched_waking detached until an SQ thread sleeps. A comparison, not judged.
+# default until 2026-12-04, model/sched_gate.hpp): measured beside the default gate, lazy on a
+# host with no nohz_full CPU (this one), which keeps sched_switch and sched_waking detached until
+# an SQ thread sleeps. A comparison, not judged.
 GATE_ON = "uringscoped --probes.sched-gate=on"
 # Targets (issue 21): upper bound of the 95 % interval of CPU per operation, B/A.
 TARGETS = {

@@ -45,18 +45,6 @@ static __always_inline __u32 get_task_state(void *task)
 }
 
 /*
- * Whether the task is on a CPU now, not merely runnable in a run queue. task_struct.on_cpu exists
- * only with CONFIG_SMP (every kernel since 3.x keeps it there); without it the answer is "not
- * known", which callers must treat as "not on a CPU".
- */
-static __always_inline bool get_task_on_cpu(struct task_struct *t)
-{
-	if (!bpf_core_field_exists(t->on_cpu))
-		return false;
-	return BPF_CORE_READ(t, on_cpu) != 0;
-}
-
-/*
  * What kind of voluntary switch-out this is (include/linux/sched.h bits, stable since 2.6). The
  * SQPOLL loop's own idle sleep is prepare_to_wait(&sqd->wait, ..., TASK_INTERRUPTIBLE) and then
  * schedule(), in every version from 5.10 (the kthread) to 7.x. The thread's other waits are

@@ -485,8 +485,6 @@ int usc_iter_rings(struct bpf_iter__task_file *it)
 						    &r.sq_running_ns, &r.sq_oncpu_ns))
 				r.caps |= USC_CAP_RUNNING;
 			r.sq_state = get_task_state(t);
-			if (get_task_on_cpu(t))
-				r.caps |= USC_CAP_ON_CPU;
 			r.sq_tgid = BPF_CORE_READ(t, tgid);
 			r.sq_cgroup_id = get_task_cgroup_id(t);
 			BPF_CORE_READ_STR_INTO(&r.sq_comm, t, group_leader, comm);

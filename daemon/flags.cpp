@@ -80,7 +80,7 @@ struct RawFlags {
     std::string interval = "1s";
     std::string advise = "60s";
     std::string gap_sampling = "6s/60s";
-    std::string sched_gate = "lazy";
+    std::string sched_gate = "auto";
     bool version = false;
     bool metrics = false;
 };
@@ -121,19 +121,22 @@ void add_sampling_options(CLI::App& app, DaemonConfig& cfg, RawFlags& raw) {
         ->default_str("6s/60s");
     app.add_option("--probes.sched-gate", raw.sched_gate,
                    "sched_switch and sched_waking run on every context switch and wakeup of the "
-                   "machine, to follow the few that are SQ threads'. lazy (the default): keep "
-                   "them detached while there is no SQ thread, while new threads run without "
-                   "sleeping, and once every SQ thread has run 5 s without sleeping; attach "
-                   "them at the first sample that finds a thread slept. A machine with no "
-                   "sleeping SQ thread pays nothing for them. Sleeps while they are detached "
-                   "come from the threads' voluntary switch counts and their time off the CPU: "
-                   "blocks count as sleeps there, and wake latency and wakers are not seen, so a "
-                   "new thread's first sleeps (and its setup's blocks) carry no waker. on: as "
-                   "lazy, but attached while there is no SQ thread and from a new thread's "
-                   "birth, so its first sleeps are followed exactly. off: keep them attached. "
-                   "With --probes.deep they stay attached: the deep tier follows preemptions "
-                   "and the spin before each sleep through sched_switch.")
-        ->default_str("lazy");
+                   "machine, to follow the few that are SQ threads'. lazy: keep them detached "
+                   "while there is no SQ thread, while new threads run without sleeping, and "
+                   "once every SQ thread has run 5 s without sleeping; attach them at the first "
+                   "sample that finds a thread slept. A machine with no sleeping SQ thread pays "
+                   "nothing for them. Sleeps while they are detached come from the threads' "
+                   "voluntary switch counts and their time off the CPU: blocks count as sleeps "
+                   "there, and wake latency and wakers are not seen, so a new thread's first "
+                   "sleeps (and its setup's blocks) carry no waker. on: as lazy, but attached "
+                   "while there is no SQ thread and from a new thread's birth, so its first "
+                   "sleeps are followed exactly, and so is the CPU time of a thread that polls "
+                   "from its birth on a nohz_full CPU, which the scheduler charges only once a "
+                   "second there. auto (the default): on where the kernel has nohz_full CPUs "
+                   "(/sys/devices/system/cpu/nohz_full), lazy elsewhere. off: keep them "
+                   "attached. With --probes.deep they stay attached: the deep tier follows "
+                   "preemptions and the spin before each sleep through sched_switch.")
+        ->default_str("auto");
     app.add_flag("--no-fentry", cfg.no_fentry,
                  "Never use fentry/fexit; fall back to kprobes. For kernels where fentry "
                  "misbehaves, and to test the kprobe tier.");
@@ -185,10 +188,12 @@ std::optional<std::string> validate(const RawFlags& raw, DaemonConfig& cfg) {
     cfg.interval = *interval;
     if (auto err = check_advise_window(raw, cfg)) return err;
     if (auto err = parse_gap_sampling(raw.gap_sampling, cfg.gap_sampling)) return err;
-    if (raw.sched_gate != "on" && raw.sched_gate != "off" && raw.sched_gate != "lazy")
-        return "--probes.sched-gate must be on, lazy or off, got \"" + raw.sched_gate + "\"";
+    if (raw.sched_gate != "auto" && raw.sched_gate != "on" && raw.sched_gate != "off" &&
+        raw.sched_gate != "lazy")
+        return "--probes.sched-gate must be auto, lazy, on or off, got \"" + raw.sched_gate + "\"";
     cfg.sched_gate = raw.sched_gate != "off";
     cfg.sched_gate_lazy = raw.sched_gate == "lazy";
+    cfg.sched_gate_auto = raw.sched_gate == "auto";
     if (cfg.log_level != "debug" && cfg.log_level != "info" && cfg.log_level != "warn" &&
         cfg.log_level != "error")
         return "--log.level must be debug, info, warn or error, got \"" + cfg.log_level + "\"";

@@ -22,7 +22,8 @@ struct DaemonConfig {
     bool no_fentry = false;     // --no-fentry: use kprobes where fentry would do
     bool probe_report = false;  // --probe-report: print the probe plan and exit
     bool sched_gate = true;     // --probes.sched-gate: detach sched programs while SQ threads spin
-    bool sched_gate_lazy = true;  // lazy (the default): and until an SQ thread sleeps
+    bool sched_gate_lazy = false;  // lazy: and until an SQ thread sleeps
+    bool sched_gate_auto = true;   // auto (the default): lazy unless the kernel has nohz_full CPUs
     // --probes.gap-sampling: the duty cycle of a per-SQE work-gap probe (6s/60s, or off).
     GapSamplingConfig gap_sampling;
     std::string runas_user;  // --runas.user: switch to this user once attached

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <thread>
 
@@ -18,6 +19,7 @@
 #include "exporters/json_exporter.hpp"
 #include "exporters/prometheus_exporter.hpp"
 #include "exporters/render_cache.hpp"
+#include "model/sched_gate.hpp"
 #include "server/http_server.hpp"
 
 using namespace uringscope;
@@ -117,6 +119,21 @@ int preflight(const DaemonConfig& cfg, KernelFeatures& kf) {
     return 0;
 }
 
+// --probes.sched-gate=auto settles on lazy or on from the kernel's nohz_full CPUs.
+bool gate_is_lazy(const DaemonConfig& cfg) {
+    if (!cfg.sched_gate_auto) return cfg.sched_gate_lazy;
+    std::ifstream f("/sys/devices/system/cpu/nohz_full");
+    std::string cpus;
+    std::getline(f, cpus);
+    const bool lazy = auto_gate_is_lazy(cpus);
+    if (!lazy)
+        spdlog::info(
+            "scheduler gate: on, not lazy: CPUs {} are nohz_full, where only sched_switch's "
+            "note of a polling thread's switch-in charges its CPU time exactly",
+            cpus);
+    return lazy;
+}
+
 // Loads and attaches, takes the first sample, drops privileges, serves until SIGINT/SIGTERM.
 int run(const DaemonConfig& cfg, const KernelFeatures& kf, const sigset_t& sigs) {
     WebConfig web;
@@ -145,7 +162,7 @@ int run(const DaemonConfig& cfg, const KernelFeatures& kf, const sigset_t& sigs)
                               advise_opts);
     // The deep tier reads sched_switch too: preemptions inside a loop pass and the spin before
     // each sleep. Where it runs, the programs stay attached.
-    if (cfg.sched_gate && !cfg.deep) sampler.enable_sched_gate(cfg.sched_gate_lazy);
+    if (cfg.sched_gate && !cfg.deep) sampler.enable_sched_gate(gate_is_lazy(cfg));
     if (!sampler.sample_once()) return 1;
     // Everything privileged is done: programs attached, port bound, first walk taken.
     if (auto why = drop_privileges(cfg.runas_user)) {

@@ -129,7 +129,7 @@ const std::vector<MetricDecl>& metric_catalog() {
         {"uringscope_probe_attached", MetricKind::gauge, "probe", {"probe", "kind"},
          "1 if the BPF program is attached, 0 if it is off (see the log for why)."},
         {"uringscope_probe_gated", MetricKind::gauge, "probe", {"probe", "kind"},
-         "1 while the scheduler gate (--probes.sched-gate) has an attached probe detached: there is no SQ thread, none has slept since it started (lazy, the default), or every one has run 5 s without sleeping, so sched_switch and sched_waking would see nothing of theirs. Sleeps meanwhile come from the threads' voluntary switches and time off the CPU; wakers and wake latency are not recorded (uringscope_sqthread_untraced_wakeups_total)."},
+         "1 while the scheduler gate (--probes.sched-gate) has an attached probe detached: there is no SQ thread, none has slept since it started (lazy, the default where no CPU is nohz_full), or every one has run 5 s without sleeping, so sched_switch and sched_waking would see nothing of theirs. Sleeps meanwhile come from the threads' voluntary switches and time off the CPU; wakers and wake latency are not recorded (uringscope_sqthread_untraced_wakeups_total)."},
         {"uringscope_probe_missed_total", MetricKind::counter, "probe", {"probe", "kind"},
          "Runs of an attached probe the kernel skipped because another BPF program was running on the CPU (kprobes hit from interrupts): its counts are short by this much."},
         {"uringscope_probe_coverage_ratio", MetricKind::gauge, "probe", {"probe"},

@@ -422,10 +422,6 @@ ThreadSnapshot Aggregator::observe_thread(
 
     st.prev_cpu_ns = cpu_ns;
     st.prev_nvcsw = rec.sq_nvcsw;
-    st.prev_throughout = on_cpu_throughout(rec, st);
-    st.prev_switches = rec.sq_nvcsw + rec.sq_nivcsw;
-    st.prev_on_cpu = (rec.caps & USC_CAP_ON_CPU) != 0;
-    st.prev_read_ns = rec.read_ns;
     st.prev_work_ns = st.work_ns;
     st.prev_sleeps = ts.sleeps;
     st.prev_wakeups = ts.wakeups;
@@ -848,26 +844,11 @@ std::uint64_t Aggregator::thread_cpu_ns(const usc_ring_record& rec, const Thread
         const std::uint64_t from =
             only_preempted ? at_ns : std::max<std::uint64_t>(at_ns, rec.sq_oncpu_ns);
         if (rec.read_ns > from) ns -= std::min<std::uint64_t>(ns, rec.read_ns - from);
-    } else if (on_cpu_throughout(rec, st)) {
-        // No switch-in note (the scheduler gate had sched_switch detached when it came), yet
-        // on a CPU at both reads with no switch of either kind between: it never left that CPU
-        // from the last read to this one, so it ran all of that. sum_exec_runtime alone lags by
-        // up to the 1 s remote tick of a nohz_full CPU, which read a pinned polling thread at 0
-        // to 2 CPUs per sample. The last sample's instant precedes its read; the thread was on
-        // its CPU from there too only if it was all the interval before.
-        const std::uint64_t from =
-            st.prev_throughout ? st.prev_seen_ns : std::max(st.prev_seen_ns, st.prev_read_ns);
-        if (at_ns > from) ns = std::max(ns, st.prev_cpu_ns + (at_ns - from));
     }
     // The running part is timed from the switch-in on the monotonic clock while sum_exec_runtime
     // follows the scheduler's clock; where the two drift (the TCG guests' vCPU clocks), a total
     // can come out under the last one. CPU time never goes back.
     return st.seen_before ? std::max(ns, st.prev_cpu_ns) : ns;
-}
-
-bool Aggregator::on_cpu_throughout(const usc_ring_record& rec, const ThreadState& st) {
-    return st.seen_before && st.prev_on_cpu && (rec.caps & USC_CAP_ON_CPU) &&
-           rec.sq_nvcsw + rec.sq_nivcsw == st.prev_switches;
 }
 
 bool Aggregator::replaced_by(const RingState& st, const usc_ring_record& rec) const {

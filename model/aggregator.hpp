@@ -136,11 +136,7 @@ private:
         std::string comm;
         std::uint64_t prev_cpu_ns = 0, prev_work_ns = 0, prev_sleep_ns = 0;
         std::uint64_t prev_sleeps = 0, prev_wakeups = 0, prev_blocks = 0;
-        std::uint64_t prev_nvcsw = 0;     // the kernel's voluntary switches at the last sample
-        std::uint64_t prev_switches = 0;  // nvcsw + nivcsw at the last sample
-        bool prev_on_cpu = false;         // on a CPU at the last sample's read (USC_CAP_ON_CPU)
-        std::uint64_t prev_read_ns = 0;   // that read's instant
-        bool prev_throughout = false;     // on its CPU from the read before that one to it
+        std::uint64_t prev_nvcsw = 0;  // the kernel's voluntary switches at the last sample
         std::uint64_t block_ns = 0;
         bool split_started = false;          // work/spin hold the thread's history split
         bool estimate_started = false;       // estimate_work_ns holds the estimate's history split
@@ -247,8 +243,6 @@ private:
     void plan_waker_cleanup(const RawSample& raw);
     std::uint64_t thread_cpu_ns(const usc_ring_record& rec, const ThreadState& st,
                                 std::uint64_t at_ns) const;
-    // On a CPU at this read and the last, with no switch of either kind between.
-    static bool on_cpu_throughout(const usc_ring_record& rec, const ThreadState& st);
     std::uint64_t seq_ = 0;
     unsigned hz_ = 0;
     std::uint64_t hz_jiffies_ = 0, hz_mono_ns_ = 0;

@@ -23,6 +23,11 @@ bool SchedGate::observe(const std::vector<GateThread>& threads, bool walk_comple
     return closed_;
 }
 
+bool auto_gate_is_lazy(std::string_view nohz_full) {
+    return std::none_of(nohz_full.begin(), nohz_full.end(),
+                        [](char c) { return c >= '0' && c <= '9'; });
+}
+
 void account_untraced(UntracedSleeps& u, const GateInterval& in) {
     if (in.traced && !u.open) return;
     const std::uint64_t missed = in.nvcsw > in.traced_switches ? in.nvcsw - in.traced_switches : 0;

@@ -8,15 +8,16 @@
 // again. The workload the default tier costs most (a busy SQ thread beside a submitter that waits
 // for completions) then pays nothing for them.
 //
-// Lazy (--probes.sched-gate=lazy, the default) also keeps them detached while there is no SQ
-// thread, and while the only threads not yet quiet are new ones that run: a thread is followed
-// from the walk after the first that finds it slept (its count moved, or it was not running). A
-// machine with no SQ thread, or with threads that poll from their birth, then pays nothing at
-// all. The price: the sleeps of a thread's first interval or two come from the counts below,
-// without wakers or wake latency, and every voluntary switch a new thread took before the walk
-// that first saw it (a block in its setup as well as a sleep) counts as a sleep there. It is the
-// default because the gate that is not lazy (on) costs every busy machine on every context
-// switch while there is no SQ thread, and a fresh ring's thread keeps it attached for 5 s.
+// Lazy (--probes.sched-gate=lazy; the default where no CPU is nohz_full, auto_gate_is_lazy)
+// also keeps them detached while there is no SQ thread, and while the only threads not yet quiet
+// are new ones that run: a thread is followed from the walk after the first that finds it slept
+// (its count moved, or it was not running). A machine with no SQ thread, or with threads that poll
+// from their birth, then pays nothing at all. The price: the sleeps of a thread's first interval or
+// two come from the counts below, without wakers or wake latency, and every voluntary switch a new
+// thread took before the walk that first saw it (a block in its setup as well as a sleep) counts as
+// a sleep there. It is the default because the gate that is not lazy (on) costs every busy machine
+// on every context switch while there is no SQ thread, and a fresh ring's thread keeps it attached
+// for 5 s.
 //
 // What the programs did not see while detached is accounted from the kernel's counts
 // (account_untraced): the voluntary switches become sleeps, and the time the thread was off its
@@ -25,6 +26,7 @@
 // the thread runs again. Blocks cannot be told from sleeps there, nor a preempted thread's wait
 // in the run queue from sleep in an interval that also had a voluntary switch.
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 namespace uringscope {
@@ -66,6 +68,13 @@ private:
     int quiet_ = 0;                  // quiet walks in a row
     std::uint64_t quiet_since_ = 0;  // the first of them
 };
+
+// Whether the default gate (--probes.sched-gate=auto) is lazy, given the text of
+// /sys/devices/system/cpu/nohz_full (empty where the file is absent; "(null)" or an empty line
+// where no CPU is nohz_full). The lazy gate never sees the switch-in of a thread that polls from
+// its birth, and without that note a thread alone on a nohz_full CPU is charged only at the
+// scheduler's remote tick, once a second: 0.5 s intervals then read 0.3 to 1.5 CPUs.
+bool auto_gate_is_lazy(std::string_view nohz_full);
 
 // What the sched programs did not see of one thread, from the kernel's counts.
 struct UntracedSleeps {

@@ -51,8 +51,6 @@ enum usc_ring_caps {
 	USC_CAP_SQD_PERCPU = 1 << 6,  /* the sqd is its CPU's shared one (seeds patch 000,
 	                              * IORING_SETUP_SQPOLL_PERCPU): its thread serves rings of any
 	                              * process, and belongs to none of them but its creator */
-	USC_CAP_ON_CPU = 1 << 7,      /* task->on_cpu was set at read_ns: the SQ thread was on a
-	                              * CPU (never set where on_cpu does not exist, !CONFIG_SMP) */
 };
 
 /*

@@ -41,9 +41,9 @@ protected:
         sched_setaffinity(0, sizeof affinity_, &affinity_);  // tests that pin leave no trace
     }
 
-    // The default gate (lazy) leaves a new thread's first sleeps to its counts, without wakers
-    // or blocks told apart. Tests of what the programs see of a thread from its birth ask for
-    // the gate that follows it from there.
+    // The default gate (lazy where no CPU is nohz_full) leaves a new thread's first sleeps to
+    // its counts, without wakers or blocks told apart. Tests of what the programs see of a
+    // thread from its birth ask for the gate that follows it from there.
     static inline const std::string kFromBirth = "--probes.sched-gate=on";
 
     std::unique_ptr<Daemon> start_daemon(const std::string& interval,

@@ -38,9 +38,7 @@ struct task_struct {
 	void *stack;
 	refcount_t usage;
 	unsigned int flags;
-	unsigned int ptrace;
-	int on_cpu;                /* CONFIG_SMP, which every layout here has (get_task_on_cpu) */
-	u8 __opaque_sched[72];
+	u8 __opaque_sched[80];
 	struct sched_entity se;
 	u8 __opaque_mm[1000];
 	pid_t pid;

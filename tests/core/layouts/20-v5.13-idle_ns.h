@@ -15,7 +15,6 @@
  * @expect exists io_sq_data.percpu 0
  * @expect exists task_struct.__state 0
  * @expect exists task_struct.state 1
- * @expect exists task_struct.on_cpu 1
  * @expect idle io_sq_data.sq_thread_idle 8
  *
  * get_sq_thread_idle() falls back to BPF_CORE_READ(ctx, sq_thread_idle), whose local type

@@ -12,7 +12,6 @@
  * @expect exists io_sq_data.percpu 0
  * @expect exists task_struct.__state 1
  * @expect exists task_struct.state 0
- * @expect exists task_struct.on_cpu 1
  * @expect idle io_sq_data.sq_thread_idle 4
  */
 #include "io_uring-6.h"

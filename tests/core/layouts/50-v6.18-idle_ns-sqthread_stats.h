@@ -15,7 +15,6 @@
  * @expect exists io_sq_data.percpu 0
  * @expect exists task_struct.__state 1
  * @expect exists task_struct.state 0
- * @expect exists task_struct.on_cpu 1
  * @expect idle io_sq_data.sq_thread_idle 8
  *
  * Same ctx fallback as layout 20: rings without SQPOLL read 4 of the 8 (zero) bytes.

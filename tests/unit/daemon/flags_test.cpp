@@ -106,21 +106,25 @@ TEST(DaemonFlags, GapSamplingDefaultsToSixSecondsInSixtyAndTakesOff) {
     expect_error({"--probes.gap-sampling=6s"}, "ON/PERIOD");
 }
 
-TEST(DaemonFlags, SchedGateIsLazyByDefaultAndTakesOnlyOnLazyOrOff) {
+TEST(DaemonFlags, SchedGateIsAutoByDefaultAndTakesOnlyAutoLazyOnOrOff) {
     auto r = parse({});
     ASSERT_TRUE(r.config.has_value());
     EXPECT_TRUE(r.config->sched_gate);
-    EXPECT_TRUE(r.config->sched_gate_lazy);
+    EXPECT_TRUE(r.config->sched_gate_auto);
+    EXPECT_FALSE(r.config->sched_gate_lazy);
     r = parse({"--probes.sched-gate=on"});
     ASSERT_TRUE(r.config.has_value());
     EXPECT_TRUE(r.config->sched_gate);
+    EXPECT_FALSE(r.config->sched_gate_auto);
     EXPECT_FALSE(r.config->sched_gate_lazy);
     r = parse({"--probes.sched-gate=off"});
     ASSERT_TRUE(r.config.has_value());
     EXPECT_FALSE(r.config->sched_gate);
+    EXPECT_FALSE(r.config->sched_gate_auto);
     r = parse({"--probes.sched-gate=lazy"});
     ASSERT_TRUE(r.config.has_value());
     EXPECT_TRUE(r.config->sched_gate);
+    EXPECT_FALSE(r.config->sched_gate_auto);
     EXPECT_TRUE(r.config->sched_gate_lazy);
-    expect_error({"--probes.sched-gate=yes"}, "on, lazy or off, got \"yes\"");
+    expect_error({"--probes.sched-gate=yes"}, "auto, lazy, on or off, got \"yes\"");
 }

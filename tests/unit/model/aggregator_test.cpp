@@ -737,48 +737,6 @@ TEST(AggregatorCpu, RunningThreadIsGivenItsTimeAtTheSampleInstantNotAtItsRead) {
     EXPECT_NEAR(s.threads[0].cpu_seconds, 7.8, 1e-9);
 }
 
-// With the scheduler gate closed since before the thread's last switch-in there is no note of
-// it (no USC_CAP_RUNNING), and on a nohz_full CPU sum_exec_runtime moves only at the 1 s remote
-// tick. On its CPU at both reads with no switch between, the thread ran the whole interval.
-TEST(AggregatorCpu, ThreadOnItsCpuAllIntervalIsChargedTheIntervalWithoutANote) {
-    Aggregator a;
-    a.set_hz(250);
-    auto r = ring(1, 10, 3, kSqpoll, 0, 50);
-    r.caps |= USC_CAP_ON_CPU;
-    r.sq_runtime_ns = 5 * kSec;
-    r.sq_nvcsw = 2;  // its setup's blocks
-    auto at = [&](std::uint64_t t_ns, std::uint64_t read_delay_ns) {
-        r.read_ns = t_ns + read_delay_ns;
-        return a.update(sample(t_ns, {r})).threads.at(0);
-    };
-    // The first walk reads the ring 0.2 s after its instant (a walk split over several reads).
-    EXPECT_NEAR(at(kSec, kSec / 5).cpu_seconds, 5.0, 1e-9);
-    // Nothing charged since (no tick). On its CPU from that read on: 0.8 s of the interval is
-    // certain, and only that is added.
-    EXPECT_NEAR(at(2 * kSec, 0).cpu_seconds, 5.8, 1e-9);
-    // On its CPU all the interval before too: the whole of this one.
-    auto t = at(3 * kSec, 0);
-    EXPECT_NEAR(t.cpu_seconds, 6.8, 1e-9);
-    EXPECT_NEAR(t.cpu_util, 1.0, 1e-9);
-    // The remote tick catches up to what the kernel charged: it rules once it is ahead.
-    r.sq_runtime_ns = 7'500'000'000;
-    EXPECT_NEAR(at(3 * kSec + kSec / 2, 0).cpu_seconds, 7.5, 1e-9);
-    // Preempted and back (nivcsw moved): it may have waited, so only what was charged counts.
-    r.sq_nivcsw = 1;
-    r.sq_runtime_ns = 7'900'000'000;
-    EXPECT_NEAR(at(4 * kSec + kSec / 2, 0).cpu_seconds, 7.9, 1e-9);
-    // Runnable but not on its CPU at one of the two reads: the same.
-    r.caps &= ~USC_CAP_ON_CPU;
-    EXPECT_NEAR(at(5 * kSec + kSec / 2, 0).cpu_seconds, 7.9, 1e-9);
-    r.caps |= USC_CAP_ON_CPU;
-    EXPECT_NEAR(at(6 * kSec + kSec / 2, 0).cpu_seconds, 7.9, 1e-9);
-    // On its CPU at both reads again, one voluntary switch between: it slept.
-    r.sq_nvcsw = 3;
-    EXPECT_NEAR(at(7 * kSec + kSec / 2, 0).cpu_seconds, 7.9, 1e-9);
-    // From there on its CPU throughout once more.
-    EXPECT_NEAR(at(8 * kSec + kSec / 2, 0).cpu_seconds, 8.9, 1e-9);
-}
-
 TEST(AggregatorSpinModel, NamedAfterTheLoopTheKernelRuns) {
     auto r = ring(1, 10, 3, kSqpoll, 0, 50);
     r.sq_thread_idle = 10;

@@ -155,5 +155,14 @@ TEST(UntracedSleeps, AnOpenSleepEndsWhereATracedOneBegins) {
     EXPECT_FALSE(u.open);
 }
 
+// The default gate settles on lazy unless the kernel names a nohz_full CPU.
+TEST(SchedGateAuto, LazyUnlessTheKernelHasNohzFullCpus) {
+    EXPECT_TRUE(auto_gate_is_lazy(""));        // no CONFIG_NO_HZ_FULL: no file
+    EXPECT_TRUE(auto_gate_is_lazy("\n"));      // none given at boot
+    EXPECT_TRUE(auto_gate_is_lazy("(null)"));  // none given at boot, older kernels
+    EXPECT_FALSE(auto_gate_is_lazy("1"));
+    EXPECT_FALSE(auto_gate_is_lazy("2-7,10"));
+}
+
 }  // namespace
 }  // namespace uringscope

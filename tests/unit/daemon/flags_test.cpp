@@ -107,24 +107,21 @@ TEST(DaemonFlags, GapSamplingDefaultsToSixSecondsInSixtyAndTakesOff) {
 }
 
 TEST(DaemonFlags, SchedGateIsAutoByDefaultAndTakesOnlyAutoLazyOnOrOff) {
-    auto r = parse({});
-    ASSERT_TRUE(r.config.has_value());
-    EXPECT_TRUE(r.config->sched_gate);
-    EXPECT_TRUE(r.config->sched_gate_auto);
-    EXPECT_FALSE(r.config->sched_gate_lazy);
-    r = parse({"--probes.sched-gate=on"});
-    ASSERT_TRUE(r.config.has_value());
-    EXPECT_TRUE(r.config->sched_gate);
-    EXPECT_FALSE(r.config->sched_gate_auto);
-    EXPECT_FALSE(r.config->sched_gate_lazy);
-    r = parse({"--probes.sched-gate=off"});
-    ASSERT_TRUE(r.config.has_value());
-    EXPECT_FALSE(r.config->sched_gate);
-    EXPECT_FALSE(r.config->sched_gate_auto);
-    r = parse({"--probes.sched-gate=lazy"});
-    ASSERT_TRUE(r.config.has_value());
-    EXPECT_TRUE(r.config->sched_gate);
-    EXPECT_FALSE(r.config->sched_gate_auto);
-    EXPECT_TRUE(r.config->sched_gate_lazy);
+    struct Case {
+        std::vector<const char*> args;
+        bool gate, automatic, lazy;
+    };
+    const Case cases[] = {{{}, true, true, false},
+                          {{"--probes.sched-gate=auto"}, true, true, false},
+                          {{"--probes.sched-gate=on"}, true, false, false},
+                          {{"--probes.sched-gate=lazy"}, true, false, true},
+                          {{"--probes.sched-gate=off"}, false, false, false}};
+    for (const auto& c : cases) {
+        const auto r = parse(c.args);
+        ASSERT_TRUE(r.config.has_value()) << ::testing::PrintToString(c.args);
+        EXPECT_EQ(r.config->sched_gate, c.gate) << ::testing::PrintToString(c.args);
+        EXPECT_EQ(r.config->sched_gate_auto, c.automatic) << ::testing::PrintToString(c.args);
+        EXPECT_EQ(r.config->sched_gate_lazy, c.lazy) << ::testing::PrintToString(c.args);
+    }
     expect_error({"--probes.sched-gate=yes"}, "auto, lazy, on or off, got \"yes\"");
 }

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <charconv>
+#include <map>
 
 #include "common/cli_parse.hpp"
 #include "common/duration.hpp"
@@ -188,12 +189,14 @@ std::optional<std::string> validate(const RawFlags& raw, DaemonConfig& cfg) {
     cfg.interval = *interval;
     if (auto err = check_advise_window(raw, cfg)) return err;
     if (auto err = parse_gap_sampling(raw.gap_sampling, cfg.gap_sampling)) return err;
-    if (raw.sched_gate != "auto" && raw.sched_gate != "on" && raw.sched_gate != "off" &&
-        raw.sched_gate != "lazy")
+    static const std::map<std::string, SchedGateMode> kGates{{"auto", SchedGateMode::automatic},
+                                                             {"lazy", SchedGateMode::lazy},
+                                                             {"on", SchedGateMode::on},
+                                                             {"off", SchedGateMode::off}};
+    const auto gate = kGates.find(raw.sched_gate);
+    if (gate == kGates.end())
         return "--probes.sched-gate must be auto, lazy, on or off, got \"" + raw.sched_gate + "\"";
-    cfg.sched_gate = raw.sched_gate != "off";
-    cfg.sched_gate_lazy = raw.sched_gate == "lazy";
-    cfg.sched_gate_auto = raw.sched_gate == "auto";
+    cfg.sched_gate = gate->second;
     if (cfg.log_level != "debug" && cfg.log_level != "info" && cfg.log_level != "warn" &&
         cfg.log_level != "error")
         return "--log.level must be debug, info, warn or error, got \"" + cfg.log_level + "\"";

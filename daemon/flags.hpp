@@ -13,6 +13,11 @@ namespace uringscope {
 // 10464 sits outside 9100-9999, which the Prometheus exporter port registry has used up.
 inline constexpr std::string_view kDefaultListenAddress = "127.0.0.1:10464";
 
+// --probes.sched-gate's values. on: detached while every SQ thread spins; lazy: also while there
+// is none and until one sleeps; automatic ("auto", the default): lazy unless the kernel has
+// nohz_full CPUs, on where it has.
+enum class SchedGateMode { off, on, lazy, automatic };
+
 struct DaemonConfig {
     std::string listen_address{kDefaultListenAddress};
     std::string telemetry_path = "/metrics";
@@ -21,9 +26,8 @@ struct DaemonConfig {
     bool deep = false;          // --probes.deep: per-batch and per-request probes
     bool no_fentry = false;     // --no-fentry: use kprobes where fentry would do
     bool probe_report = false;  // --probe-report: print the probe plan and exit
-    bool sched_gate = true;     // --probes.sched-gate: detach sched programs while SQ threads spin
-    bool sched_gate_lazy = false;  // lazy: and until an SQ thread sleeps
-    bool sched_gate_auto = true;   // auto (the default): lazy unless the kernel has nohz_full CPUs
+    // --probes.sched-gate: detach the sched programs while SQ threads spin (model/sched_gate).
+    SchedGateMode sched_gate = SchedGateMode::automatic;
     // --probes.gap-sampling: the duty cycle of a per-SQE work-gap probe (6s/60s, or off).
     GapSamplingConfig gap_sampling;
     std::string runas_user;  // --runas.user: switch to this user once attached

@@ -120,8 +120,8 @@ int preflight(const DaemonConfig& cfg, KernelFeatures& kf) {
 }
 
 // --probes.sched-gate=auto settles on lazy or on from the kernel's nohz_full CPUs.
-bool gate_is_lazy(const DaemonConfig& cfg) {
-    if (!cfg.sched_gate_auto) return cfg.sched_gate_lazy;
+bool gate_is_lazy(SchedGateMode mode) {
+    if (mode != SchedGateMode::automatic) return mode == SchedGateMode::lazy;
     std::ifstream f("/sys/devices/system/cpu/nohz_full");
     std::string cpus;
     std::getline(f, cpus);
@@ -162,7 +162,8 @@ int run(const DaemonConfig& cfg, const KernelFeatures& kf, const sigset_t& sigs)
                               advise_opts);
     // The deep tier reads sched_switch too: preemptions inside a loop pass and the spin before
     // each sleep. Where it runs, the programs stay attached.
-    if (cfg.sched_gate && !cfg.deep) sampler.enable_sched_gate(gate_is_lazy(cfg));
+    if (cfg.sched_gate != SchedGateMode::off && !cfg.deep)
+        sampler.enable_sched_gate(gate_is_lazy(cfg.sched_gate));
     if (!sampler.sample_once()) return 1;
     // Everything privileged is done: programs attached, port bound, first walk taken.
     if (auto why = drop_privileges(cfg.runas_user)) {

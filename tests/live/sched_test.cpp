@@ -460,9 +460,9 @@ static int sched_links(pid_t pid) {
 }
 
 // The scheduler gate that follows a thread from its birth (--probes.sched-gate=on,
-// model/sched_gate.hpp) over a thread that polls, then sleeps once: the
-// programs come off while it polls, and the sleep they did not see begin is still counted, once,
-// and for about the time it lasted.
+// model/sched_gate.hpp) over a thread that polls, then sleeps once: the programs come off while
+// it polls, and the sleep they did not see begin is still counted, once, and for about the time
+// it lasted.
 TEST_F(Sched, GateDetachesWhileTheThreadPollsAndCountsTheSleepItMissed) {
     auto d = start_daemon("100ms", {kFromBirth});
     ASSERT_TRUE(d->ready());

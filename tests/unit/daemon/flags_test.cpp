@@ -107,21 +107,16 @@ TEST(DaemonFlags, GapSamplingDefaultsToSixSecondsInSixtyAndTakesOff) {
 }
 
 TEST(DaemonFlags, SchedGateIsAutoByDefaultAndTakesOnlyAutoLazyOnOrOff) {
-    struct Case {
-        std::vector<const char*> args;
-        bool gate, automatic, lazy;
-    };
-    const Case cases[] = {{{}, true, true, false},
-                          {{"--probes.sched-gate=auto"}, true, true, false},
-                          {{"--probes.sched-gate=on"}, true, false, false},
-                          {{"--probes.sched-gate=lazy"}, true, false, true},
-                          {{"--probes.sched-gate=off"}, false, false, false}};
-    for (const auto& c : cases) {
-        const auto r = parse(c.args);
-        ASSERT_TRUE(r.config.has_value()) << ::testing::PrintToString(c.args);
-        EXPECT_EQ(r.config->sched_gate, c.gate) << ::testing::PrintToString(c.args);
-        EXPECT_EQ(r.config->sched_gate_auto, c.automatic) << ::testing::PrintToString(c.args);
-        EXPECT_EQ(r.config->sched_gate_lazy, c.lazy) << ::testing::PrintToString(c.args);
+    const std::pair<std::vector<const char*>, SchedGateMode> cases[] = {
+        {{}, SchedGateMode::automatic},
+        {{"--probes.sched-gate=auto"}, SchedGateMode::automatic},
+        {{"--probes.sched-gate=on"}, SchedGateMode::on},
+        {{"--probes.sched-gate=lazy"}, SchedGateMode::lazy},
+        {{"--probes.sched-gate=off"}, SchedGateMode::off}};
+    for (const auto& [args, mode] : cases) {
+        const auto r = parse(args);
+        ASSERT_TRUE(r.config.has_value()) << ::testing::PrintToString(args);
+        EXPECT_EQ(r.config->sched_gate, mode) << ::testing::PrintToString(args);
     }
     expect_error({"--probes.sched-gate=yes"}, "auto, lazy, on or off, got \"yes\"");
 }

@@ -195,7 +195,9 @@ const std::vector<ProbeSpec>& probe_table() {
          .essential = false,
          .deep = true,
          .provides = {Feature::ring_turns},
-         .maps = {{"sq_passes", KeyOwner::thread}}},
+         .maps = {{"sq_passes", KeyOwner::thread}},
+         // A pass's time switched out is taken off its work at the switch (usc_sched_switch).
+         .holds_gate_open = true},
         // Completions reaching the ring: io_uring_cmd_done, exported as __io_uring_cmd_done from
         // 6.18 (io_uring_cmd_done becomes an inline wrapper). Counts only commands whose NVMe
         // end_io was seen, so it needs nvme_uring_cmd_end_io attached to say anything.
@@ -632,6 +634,13 @@ bool BpfCollector::provides(Feature f) const {
     for (std::size_t i = 0; i < table.size(); ++i)
         if (probes_[i].attached && uringscope::provides(table[i], f)) return true;
     return false;
+}
+
+const char* BpfCollector::gate_holder() const {
+    const auto& table = probe_table();
+    for (std::size_t i = 0; i < table.size(); ++i)
+        if (probes_[i].attached && table[i].holds_gate_open) return table[i].name;
+    return nullptr;
 }
 
 void BpfCollector::refresh_modules() {

@@ -136,6 +136,9 @@ struct ProbeSpec {
     // Detached by the scheduler gate while every SQ thread runs without sleeping
     // (model/sched_gate.hpp): the program runs for every task on the machine.
     bool gateable = false;
+    // Keeps the scheduler gate open while attached: sched_switch corrects its state at every
+    // switch of an SQ thread, preemptions included, and the gate sees only voluntary ones.
+    bool holds_gate_open = false;
 };
 
 // The programs of bpf/uringscope.bpf.c, their variants, what each one needs, what it provides
@@ -172,6 +175,8 @@ public:
     // false, with error set, when a program would not attach again; the gate then stays open
     // for the probes that did.
     bool set_sched_gate(bool closed, std::string& error);
+    // The attached probe that keeps the gate open (ProbeSpec::holds_gate_open), or nullptr.
+    const char* gate_holder() const;
     // Whether a gateable probe is detached now (closed, or an attach that failed).
     bool sched_gate_closed() const;
     // probes() with each attached probe's current count of skipped runs.

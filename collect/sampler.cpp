@@ -121,6 +121,18 @@ bool Sampler::collect(RawSample& raw) {
     return true;
 }
 
+void Sampler::enable_sched_gate(bool lazy) {
+    gate_ = SchedGate(lazy);
+    gate_enabled_ = false;
+    if (!bpf_.attached(ProbeId::sched_switch) || !bpf_.attached(ProbeId::sched_waking)) return;
+    if (const char* holder = bpf_.gate_holder()) {
+        spdlog::info("scheduler gate off: probe {} needs every context switch of an SQ thread",
+                     holder);
+        return;
+    }
+    gate_enabled_ = true;
+}
+
 // After the update: the gate reads the threads the walk saw, and moves the programs when it
 // changes its mind. A failed attach is logged and tried again at the next walk, which finds the
 // gate still wanting it open.

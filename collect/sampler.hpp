@@ -31,13 +31,10 @@ public:
 
     // Detaches sched_switch and sched_waking while every SQ thread runs without sleeping, and
     // attaches them again at the first walk that finds one that did (model/sched_gate.hpp).
-    // Only where both are attached: without them there is nothing to gate. Lazy: also while
-    // there is no SQ thread, and until a new one sleeps.
-    void enable_sched_gate(bool lazy = false) {
-        gate_enabled_ =
-            bpf_.attached(ProbeId::sched_switch) && bpf_.attached(ProbeId::sched_waking);
-        gate_ = SchedGate(lazy);
-    }
+    // Only where both are attached, since without them there is nothing to gate, and no
+    // attached probe holds the gate open (the deep tier's loop passes): that case is logged.
+    // Lazy: also while there is no SQ thread, and until a new one sleeps.
+    void enable_sched_gate(bool lazy = false);
 
     // Samples every `interval` until stop is requested. Drift-free: the schedule is absolute.
     void run(std::stop_token stop, std::chrono::nanoseconds interval);

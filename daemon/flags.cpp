@@ -135,8 +135,9 @@ void add_sampling_options(CLI::App& app, DaemonConfig& cfg, RawFlags& raw) {
                    "from its birth on a nohz_full CPU, which the scheduler charges only once a "
                    "second there. auto (the default): on where the kernel has nohz_full CPUs "
                    "(/sys/devices/system/cpu/nohz_full), lazy elsewhere. off: keep them "
-                   "attached. With --probes.deep they stay attached: the deep tier follows "
-                   "preemptions and the spin before each sleep through sched_switch.")
+                   "attached. Where --probes.deep attaches loop_passes (fentry or kprobes on "
+                   "io_sq_tw) they stay attached: it takes each pass's preemptions off its "
+                   "work through sched_switch.")
         ->default_str("auto");
     app.add_flag("--no-fentry", cfg.no_fentry,
                  "Never use fentry/fexit; fall back to kprobes. For kernels where fentry "

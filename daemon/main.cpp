@@ -160,9 +160,7 @@ int run(const DaemonConfig& cfg, const KernelFeatures& kf, const sigset_t& sigs)
     if (cfg.advise_window.count() > 0)
         sampler.enable_advice(std::chrono::duration<double>(cfg.advise_window).count(),
                               advise_opts);
-    // The deep tier reads sched_switch too: preemptions inside a loop pass and the spin before
-    // each sleep. Where it runs, the programs stay attached.
-    if (cfg.sched_gate != SchedGateMode::off && !cfg.deep)
+    if (cfg.sched_gate != SchedGateMode::off)
         sampler.enable_sched_gate(gate_is_lazy(cfg.sched_gate));
     if (!sampler.sample_once()) return 1;
     // Everything privileged is done: programs attached, port bound, first walk taken.

@@ -626,6 +626,33 @@ TEST_F(Sched, LazyGateFollowsAThreadOnlyOnceItSlept) {
     EXPECT_EQ(sched_links(d->process().pid()), 0);
 }
 
+// The deep tier under the lazy gate: gated like the default tier, unless loop_passes is attached
+// (fentry or kprobes on io_sq_tw), whose pass brackets sched_switch corrects at every switch.
+TEST_F(Sched, DeepTierKeepsTheGateOpenOnlyForLoopPasses) {
+    int others = 0;
+    eventually(seconds(20), [&] { return (others = sq_threads_on_machine()) == 0; });
+    if (others)
+        GTEST_SKIP() << others << " SQ thread(s) of other processes: the gate follows them too";
+    auto d = start_daemon("100ms", {"--probes.deep", "--probes.sched-gate=lazy"});
+    ASSERT_TRUE(d->ready());
+    if (!probe_attached(*d, "sched_switch") || !probe_attached(*d, "sched_waking"))
+        GTEST_SKIP() << "the sched tracepoints are not attachable on this kernel";
+    const std::map<std::string, std::string> gate{{"probe", "sched_switch"}};
+    auto gated = [&] { return value(d->scrape(), "uringscope_probe_gated", gate) == 1; };
+    if (!probe_attached(*d, "loop_passes")) {
+        // No SQ thread: lazy closes at the first complete walk.
+        EXPECT_TRUE(eventually(seconds(10), gated)) << "deep tier without loop_passes, not gated";
+        EXPECT_EQ(sched_links(d->process().pid()), 0);
+        return;
+    }
+    // Twenty walks or more with no SQ thread, each of which would close a lazy gate.
+    std::this_thread::sleep_for(seconds(3));
+    EXPECT_FALSE(gated()) << "loop_passes attached, yet the gate closed";
+    EXPECT_EQ(sched_links(d->process().pid()), 2);
+    EXPECT_NE(d->startup_log().find("scheduler gate off: probe loop_passes"), std::string::npos)
+        << "the daemon did not say why the gate is off";
+}
+
 // While the gate is closed, sched_switch does not see a polling thread switched out and back in
 // by a task that comes to share its CPU. The note of its last seen switch-in must then stop
 // counting: read as if the thread had kept the CPU since, it would be charged the whole CPU,

@@ -630,17 +630,13 @@ bool BpfCollector::attached(ProbeId probe) const {
 }
 
 bool BpfCollector::provides(Feature f) const {
-    const auto& table = probe_table();
-    for (std::size_t i = 0; i < table.size(); ++i)
-        if (probes_[i].attached && uringscope::provides(table[i], f)) return true;
-    return false;
+    return first_attached([&](const ProbeSpec& p) { return uringscope::provides(p, f); }) !=
+           nullptr;
 }
 
 const char* BpfCollector::gate_holder() const {
-    const auto& table = probe_table();
-    for (std::size_t i = 0; i < table.size(); ++i)
-        if (probes_[i].attached && table[i].holds_gate_open) return table[i].name;
-    return nullptr;
+    const ProbeSpec* p = first_attached([](const ProbeSpec& s) { return s.holds_gate_open; });
+    return p ? p->name : nullptr;
 }
 
 void BpfCollector::refresh_modules() {

@@ -214,6 +214,14 @@ public:
     void note_sqpoll_rings(bool any) { sqpoll_rings_.store(any ? 1 : 0); }
 
 private:
+    // The first attached probe whose declaration satisfies pred, or nullptr.
+    template <class Pred>
+    const ProbeSpec* first_attached(Pred pred) const {
+        const auto& table = probe_table();
+        for (std::size_t i = 0; i < table.size(); ++i)
+            if (probes_[i].attached && pred(table[i])) return &table[i];
+        return nullptr;
+    }
     BpfCollector() = default;
     // Attaches variant v of probe i (probe_table() order); false only when an essential probe
     // cannot attach, with error set.

@@ -25,6 +25,7 @@ import random
 import re
 import resource
 import statistics
+import struct
 import subprocess
 import tempfile
 import threading
@@ -84,10 +85,17 @@ def nop_load(build, rings, seconds):
 
 class SteadyNopLoad:
     """One long-lived uringscope-load whose CPU per NOP is read over windows of its life: the SQ
-    heads from the rings' fdinfo (SqHead, mod 2^32) and the CPU from every task's schedstat
-    (the submitters and the SQ threads, which are the process's io-threads). For an observer
-    that acts only after the workload has run a while, such as the scheduler gate, which a
-    fresh load per run would never let close."""
+    heads from the rings' memory and the CPU from every task's schedstat (the submitters and the
+    SQ threads, which are the process's io-threads). For an observer that acts only after the
+    workload has run a while, such as the scheduler gate, which a fresh load per run would never
+    let close.
+
+    Each ring's SQ head is read from the load's own mapping of it, through /proc/PID/mem: the
+    mapping at offset 0 (IORING_OFF_SQ_RING) begins with struct io_rings, whose first field is
+    sq.head (sq_off.head is 0 on every kernel since 5.1). The rings' fdinfo shows the same head,
+    but printing it takes the ring's uring_lock (mutex_trylock), and a busy SQ thread that finds
+    that lock held sleeps on it: on the 6.18 host that made the SQ thread sleep, which is what
+    opens the lazy scheduler gate, so reading the load changed what it measured."""
 
     def __init__(self, build, rings, lifetime):
         argv = [os.path.join(build, "uringscope-load"), "--duration", f"{lifetime}s"]
@@ -96,42 +104,44 @@ class SteadyNopLoad:
         self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                      preexec_fn=lambda: os.sched_setaffinity(0, SUBMIT_CPU))
         self.rings = len(rings)
-        self.fds = []
+        self.heads_at = []
         deadline = time.time() + 10
-        while len(self.fds) < self.rings:
+        while len(self.heads_at) < self.rings:
             if time.time() > deadline or self.proc.poll() is not None:
                 self.stop()
                 raise RuntimeError("uringscope-load did not set up its rings")
-            self.fds = [fd for fd in os.listdir(self._fdinfo) if self._head(fd) is not None]
+            self.heads_at = self._sq_rings()
             time.sleep(0.05)
+        self.mem = os.open(f"/proc/{self.proc.pid}/mem", os.O_RDONLY)
+        self._check_layout()
 
-    @property
-    def _fdinfo(self):
-        return f"/proc/{self.proc.pid}/fdinfo"
+    def _sq_rings(self):
+        """Addresses of the load's SQ ring mappings (anon_inode:[io_uring] at offset 0)."""
+        out = []
+        with open(f"/proc/{self.proc.pid}/maps") as f:
+            for line in f:
+                fields = line.split()
+                if (len(fields) >= 6 and fields[5] == "anon_inode:[io_uring]" and
+                        int(fields[2], 16) == 0):
+                    out.append(int(fields[0].split("-")[0], 16))
+        return out
 
-    def _head(self, fd):
-        try:
-            with open(f"{self._fdinfo}/{fd}") as f:
-                m = re.search(r"^SqHead:\s*(\d+)", f.read(), re.M)
-        except OSError:
-            return None
-        return int(m.group(1)) if m else None
+    def _head_tail(self, addr):
+        return struct.unpack("<II", os.pread(self.mem, 8, addr))
+
+    def _check_layout(self):
+        """sq.tail follows sq.head, and the application moves it ahead by at most a ring's
+        entries: a mapping laid out otherwise fails here, not as a wrong figure."""
+        for addr in self.heads_at:
+            for _ in range(100):
+                head, tail = self._head_tail(addr)
+                if (tail - head) % (1 << 32) > 1 << 16:
+                    self.stop()
+                    raise RuntimeError(f"SQ ring at {addr:#x}: head {head}, tail {tail} is not "
+                                       "an io_rings layout this bench knows")
 
     def _heads(self):
-        # A ring's fdinfo is printed only if the read takes the ring's lock at once (mutex_trylock),
-        # and a busy SQ thread holds it: on the 6.18 host a third of the reads of one busy SQPOLL
-        # ring's fdinfo show the generic lines alone. Such a read is taken again; a window that
-        # dropped the ring instead counted no SQE and was reported as a stalled load.
-        heads = {}
-        for fd in self.fds:
-            for _ in range(10000):
-                head = self._head(fd)
-                if head is not None:
-                    heads[fd] = head
-                    break
-            else:
-                raise RuntimeError(f"ring fd {fd}: fdinfo never showed SqHead in 10000 reads")
-        return heads
+        return {addr: self._head_tail(addr)[0] for addr in self.heads_at}
 
     def _cpu_ns(self):
         total = 0
@@ -151,7 +161,7 @@ class SteadyNopLoad:
         h1, c1 = self._heads(), self._cpu_ns()
         if self.proc.poll() is not None:
             raise RuntimeError("uringscope-load ended before the window did")
-        ops = sum((h1[fd] - h0[fd]) % (1 << 32) for fd in h0 if fd in h1)
+        ops = sum((h1[a] - h0[a]) % (1 << 32) for a in h0)
         if ops == 0:
             raise RuntimeError("no SQE consumed in the window: the load stalled")
         return (c1 - c0) / ops
@@ -159,6 +169,9 @@ class SteadyNopLoad:
     def stop(self):
         self.proc.kill()
         self.proc.wait()
+        if getattr(self, "mem", None) is not None:
+            os.close(self.mem)
+            self.mem = None
 
 
 def fio_load(path, seconds):
@@ -225,15 +238,19 @@ def verdict(low, high, target):
     return "not resolved (the interval straddles it)"
 
 
-def workloads(build, seconds, tmp, have_fio, fio_file=None):
+def nop_workloads():
+    """{workload: uringscope-load's --ring specs} of the NOP workloads."""
     sq = f"idle=1000,cpu={SQ_THREAD_CPU}"
-    out = {
-        "NOP, no SQPOLL (batches of 32)": nop_load(build, ["plain,batch=32"], seconds),
-        "NOP, SQPOLL": nop_load(build, [f"sqpoll,batch=32,{sq}"], seconds),
-        "NOP, 3 SQPOLL rings sharing a thread": nop_load(
-            build, [f"sqpoll,batch=32,{sq}", "sqpoll,share=0,batch=32",
-                    "sqpoll,share=0,batch=32"], seconds),
+    return {
+        "NOP, no SQPOLL (batches of 32)": ["plain,batch=32"],
+        "NOP, SQPOLL": [f"sqpoll,batch=32,{sq}"],
+        "NOP, 3 SQPOLL rings sharing a thread": [f"sqpoll,batch=32,{sq}", "sqpoll,share=0,batch=32",
+                                                 "sqpoll,share=0,batch=32"],
     }
+
+
+def workloads(build, seconds, tmp, have_fio, fio_file=None):
+    out = {w: nop_load(build, rings, seconds) for w, rings in nop_workloads().items()}
     if have_fio:
         out["4 KiB O_DIRECT random reads (fio, io_uring)"] = fio_load(
             fio_file or os.path.join(tmp, "fio.dat"), max(1, round(seconds)))
@@ -434,10 +451,11 @@ def window_shares(long_loads, start_daemon, cells, log, window_s=6.0):
     return out
 
 
-def write_section(path, section):
+def write_section(path, section, begin=BEGIN, end=END):
+    """Replaces the section between `begin` and `end` in `path`, or appends it."""
     text = open(path).read() if os.path.exists(path) else ""
-    if BEGIN in text and END in text:
-        text = text[:text.index(BEGIN)] + section + text[text.index(END) + len(END) + 1:]
+    if begin in text and end in text:
+        text = text[:text.index(begin)] + section + text[text.index(end) + len(end) + 1:]
     else:
         text = text.rstrip("\n") + "\n\n" + section
     with open(path, "w") as f:

@@ -571,6 +571,10 @@ bool BpfCollector::attach(std::size_t i, int v, std::string& error) {
         nvme_tp_probe_ = static_cast<int>(i);
         // Opened now, while privileged: see module_symbol_addresses().
         kallsyms_ = UniqueFd(::open("/proc/kallsyms", O_RDONLY | O_CLOEXEC));
+        // It runs on every block request of the machine and matches nothing until nvme_core's
+        // addresses are known: attached only from then (refresh_modules(), at the end of make()).
+        // The attach above proved it can be.
+        links.clear();
     }
     for (auto& l : links) (spec.gateable ? gated_links_[i] : links_).push_back(std::move(l));
     for (auto get : programs) attached_programs_[i].push_back(get(skel_.get()));
@@ -612,7 +616,7 @@ void BpfCollector::log_probes() const {
                      format_duration(gap_config_.on), format_duration(gap_config_.period));
     for (const auto& st : probes_) {
         if (st.attached && !st.waiting_for.empty())
-            spdlog::info("probe {} ({}): attached, waiting for module {} to load; {}", st.probe,
+            spdlog::info("probe {} ({}): loaded, its link off until module {} loads; {}", st.probe,
                          st.kind, st.waiting_for, st.reason);
         else if (st.attached && !st.reason.empty())
             spdlog::info("probe {} ({}): attached; higher tiers passed over: {}", st.probe, st.kind,
@@ -660,6 +664,7 @@ void BpfCollector::refresh_modules() {
     nvme_reads_ = instance ? nvme_reads_ + 1 : kReads;
     auto& st = probes_[static_cast<std::size_t>(nvme_tp_probe_)];
     st.waiting_for = resolved ? "" : "nvme_core";
+    attach_nvme_tp(resolved);
     if (resolved && !first)
         spdlog::info("probe {} ({}): nvme_core loaded, passthrough completions counted from now",
                      st.probe, st.kind);
@@ -672,6 +677,32 @@ void BpfCollector::refresh_modules() {
     else if (!instance && was_resolved)
         spdlog::info("probe {} ({}): nvme_core unloaded, waiting for it to load again", st.probe,
                      st.kind);
+}
+
+void BpfCollector::attach_nvme_tp(bool on) {
+    if (!on) {
+        nvme_tp_links_.clear();
+        return;
+    }
+    if (!nvme_tp_links_.empty()) return;
+    auto& st = probes_[static_cast<std::size_t>(nvme_tp_probe_)];
+    for (auto* prog : attached_programs_[static_cast<std::size_t>(nvme_tp_probe_)]) {
+        std::string why;
+        auto probe = AttachedProbe::make(prog, why);
+        if (!probe) {
+            // It attached at start; if the kernel now refuses, say so rather than count nothing.
+            nvme_tp_links_.clear();
+            st.attached = false;
+            st.reason = "nvme_core loaded, but the tracepoint would not attach again: " + why;
+            spdlog::error("probe {} ({}): {}", st.probe, st.kind, st.reason);
+            return;
+        }
+        nvme_tp_links_.push_back(std::move(probe));
+    }
+    if (!st.attached) {  // refused once, attached at a later load of the module
+        st.attached = true;
+        st.reason.clear();
+    }
 }
 
 BpfCollector::~BpfCollector() {

@@ -226,6 +226,9 @@ private:
     // Attaches variant v of probe i (probe_table() order); false only when an essential probe
     // cannot attach, with error set.
     bool attach(std::size_t i, int v, std::string& error);
+    // Makes (on) or drops the NVMe tracepoint variant's links: it is attached only while
+    // nvme_core's end_io addresses are known, since until then it matches nothing.
+    void attach_nvme_tp(bool on);
     void log_probes() const;
     // Declared before links_ so links are destroyed first: detach, then unload.
     std::unique_ptr<uringscope_bpf, SkeletonDeleter> skel_;
@@ -240,6 +243,8 @@ private:
     int nvme_tp_probe_ = -1;                // index into probes_, -1 when another variant runs
     std::uint64_t nvme_core_instance_ = 0;  // module_instance() the addresses were read for
     int nvme_reads_ = 0;                    // /proc/kallsyms scans for this instance
+    // Its links, empty while it waits for nvme_core (attach_nvme_tp); destroyed before skel_.
+    std::vector<std::unique_ptr<AttachedProbe>> nvme_tp_links_;
     UniqueFd kallsyms_;  // /proc/kallsyms, opened before the daemon drops CAP_SYSLOG
     GapSamplingConfig gap_config_;
     std::atomic<int> sqpoll_rings_{-1};       // note_sqpoll_rings; -1 before the first walk

@@ -209,8 +209,9 @@ struct ProbeState {
     bool attached = false;
     std::string reason;        // why not; when a lower tier attached, why the higher ones did not
     std::uint64_t missed = 0;  // runs the kernel skipped (recursion_misses), e.g. kprobes in IRQs
-    // A module the attached probe waits for: until it loads, the probe can match nothing
-    // (the NVMe tracepoint variant before nvme_core is loaded). Empty when not waiting.
+    // A module the attached probe waits for: until it loads, the probe could match nothing,
+    // so its links are off and it costs nothing (the NVMe tracepoint variant before nvme_core
+    // is loaded). Empty when not waiting.
     std::string waiting_for = {};
     // Attached, but detached for now by the scheduler gate: every SQ thread has been running
     // without a voluntary switch for a while, so the program would see nothing of theirs.

@@ -102,6 +102,26 @@ TEST_F(Deep, ProbeReportNamesEveryProbeAndEveryReason) {
     EXPECT_EQ(report["iter_rings"].state, "attached");
 }
 
+// The block_rq_complete variant of the NVMe completion probe runs on every block request of
+// the machine and, before nvme_core loads, can match none: its link must be off while the probe
+// says it waits, and on once the module is there (BpfCollector::attach_nvme_tp). NvmeLate (a
+// QEMU guest that unloads and reloads the module) covers the change while the daemon runs.
+TEST_F(Deep, NvmeTracepointLinkIsOffWhileItWaitsForNvmeCore) {
+    Daemon d({"--sample.interval=200ms", "--probes.deep"});
+    ASSERT_TRUE(d.ready()) << d.startup_log();
+    const std::map<std::string, std::string> tp{{"probe", "nvme_uring_cmd_end_io"},
+                                                {"kind", "tp_btf"}};
+    const auto m = d.scrape();
+    if (find_value(m, "uringscope_probe_attached", tp).value_or(0) != 1)
+        GTEST_SKIP() << "another variant of nvme_uring_cmd_end_io is attached here";
+    const bool waits = find_value(m, "uringscope_probe_waiting", tp).value_or(-1) == 1;
+    EXPECT_EQ(waits, !std::filesystem::exists("/sys/module/nvme_core/sections"))
+        << "the probe's waiting state disagrees with nvme_core's presence";
+    EXPECT_EQ(links_of(d.process().pid(), "usc_tp_nvme"), waits ? 0 : 1)
+        << (waits ? "waiting for nvme_core, yet attached to every block request"
+                  : "nvme_core is loaded, yet the tracepoint is not attached");
+}
+
 TEST_F(Deep, NoFentryFallsBackToKprobes) {
     if (!std::filesystem::exists("/sys/bus/event_source/devices/kprobe/type"))
         GTEST_SKIP() << "kernel has no kprobes (CONFIG_KPROBES)";

@@ -385,6 +385,25 @@ std::optional<std::string> bpf_prog_name(unsigned id) {
     return ok ? std::optional<std::string>(info.name) : std::nullopt;
 }
 
+int links_of(pid_t pid, const std::string& prefix) {
+    int n = 0;
+    std::error_code ec;
+    const std::string dir = "/proc/" + std::to_string(pid) + "/fdinfo";
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+        std::ifstream f(e.path());
+        bool link = false;
+        unsigned prog = 0;
+        for (std::string line; std::getline(f, line);) {
+            if (line.rfind("link_type:", 0) == 0) link = true;
+            if (line.rfind("prog_id:", 0) == 0) prog = std::stoul(line.substr(8));
+        }
+        if (!link || !prog) continue;
+        const auto name = bpf_prog_name(prog);
+        if (name && name->rfind(prefix, 0) == 0) ++n;
+    }
+    return n;
+}
+
 std::optional<unsigned long long> schedstat_ns(pid_t pid, pid_t tid) {
     std::ifstream f("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/schedstat");
     unsigned long long ns = 0;

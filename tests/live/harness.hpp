@@ -153,4 +153,8 @@ std::optional<unsigned long long> schedstat_ns(pid_t pid, pid_t tid);
 // it is gone or unreadable.
 std::optional<std::string> bpf_prog_name(unsigned id);
 
+// BPF links that process `pid` holds open to programs whose name begins with `prefix`: what is
+// attached for it now (its fdinfo names each link's program).
+int links_of(pid_t pid, const std::string& prefix);
+
 }  // namespace live

@@ -350,6 +350,8 @@ TEST(NvmeLate, CoreLoadedAfterStartIsFollowed) {
     EXPECT_EQ(find_value(daemon.scrape(), "uringscope_probe_attached", end_io), 1)
         << daemon.startup_log();
     EXPECT_EQ(find_value(daemon.scrape(), "uringscope_probe_waiting", end_io), 1);
+    const pid_t pid = daemon.process().pid();
+    EXPECT_EQ(links_of(pid, "usc_tp_nvme"), 0) << "waiting, yet attached to every block request";
     EXPECT_EQ(find_value(daemon.scrape(), "uringscope_probe_attached",
                          {{"probe", "nvme_uring_cmd_iopoll"}}),
               0)
@@ -357,6 +359,10 @@ TEST(NvmeLate, CoreLoadedAfterStartIsFollowed) {
     for (int round = 1; round <= 2; ++round) {
         if (round == 2) {
             ASSERT_EQ(unload(), 0);
+            ASSERT_TRUE(eventually(seconds(10), [&] {
+                return find_value(daemon.scrape(), "uringscope_probe_waiting", end_io) == 1.0;
+            })) << "nvme_core unloaded, yet the probe does not wait for it";
+            EXPECT_EQ(links_of(pid, "usc_tp_nvme"), 0) << "nvme_core unloaded, link still on";
         }
         ASSERT_TRUE(load()) << "nvme did not come back with a polled namespace";
         ASSERT_TRUE(eventually(
@@ -364,6 +370,7 @@ TEST(NvmeLate, CoreLoadedAfterStartIsFollowed) {
             [&] { return find_value(daemon.scrape(), "uringscope_probe_waiting", end_io) == 0.0; }))
             << "the probe still waits for nvme_core; daemon said:\n"
             << daemon_output(daemon);
+        EXPECT_EQ(links_of(pid, "usc_tp_nvme"), 1) << "nvme_core loaded, link still off";
         auto ns = polled_plain_namespace();
         ASSERT_TRUE(ns);
         for (bool iopoll : {false, true}) {

@@ -435,28 +435,10 @@ TEST_F(Sched, NvmeCompletionWakeupsAreNamedAsInterrupts) {
     expect_interrupts_have_no_waker_pid(m);
 }
 
-// On a nohz_full CPU a thread that never leaves it has its sum_exec_runtime updated by the remote
-// tick only, once a second; per-interval CPU read from it alone aliases to 0, 1 or 2 s. Booted
-// for it by: tests/vm/run --append "nohz_full=1 isolcpus=1 rcu_nocbs=1".
 // The links process `pid` holds to its sched programs (names usc_sched_*), from its fdinfo: what
 // the scheduler gate drops and remakes, while the programs stay loaded.
 static int sched_links(pid_t pid) {
-    int n = 0;
-    std::error_code ec;
-    const std::string dir = "/proc/" + std::to_string(pid) + "/fdinfo";
-    for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-        std::ifstream f(e.path());
-        bool link = false;
-        unsigned prog = 0;
-        for (std::string line; std::getline(f, line);) {
-            if (line.rfind("link_type:", 0) == 0) link = true;
-            if (line.rfind("prog_id:", 0) == 0) prog = std::stoul(line.substr(8));
-        }
-        if (!link || !prog) continue;
-        const auto name = bpf_prog_name(prog);
-        if (name && name->rfind("usc_sched_", 0) == 0) ++n;
-    }
-    return n;
+    return links_of(pid, "usc_sched_");
 }
 
 // The scheduler gate that follows a thread from its birth (--probes.sched-gate=on,
@@ -708,6 +690,9 @@ TEST_F(Sched, GatedThreadSharingItsCpuIsChargedOnlyItsShare) {
     EXPECT_LT(c1 - c0, 0.8 * 3) << "charged the whole CPU: a switch-in note outlived its stretch";
 }
 
+// On a nohz_full CPU a thread that never leaves it has its sum_exec_runtime updated by the remote
+// tick only, once a second; per-interval CPU read from it alone aliases to 0, 1 or 2 s. Booted
+// for it by: tests/vm/run --append "nohz_full=1 isolcpus=1 rcu_nocbs=1".
 TEST_F(Sched, PinnedThreadOnANohzFullCpuIsChargedItsWallTime) {
     std::ifstream f("/sys/devices/system/cpu/nohz_full");
     std::string list;

@@ -129,16 +129,18 @@ def measure(load, daemon_pid, pairs, prog_stats, log, label, window_s=WINDOW_S, 
     return out
 
 
-def report(results, pairs, window_s, node, kernel, only=None):
+def report(results, pairs, window_s, node, kernel, only=None, daemon_args=()):
     """A markdown section: per workload, the A/A floor and the daemon's ratio with bootstrap
     intervals, judged against overhead.TARGETS only where no event program ran."""
     rng = random.Random(overhead.SEED)
     cmd = f"bench/run --interleaved --pairs {pairs} --seconds {window_s:g}"
     if only:
         cmd += f" --only '{only}'"
+    cmd += "".join(f" --daemon-arg={arg}" for arg in daemon_args)
+    observer = " ".join(["uringscoped", *daemon_args])
     lines = [BEGIN, "## The default tier in adjacent windows of a running load\n",
              f"`{cmd}` on {node}, kernel {kernel}, {time.strftime('%Y-%m-%d')}. One load runs "
-             "throughout each workload and one `uringscoped` (default tiers) beside it; each pair "
+             f"throughout each workload and one `{observer}` beside it; each pair "
              f"is two adjacent {window_s:g} s windows in a random order, the daemon stopped "
              "(SIGSTOP) in A and running in B; the A/A pairs take turns with them, the daemon "
              "stopped in both. Median of B/A with its bootstrap 95 % interval (the method: "
@@ -156,7 +158,7 @@ def report(results, pairs, window_s, node, kernel, only=None):
         dns = res["daemon_ns_per_s"]
         runs = sum(c for c, _ in res["events"].values())
         named = ", ".join(f"{p} {c:,}" for p, (c, _) in sorted(res["events"].items()))
-        target = overhead.TARGETS.get(("uringscoped", wname))
+        target = overhead.TARGETS.get(("uringscoped", wname)) if not daemon_args else None
         verdict = (overhead.verdict(ab[1], ab[2], target) if runs == 0 else
                    "not judged: event programs ran" if target else "")
         lines.append(

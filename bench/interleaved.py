@@ -68,17 +68,6 @@ def stop(pid):
         time.sleep(0.001)
 
 
-def cpu_ns(pid):
-    total = 0
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                total += int(f.read().split()[0])
-        except (OSError, IndexError, ValueError):
-            continue
-    return total
-
-
 def event_programs(before, after):
     """{program: (runs, run ns)} over the cell, of every usc_ program but the iterators."""
     out = {}
@@ -95,9 +84,9 @@ def measure(load, daemon_pid, pairs, prog_stats, log, label, window_s=WINDOW_S, 
     (ratio, A ns/op, B ns/op); daemon_ns_per_s in B windows and running free; events, the
     event-program runs of the cell (event_programs)."""
     rng = random.Random(overhead.SEED if seed is None else seed)
-    c0, t0 = cpu_ns(daemon_pid), time.monotonic()
+    c0, t0 = overhead.process_cpu_ns(daemon_pid), time.monotonic()
     time.sleep(FREE_S)
-    free = (cpu_ns(daemon_pid) - c0) / (time.monotonic() - t0)
+    free = (overhead.process_cpu_ns(daemon_pid) - c0) / (time.monotonic() - t0)
     subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
     try:
         before = prog_stats()
@@ -111,10 +100,10 @@ def measure(load, daemon_pid, pairs, prog_stats, log, label, window_s=WINDOW_S, 
                     os.kill(daemon_pid, signal.SIGCONT)
                 else:
                     stop(daemon_pid)
-                d0, w0 = cpu_ns(daemon_pid), time.monotonic()
+                d0, w0 = overhead.process_cpu_ns(daemon_pid), time.monotonic()
                 got[which] = load.window(window_s)
                 if running:
-                    out["b_daemon_ns"] += cpu_ns(daemon_pid) - d0
+                    out["b_daemon_ns"] += overhead.process_cpu_ns(daemon_pid) - d0
                     out["b_s"] += time.monotonic() - w0
             out[kind].append((got["B"] / got["A"], got["A"], got["B"]))
             r, a_ns, b_ns = out[kind][-1]

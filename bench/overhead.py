@@ -69,6 +69,20 @@ def measured(argv):
     return cpu, p.stdout
 
 
+def process_cpu_ns(pid):
+    """On-CPU ns of every thread of process `pid` (their schedstat): /proc/PID/stat counts clock
+    ticks, too coarse for a daemon that runs a few milliseconds a second. A thread that exits
+    while it is read is left out."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
+
+
 def nop_load(build, rings, seconds):
     """A workload: CPU ns per NOP of uringscope-load with these rings for `seconds`."""
     def run():
@@ -144,15 +158,7 @@ class SteadyNopLoad:
         return {addr: self._head_tail(addr)[0] for addr in self.heads_at}
 
     def _cpu_ns(self):
-        total = 0
-        base = f"/proc/{self.proc.pid}/task"
-        for tid in os.listdir(base):
-            try:
-                with open(f"{base}/{tid}/schedstat") as f:
-                    total += int(f.read().split()[0])
-            except (OSError, IndexError, ValueError):
-                continue
-        return total
+        return process_cpu_ns(self.proc.pid)
 
     def window(self, seconds):
         """CPU ns per NOP over the next `seconds`."""

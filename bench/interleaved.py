@@ -3,8 +3,8 @@
 Why a second method. bench/overhead.py's pairs start a fresh load and a fresh daemon for every
 half, so the two halves of a pair lie 5 to 6 s apart, and one SQPOLL ring's CPU per NOP wanders
 slowly: on this host (2026-12-05, 400 windows of 0.25 s of one running ring) the standard
-deviation of a window was 4.8 % and of a 4 s block still 3.6 %, while two adjacent windows
-differed by 2.7 % (Allan deviation). Most of that noise is slow, so it cancels between two
+deviation of a 1 s block was 2.3 % and of a 4 s block still 2.0 %, while two adjacent 1 s blocks
+differed by 1.2 % (Allan deviation). Most of that noise is slow, so it cancels between two
 windows side by side and does not between two halves seconds apart. The price of that method
 was 120 pairs, 46 minutes, to resolve about 1 %.
 
@@ -40,8 +40,8 @@ END = "<!-- /interleaved -->"
 WINDOW_S = 1.0      # the daemon's sample interval (uringscoped's default)
 FREE_S = 5.0        # the daemon's CPU per second, running free, is measured over this long
 STOP_TIMEOUT_S = 2.0
-# Pairs per cell, fixed before a run. 2026-12-05's Allan deviation at 1 s, 2.1 %, puts one
-# pair's ratio at about 3 %; the median of 400 such has a 95 % interval near +-0.4 %.
+# Pairs per cell, fixed before a run. In the run of 2026-12-05 one pair's ratio had a standard
+# deviation of 2.2 to 5.3 %, and the median of 400 a 95 % interval 0.003 to 0.005 wide.
 PAIRS = 400
 
 

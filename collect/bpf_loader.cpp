@@ -581,6 +581,16 @@ bool BpfCollector::attach(std::size_t i, int v, std::string& error) {
     return true;
 }
 
+bool BpfCollector::relink(std::size_t i, std::vector<std::unique_ptr<AttachedProbe>>& links,
+                          std::string& why) {
+    for (auto* prog : attached_programs_[i]) {
+        auto probe = AttachedProbe::make(prog, why);
+        if (!probe) return false;
+        links.push_back(std::move(probe));
+    }
+    return true;
+}
+
 bool BpfCollector::set_sched_gate(bool closed, std::string& error) {
     const auto& table = probe_table();
     bool ok = true;
@@ -590,15 +600,10 @@ bool BpfCollector::set_sched_gate(bool closed, std::string& error) {
         if (closed) {
             links.clear();  // bpf_link__destroy: the tracepoint runs nothing of ours from here
         } else if (links.empty()) {
-            for (auto* prog : attached_programs_[i]) {
-                std::string why;
-                auto probe = AttachedProbe::make(prog, why);
-                if (!probe) {
-                    error = std::string(table[i].name) + ": " + why;
-                    ok = false;
-                    break;
-                }
-                links.push_back(std::move(probe));
+            std::string why;
+            if (!relink(i, links, why)) {
+                error = std::string(table[i].name) + ": " + why;
+                ok = false;
             }
         }
         probes_[i].gated = links.empty();
@@ -685,19 +690,15 @@ void BpfCollector::attach_nvme_tp(bool on) {
         return;
     }
     if (!nvme_tp_links_.empty()) return;
-    auto& st = probes_[static_cast<std::size_t>(nvme_tp_probe_)];
-    for (auto* prog : attached_programs_[static_cast<std::size_t>(nvme_tp_probe_)]) {
-        std::string why;
-        auto probe = AttachedProbe::make(prog, why);
-        if (!probe) {
-            // It attached at start; if the kernel now refuses, say so rather than count nothing.
-            nvme_tp_links_.clear();
-            st.attached = false;
-            st.reason = "nvme_core loaded, but the tracepoint would not attach again: " + why;
-            spdlog::error("probe {} ({}): {}", st.probe, st.kind, st.reason);
-            return;
-        }
-        nvme_tp_links_.push_back(std::move(probe));
+    const auto i = static_cast<std::size_t>(nvme_tp_probe_);
+    auto& st = probes_[i];
+    if (std::string why; !relink(i, nvme_tp_links_, why)) {
+        // It attached at start; if the kernel now refuses, say so rather than count nothing.
+        nvme_tp_links_.clear();
+        st.attached = false;
+        st.reason = "nvme_core loaded, but the tracepoint would not attach again: " + why;
+        spdlog::error("probe {} ({}): {}", st.probe, st.kind, st.reason);
+        return;
     }
     if (!st.attached) {  // refused once, attached at a later load of the module
         st.attached = true;

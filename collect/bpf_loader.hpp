@@ -226,6 +226,11 @@ private:
     // Attaches variant v of probe i (probe_table() order); false only when an essential probe
     // cannot attach, with error set.
     bool attach(std::size_t i, int v, std::string& error);
+    // Links again the programs probe i attached at start, appending to `links`; on a refusal
+    // returns false with why set, keeping the links made before it. What the scheduler gate
+    // and attach_nvme_tp() remake after dropping them.
+    bool relink(std::size_t i, std::vector<std::unique_ptr<AttachedProbe>>& links,
+                std::string& why);
     // Makes (on) or drops the NVMe tracepoint variant's links: it is attached only while
     // nvme_core's end_io addresses are known, since until then it matches nothing.
     void attach_nvme_tp(bool on);

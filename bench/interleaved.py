@@ -30,7 +30,6 @@ import os
 import random
 import signal
 import statistics
-import subprocess
 import time
 
 import overhead
@@ -68,53 +67,48 @@ def stop(pid):
         time.sleep(0.001)
 
 
-def event_programs(before, after):
-    """{program: (runs, run ns)} over the cell, of every usc_ program but the iterators."""
-    out = {}
-    for name, (t1, c1) in after.items():
-        t0, c0 = before.get(name, (0, 0))
-        if not name.startswith("usc_iter") and c1 > c0:
-            out[name] = (c1 - c0, t1 - t0)
-    return out
+def pair(load, daemon_pid, runs_in_b, rng, window_s, out):
+    """Two adjacent windows of `load` in a random order, the daemon stopped in A and in B unless
+    runs_in_b; returns (B/A, A ns/op, B ns/op) and adds the daemon's CPU and the time of a
+    running B window to out["b_daemon_ns"] and out["b_s"]."""
+    got = {}
+    for which in rng.sample(["A", "B"], 2):
+        running = runs_in_b and which == "B"
+        if running:
+            os.kill(daemon_pid, signal.SIGCONT)
+        else:
+            stop(daemon_pid)
+        d0, w0 = overhead.process_cpu_ns(daemon_pid), time.monotonic()
+        got[which] = load.window(window_s)
+        if running:
+            out["b_daemon_ns"] += overhead.process_cpu_ns(daemon_pid) - d0
+            out["b_s"] += time.monotonic() - w0
+    return got["B"] / got["A"], got["A"], got["B"]
 
 
 def measure(load, daemon_pid, pairs, prog_stats, log, label, window_s=WINDOW_S, seed=None):
     """Runs `pairs` A/B pairs and as many A/A pairs, in turn, on `load` (a SteadyNopLoad)
     beside the daemon `daemon_pid`, which runs on entry. Returns a dict: ab and aa, lists of
     (ratio, A ns/op, B ns/op); daemon_ns_per_s in B windows and running free; events, the
-    event-program runs of the cell (event_programs)."""
+    event-program runs of the cell, {program: (runs, run ns)}."""
     rng = random.Random(overhead.SEED if seed is None else seed)
     c0, t0 = overhead.process_cpu_ns(daemon_pid), time.monotonic()
     time.sleep(FREE_S)
     free = (overhead.process_cpu_ns(daemon_pid) - c0) / (time.monotonic() - t0)
-    subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
+    out = {"ab": [], "aa": [], "b_daemon_ns": 0, "b_s": 0.0}
     try:
-        before = prog_stats()
-        out = {"ab": [], "aa": [], "b_daemon_ns": 0, "b_s": 0.0}
-        for i in range(2 * pairs):
-            kind = "ab" if i % 2 == 0 else "aa"
-            got = {}
-            for which in rng.sample(["A", "B"], 2):
-                running = kind == "ab" and which == "B"
-                if running:
-                    os.kill(daemon_pid, signal.SIGCONT)
-                else:
-                    stop(daemon_pid)
-                d0, w0 = overhead.process_cpu_ns(daemon_pid), time.monotonic()
-                got[which] = load.window(window_s)
-                if running:
-                    out["b_daemon_ns"] += overhead.process_cpu_ns(daemon_pid) - d0
-                    out["b_s"] += time.monotonic() - w0
-            out[kind].append((got["B"] / got["A"], got["A"], got["B"]))
-            r, a_ns, b_ns = out[kind][-1]
-            log(f"[{i + 1}/{2 * pairs}] {label} / {'A/B' if kind == 'ab' else 'A/A'}: "
-                f"{b_ns:.1f} vs {a_ns:.1f} ns/op, {r:.4f}")
-        after = prog_stats()
+        with overhead.bpf_stats(prog_stats) as ran:
+            for i in range(2 * pairs):
+                kind = "ab" if i % 2 == 0 else "aa"
+                out[kind].append(pair(load, daemon_pid, kind == "ab", rng, window_s, out))
+                r, a_ns, b_ns = out[kind][-1]
+                log(f"[{i + 1}/{2 * pairs}] {label} / {'A/B' if kind == 'ab' else 'A/A'}: "
+                    f"{b_ns:.1f} vs {a_ns:.1f} ns/op, {r:.4f}")
     finally:
-        subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=0"])
-        os.kill(daemon_pid, signal.SIGCONT)
+        os.kill(daemon_pid, signal.SIGCONT)  # never leave it stopped
     out["daemon_ns_per_s"] = {"B windows": out["b_daemon_ns"] / out["b_s"], "free": free}
-    out["events"] = event_programs(before, after)
+    # Iterators run inside the daemon's own reads, so in B windows alone: not event programs.
+    out["events"] = {p: v for p, v in ran.items() if not p.startswith("usc_iter")}
     return out
 
 

@@ -19,6 +19,7 @@ ring here, so a half that waited and one that did not would differ with nothing 
 same procedure with nothing in B (A/A) gives the method's noise floor. A target counts as met
 only when the whole interval lies inside it.
 """
+import contextlib
 import json
 import os
 import random
@@ -472,6 +473,24 @@ PROGRAMS_BEGIN = "<!-- programs: bench/run --overhead --attach-kinds writes this
 PROGRAMS_END = "<!-- /programs -->"
 
 
+@contextlib.contextmanager
+def bpf_stats(prog_stats):
+    """kernel.bpf_stats_enabled for the block. Yields a dict that, once the block has run, holds
+    {program: (runs, run ns)} of every program prog_stats() lists that ran in it. bpf_stats
+    brackets every run of every program with two clock reads, so it is on only in such blocks."""
+    subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
+    ran = {}
+    try:
+        before = prog_stats()
+        yield ran
+        for name, (t1, c1) in prog_stats().items():
+            t0, c0 = before.get(name, (0, 0))
+            if c1 > c0:
+                ran[name] = (c1 - c0, t1 - t0)
+    finally:
+        subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=0"])
+
+
 def program_costs(observers, loads, prog_stats, log):
     """{(observer, workload): [(program, ns per run, runs per operation)]}: each deep observer
     attached, one run of each workload with bpf_stats on. bpf_stats brackets every run of every
@@ -481,18 +500,11 @@ def program_costs(observers, loads, prog_stats, log):
         for wname, run in loads.items():
             obs = attach()
             try:
-                subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
-                before = prog_stats()
-                run()
-                after = prog_stats()
+                with bpf_stats(prog_stats) as ran:
+                    run()
             finally:
-                subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=0"])
                 obs.stop()
-            rows = []
-            for name, (t1, c1) in sorted(after.items()):
-                t0, c0 = before.get(name, (0, 0))
-                if c1 > c0:
-                    rows.append((name, (t1 - t0) / (c1 - c0), (c1 - c0) / run.ops))
+            rows = [(name, ns / runs, runs / run.ops) for name, (runs, ns) in sorted(ran.items())]
             rows.sort(key=lambda r: -r[1] * r[2])
             out[(oname, wname)] = rows
             log(f"programs: {wname} / {oname}: {len(rows)} ran")

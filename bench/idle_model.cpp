@@ -1,11 +1,11 @@
-// uringscope-idle-model: the advisor's idle model, asked for any sq_thread_idle.
+// iouscope-idle-model: the advisor's idle model, asked for any sq_thread_idle.
 //
-//   uringscope-idle-model FROM.json TO.json TID SETTING_NS...
+//   iouscope-idle-model FROM.json TO.json TID SETTING_NS...
 //
 // FROM and TO are two /api/v1/snapshot documents of a daemon with the deep tier (the work-gap
 // histogram). For each setting it prints "setting_ns cpu_cores wakeups_per_second": what SQ
 // thread TID would have used over the window between the two had it spun exactly that long
-// after each SQE (model/advisor's idle_cost_fixed, the curve `uringscope advise` draws). The
+// after each SQE (model/advisor's idle_cost_fixed, the curve `iouscope advise` draws). The
 // advisor itself only offers its fixed candidates; bench/seed002 needs the seed's grid.
 #include <cstdio>
 #include <fstream>
@@ -15,7 +15,7 @@
 #include "exporters/json_exporter.hpp"
 #include "model/advisor.hpp"
 
-using namespace uringscope;
+using namespace iouscope;
 
 namespace {
 
@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
         const ThreadSnapshot& ta = thread_of(a, tid, argv[1]);
         const ThreadSnapshot& tb = thread_of(b, tid, argv[2]);
         if (!ta.has_gaps || !tb.has_gaps)
-            throw std::runtime_error("no work gaps for that thread: run uringscoped --probes.deep");
+            throw std::runtime_error("no work gaps for that thread: run iouscoped --probes.deep");
         const double window = seconds_between(a, b);
         const GapWindow w = thread_gap_window(ta, tb, window);
         for (int i = 4; i < argc; ++i) {
@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
             std::printf("%.0f %.6f %.3f\n", ns, c.cpu_seconds / window, c.wakeups / window);
         }
     } catch (const std::exception& e) {
-        std::fprintf(stderr, "uringscope-idle-model: %s\n", e.what());
+        std::fprintf(stderr, "iouscope-idle-model: %s\n", e.what());
         return 1;
     }
     return 0;

@@ -20,7 +20,7 @@ What a stopped daemon leaves running, and how that is accounted. Its BPF program
 in both windows, so the ratio holds the daemon's own work (its sampler, the iterator walk it
 runs, its exporter) and not theirs. So the method judges only an observer that runs no
 per-event program on the load: bpf_stats is on for the whole cell and counts every run of every
-usc_ program that is not an iterator (iterators run inside the daemon's reads, so in B alone);
+iou_ program that is not an iterator (iterators run inside the daemon's reads, so in B alone);
 the verdict stands only where that count is zero. And a daemon resumed after a stopped window
 takes its overdue sample at once: the report sets its CPU per second of B window beside its CPU
 per second running free, so a B window is seen to hold no less of its work than a second of
@@ -36,7 +36,7 @@ import overhead
 
 BEGIN = "<!-- interleaved: bench/run --interleaved writes this section -->"
 END = "<!-- /interleaved -->"
-WINDOW_S = 1.0      # the daemon's sample interval (uringscoped's default)
+WINDOW_S = 1.0      # the daemon's sample interval (iouscoped's default)
 FREE_S = 5.0        # the daemon's CPU per second, running free, is measured over this long
 STOP_TIMEOUT_S = 2.0
 # Pairs per cell, fixed before a run. In the run of 2026-12-05 one pair's ratio had a standard
@@ -108,7 +108,7 @@ def measure(load, daemon_pid, pairs, prog_stats, log, label, window_s=WINDOW_S, 
         os.kill(daemon_pid, signal.SIGCONT)  # never leave it stopped
     out["daemon_ns_per_s"] = {"B windows": out["b_daemon_ns"] / out["b_s"], "free": free}
     # Iterators run inside the daemon's own reads, so in B windows alone: not event programs.
-    out["events"] = {p: v for p, v in ran.items() if not p.startswith("usc_iter")}
+    out["events"] = {p: v for p, v in ran.items() if not p.startswith("iou_iter")}
     return out
 
 
@@ -120,7 +120,7 @@ def report(results, pairs, window_s, node, kernel, only=None, daemon_args=()):
     if only:
         cmd += f" --only '{only}'"
     cmd += "".join(f" --daemon-arg={arg}" for arg in daemon_args)
-    observer = " ".join(["uringscoped", *daemon_args])
+    observer = " ".join(["iouscoped", *daemon_args])
     lines = [BEGIN, "## The default tier in adjacent windows of a running load\n",
              f"`{cmd}` on {node}, kernel {kernel}, {time.strftime('%Y-%m-%d')}. One load runs "
              f"throughout each workload and one `{observer}` beside it; each pair "
@@ -130,7 +130,7 @@ def report(results, pairs, window_s, node, kernel, only=None, daemon_args=()):
              "bench/interleaved.py). The ratio holds the daemon's own work; its BPF programs "
              "stay attached in both windows, so a cell is judged only where bpf_stats saw no "
              "run of any program but the iterator.\n",
-             "| workload | pairs | A/A, median | A/A 95 % interval | uringscoped, median "
+             "| workload | pairs | A/A, median | A/A 95 % interval | iouscoped, median "
              "| 95 % interval | A ns/op (median) | daemon CPU per s: B windows / free "
              "| event-program runs | target | |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -141,7 +141,7 @@ def report(results, pairs, window_s, node, kernel, only=None, daemon_args=()):
         dns = res["daemon_ns_per_s"]
         runs = sum(c for c, _ in res["events"].values())
         named = ", ".join(f"{p} {c:,}" for p, (c, _) in sorted(res["events"].items()))
-        target = overhead.TARGETS.get(("uringscoped", wname)) if not daemon_args else None
+        target = overhead.TARGETS.get(("iouscoped", wname)) if not daemon_args else None
         verdict = (overhead.verdict(ab[1], ab[2], target) if runs == 0 else
                    "not judged: event programs ran" if target else "")
         lines.append(

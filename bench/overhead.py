@@ -85,9 +85,9 @@ def process_cpu_ns(pid):
 
 
 def nop_load(build, rings, seconds):
-    """A workload: CPU ns per NOP of uringscope-load with these rings for `seconds`."""
+    """A workload: CPU ns per NOP of iouscope-load with these rings for `seconds`."""
     def run():
-        argv = [os.path.join(build, "uringscope-load"), "--duration", f"{seconds}s"]
+        argv = [os.path.join(build, "iouscope-load"), "--duration", f"{seconds}s"]
         for r in rings:
             argv += ["--ring", r]
         cpu, out = measured(argv)
@@ -99,7 +99,7 @@ def nop_load(build, rings, seconds):
 
 
 class SteadyNopLoad:
-    """One long-lived uringscope-load whose CPU per NOP is read over windows of its life: the SQ
+    """One long-lived iouscope-load whose CPU per NOP is read over windows of its life: the SQ
     heads from the rings' memory and the CPU from every task's schedstat (the submitters and the
     SQ threads, which are the process's io-threads). For an observer that acts only after the
     workload has run a while, such as the scheduler gate, which a fresh load per run would never
@@ -113,7 +113,7 @@ class SteadyNopLoad:
     opens the lazy scheduler gate, so reading the load changed what it measured."""
 
     def __init__(self, build, rings, lifetime):
-        argv = [os.path.join(build, "uringscope-load"), "--duration", f"{lifetime}s"]
+        argv = [os.path.join(build, "iouscope-load"), "--duration", f"{lifetime}s"]
         for r in rings:
             argv += ["--ring", r]
         self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -124,7 +124,7 @@ class SteadyNopLoad:
         while len(self.heads_at) < self.rings:
             if time.time() > deadline or self.proc.poll() is not None:
                 self.stop()
-                raise RuntimeError("uringscope-load did not set up its rings")
+                raise RuntimeError("iouscope-load did not set up its rings")
             self.heads_at = self._sq_rings()
             time.sleep(0.05)
         self.mem = os.open(f"/proc/{self.proc.pid}/mem", os.O_RDONLY)
@@ -167,7 +167,7 @@ class SteadyNopLoad:
         time.sleep(seconds)
         h1, c1 = self._heads(), self._cpu_ns()
         if self.proc.poll() is not None:
-            raise RuntimeError("uringscope-load ended before the window did")
+            raise RuntimeError("iouscope-load ended before the window did")
         ops = sum((h1[a] - h0[a]) % (1 << 32) for a in h0)
         if ops == 0:
             raise RuntimeError("no SQE consumed in the window: the load stalled")
@@ -246,7 +246,7 @@ def verdict(low, high, target):
 
 
 def nop_workloads():
-    """{workload: uringscope-load's --ring specs} of the NOP workloads."""
+    """{workload: iouscope-load's --ring specs} of the NOP workloads."""
     sq = f"idle=1000,cpu={SQ_THREAD_CPU}"
     return {
         "NOP, no SQPOLL (batches of 32)": ["plain,batch=32"],
@@ -265,22 +265,22 @@ def workloads(build, seconds, tmp, have_fio, fio_file=None):
 
 
 # The deep tier, measured in its two phases where the work-gap program runs per SQE (bench/run).
-DEEP_EVERY = "uringscoped --probes.deep, in a gap window (every SQE)"
-DEEP_BETWEEN = "uringscoped --probes.deep, between gap windows"
-DEEP_DUTY = "uringscoped --probes.deep, default 6s/60s, time-average"
-DEEP_FENTRY = "uringscoped --probes.deep (fentry where it loads)"
-DEEP_KPROBE = "uringscoped --probes.deep --no-fentry (kprobes)"
+DEEP_EVERY = "iouscoped --probes.deep, in a gap window (every SQE)"
+DEEP_BETWEEN = "iouscoped --probes.deep, between gap windows"
+DEEP_DUTY = "iouscoped --probes.deep, default 6s/60s, time-average"
+DEEP_FENTRY = "iouscoped --probes.deep (fentry where it loads)"
+DEEP_KPROBE = "iouscoped --probes.deep --no-fentry (kprobes)"
 PERIOD_S = 60.0  # the default period; a window's share of it is measured per workload
 # The default tier with the scheduler gate that follows a new SQ thread from its birth (the
 # default until 2026-12-04, model/sched_gate.hpp): measured beside the default gate, lazy on a
 # host with no nohz_full CPU (this one), which keeps sched_switch and sched_waking detached until
 # an SQ thread sleeps. A comparison, not judged.
-GATE_ON = "uringscoped --probes.sched-gate=on"
+GATE_ON = "iouscoped --probes.sched-gate=on"
 # Targets (issue 21): upper bound of the 95 % interval of CPU per operation, B/A.
 TARGETS = {
-    ("uringscoped", "NOP, no SQPOLL (batches of 32)"): 1.01,
-    ("uringscoped", "NOP, SQPOLL"): 1.01,
-    ("uringscoped", "NOP, 3 SQPOLL rings sharing a thread"): 1.01,
+    ("iouscoped", "NOP, no SQPOLL (batches of 32)"): 1.01,
+    ("iouscoped", "NOP, SQPOLL"): 1.01,
+    ("iouscoped", "NOP, 3 SQPOLL rings sharing a thread"): 1.01,
     (DEEP_DUTY, "NOP, no SQPOLL (batches of 32)"): 1.05,
     (DEEP_DUTY, "NOP, 3 SQPOLL rings sharing a thread"): 1.05,
     (DEEP_DUTY, "4 KiB O_DIRECT random reads (fio, io_uring)"): 1.02,
@@ -431,7 +431,7 @@ def window_shares(long_loads, start_daemon, cells, log, window_s=6.0):
     each workload with the deep tier's cells. A window records only threads born before it
     opened, so each workload (run for longer than a window) starts first; the daemon then starts
     with its defaults, its first window opening at once, and once that has surely closed the
-    daemon's uringscope_probe_attached_seconds_total says how long it stayed."""
+    daemon's iouscope_probe_attached_seconds_total says how long it stayed."""
     out = {}
     for wname, run in long_loads.items():
         if not any(w == wname and o in (DEEP_EVERY, DEEP_BETWEEN) for w, o in cells):
@@ -444,14 +444,14 @@ def window_shares(long_loads, start_daemon, cells, log, window_s=6.0):
             try:
                 time.sleep(window_s + 1)
                 m = re.search(
-                    r'^uringscope_probe_attached_seconds_total\{probe="work_gaps"\} (\S+)$',
+                    r'^iouscope_probe_attached_seconds_total\{probe="work_gaps"\} (\S+)$',
                     d.scrape(), re.M)
             finally:
                 d.stop()
         finally:
             load.join()
         if not m:
-            raise RuntimeError("the daemon exports no uringscope_probe_attached_seconds_total: "
+            raise RuntimeError("the daemon exports no iouscope_probe_attached_seconds_total: "
                                "its work-gap probe is not duty-cycled here")
         out[wname] = float(m.group(1)) / PERIOD_S
         log(f"{wname}: the default gap window stayed attached {float(m.group(1)):.2f} s")

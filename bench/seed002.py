@@ -5,15 +5,15 @@
 
 Seed 002 (ns sq_thread_idle) reports the SQ thread's CPU for 2k to 10k IOPS and idle times of 10
 to 510 us, from fio on NVMe. This drives the same grid on the seeds kernel with paced NOPs
-(uringscope-load --ring sqpoll,idle_ns=T,rate=R,batch=1: one SQE every 1/R s, as fio's
+(iouscope-load --ring sqpoll,idle_ns=T,rate=R,batch=1: one SQE every 1/R s, as fio's
 rate_iops does), the SQ thread pinned to CPU 1 and the submitter to CPU 0, and prints, per cell:
 
-  * the SQ thread's CPU as uringscoped measures it (uringscope_sqthread_cpu_seconds_total's
+  * the SQ thread's CPU as iouscoped measures it (iouscope_sqthread_cpu_seconds_total's
     rate between two samples of its JSON API);
   * the kernel's own figure for the same thread, /proc/PID/task/TID/schedstat;
   * what the advisor predicts, from the work gaps of one run per rate at an idle of 1 s (the
     thread never sleeps, so the gaps are the submitter's own): model/advisor's idle_cost_fixed
-    at each T (build/uringscope-idle-model), the curve `uringscope advise` draws;
+    at each T (build/iouscope-idle-model), the curve `iouscope advise` draws;
   * the same model fed the cell's own gaps, which isolates the model from the change of gaps
     that sleeping and waking bring;
   * the idle sleeps per second the daemon counted, and what the measured CPU exceeds the
@@ -59,7 +59,7 @@ class Daemon:
     def __init__(self, build):
         self.port = free_port()
         self.proc = subprocess.Popen(
-            [os.path.join(build, "uringscoped"), f"--web.listen-address=127.0.0.1:{self.port}",
+            [os.path.join(build, "iouscoped"), f"--web.listen-address=127.0.0.1:{self.port}",
              "--sample.interval=250ms", "--probes.deep"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 60
@@ -69,7 +69,7 @@ class Daemon:
                 return
             except OSError:
                 time.sleep(0.2)
-        raise RuntimeError("uringscoped did not answer within 60 s")
+        raise RuntimeError("iouscoped did not answer within 60 s")
 
     def snapshot(self):
         url = f"http://127.0.0.1:{self.port}/api/v1/snapshot"
@@ -93,7 +93,7 @@ def thread_of(snap, tid):
 def run_cell(a, daemon, rate, idle_ns, workdir):
     """One load at (rate, idle_ns); returns the measurements and the two snapshot files."""
     load = subprocess.Popen(
-        ["taskset", "-c", "0", os.path.join(a.build, "uringscope-load"), "--ring",
+        ["taskset", "-c", "0", os.path.join(a.build, "iouscope-load"), "--ring",
          f"sqpoll,idle_ns={idle_ns},rate={rate},batch=1,cpu=1",
          "--duration", f"{a.seconds + 3}s"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -131,7 +131,7 @@ def run_cell(a, daemon, rate, idle_ns, workdir):
         "tid": tid,
         "files": files,
         "iops": (ring_b["sqes_total"] - ring_a["sqes_total"]) / window,
-        "uringscope": (rb["cpu_seconds"] - ra["cpu_seconds"]) / window,
+        "iouscope": (rb["cpu_seconds"] - ra["cpu_seconds"]) / window,
         "schedstat": (kb - ka) / (wb - wa),
         "sleeps": (rb["sleeps"] - ra["sleeps"]) / window,
         "idle_setting": rb["idle_setting_seconds"],
@@ -139,7 +139,7 @@ def run_cell(a, daemon, rate, idle_ns, workdir):
 
 
 def model(a, files, tid, settings_ns):
-    out = subprocess.run([os.path.join(a.build, "uringscope-idle-model"), *files, str(tid),
+    out = subprocess.run([os.path.join(a.build, "iouscope-idle-model"), *files, str(tid),
                           *map(str, settings_ns)], capture_output=True, text=True, check=True)
     return {int(l.split()[0]): float(l.split()[1]) for l in out.stdout.splitlines()}
 
@@ -170,18 +170,18 @@ def main():
                     if abs(cell["idle_setting"] - us * 1e-6) > 1e-12:
                         raise RuntimeError(f"idle {us} us read back as {cell['idle_setting']} s")
                     rows.append((rate, us, seed_cpu, cell, predicted[us * 1000], own))
-                    log(f"  {us:>3} us: {cell['iops']:.0f} IOPS, uringscope "
-                        f"{cell['uringscope'] * 100:.1f} %, schedstat {cell['schedstat'] * 100:.1f} %, "
+                    log(f"  {us:>3} us: {cell['iops']:.0f} IOPS, iouscope "
+                        f"{cell['iouscope'] * 100:.1f} %, schedstat {cell['schedstat'] * 100:.1f} %, "
                         f"predicted {predicted[us * 1000] * 100:.1f} %")
     finally:
         daemon.stop()
-    print("| IOPS (seed) | idle | IOPS run | seed's CPU | uringscope | schedstat | "
+    print("| IOPS (seed) | idle | IOPS run | seed's CPU | iouscope | schedstat | "
           "advisor predicts | model on the cell's gaps | sleeps/s | excess per sleep |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for rate, us, seed_cpu, cell, pred, own in rows:
-        excess = ((cell["uringscope"] - own) / cell["sleeps"] * 1e6) if cell["sleeps"] >= 1 else None
+        excess = ((cell["iouscope"] - own) / cell["sleeps"] * 1e6) if cell["sleeps"] >= 1 else None
         print(f"| {rate // 1000}k | {us} us | {cell['iops']:.0f} | {seed_cpu:g} % | "
-              f"{cell['uringscope'] * 100:.1f} % | {cell['schedstat'] * 100:.1f} % | "
+              f"{cell['iouscope'] * 100:.1f} % | {cell['schedstat'] * 100:.1f} % | "
               f"{pred * 100:.1f} % | {own * 100:.1f} % | {cell['sleeps']:.0f} | "
               f"{'-' if excess is None else f'{excess:.0f} us'} |")
 

@@ -1,19 +1,19 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * Every kernel difference uringscope's BPF code depends on lives here, behind a has_* or get_*
+ * Every kernel difference iouscope's BPF code depends on lives here, behind a has_* or get_*
  * inline. Fields that not every supported kernel (5.10 .. 7.x) has are reached through a
  * `___flavor` struct, so this file also compiles against a vmlinux.h from a kernel that lacks them:
  * libbpf's CO-RE strips the suffix and relocates against the running kernel's BTF.
  */
-#ifndef URINGSCOPE_CORE_FIXES_BPF_H
-#define URINGSCOPE_CORE_FIXES_BPF_H
+#ifndef IOUSCOPE_CORE_FIXES_BPF_H
+#define IOUSCOPE_CORE_FIXES_BPF_H
 
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
 
 /* include/linux/sched.h; stable since 2.6. */
-#define USC_PF_IO_WORKER 0x00000010
-#define USC_PF_KTHREAD 0x00200000
+#define IOU_PF_IO_WORKER 0x00000010
+#define IOU_PF_KTHREAD 0x00200000
 
 /*
  * Kernel 5.14 (commit 2f064a59a11f, "sched: Change task_struct::state") renamed task_struct.state
@@ -26,7 +26,7 @@ struct task_struct___pre514 {
 /*
  * cgroup v2 id of a task: the kernfs node id of its default-hierarchy cgroup. kernfs_node.id is a
  * u64 since 5.5 ("kernfs: convert kernfs_node->id from union kernfs_node_id to u64"), before the
- * oldest kernel uringscope supports, so no flavour is needed; the inline keeps the path in one
+ * oldest kernel iouscope supports, so no flavour is needed; the inline keeps the path in one
  * place.
  */
 static __always_inline __u64 get_task_cgroup_id(struct task_struct *t)
@@ -53,12 +53,12 @@ static __always_inline __u32 get_task_state(void *task)
  * include TASK_UNINTERRUPTIBLE, and TASK_FREEZABLE (6.1+) is a flag beside either, so the two low
  * bits decide.
  */
-#define USC_TASK_INTERRUPTIBLE 0x1
-#define USC_TASK_UNINTERRUPTIBLE 0x2
+#define IOU_TASK_INTERRUPTIBLE 0x1
+#define IOU_TASK_UNINTERRUPTIBLE 0x2
 
 static __always_inline bool is_idle_sleep(__u32 state)
 {
-	return (state & (USC_TASK_INTERRUPTIBLE | USC_TASK_UNINTERRUPTIBLE)) == USC_TASK_INTERRUPTIBLE;
+	return (state & (IOU_TASK_INTERRUPTIBLE | IOU_TASK_UNINTERRUPTIBLE)) == IOU_TASK_INTERRUPTIBLE;
 }
 
 /*
@@ -73,9 +73,9 @@ static __always_inline bool is_idle_sleep(__u32 state)
  * Softirqs that ksoftirqd runs are on its own stack and name it, which is right. Comparing a
  * stack address with a number needs CAP_PERFMON (allow_ptr_leaks), which the daemon holds.
  */
-#define USC_TASK_STACK_SPAN (32 * 1024) /* THREAD_SIZE: 16 KiB, 32 KiB with KASAN */
+#define IOU_TASK_STACK_SPAN (32 * 1024) /* THREAD_SIZE: 16 KiB, 32 KiB with KASAN */
 
-#define USC_ENOSYS 38
+#define IOU_ENOSYS 38
 
 /*
  * x86-64 does not switch stacks for an interrupt that arrives while the CPU runs user code: it
@@ -88,12 +88,12 @@ static __always_inline bool is_idle_sleep(__u32 state)
  * The regs come from bpf_task_pt_regs (5.15+), or before it from the top of the task's stack.
  * A kernel thread has no user-mode regs there, so it is never taken for an interrupt.
  */
-#define USC_USER_CS 0x33   /* __USER_CS */
-#define USC_USER32_CS 0x23 /* __USER32_CS */
+#define IOU_USER_CS 0x33   /* __USER_CS */
+#define IOU_USER32_CS 0x23 /* __USER32_CS */
 
 static __always_inline bool is_user_cs(__u64 cs)
 {
-	return cs == USC_USER_CS || cs == USC_USER32_CS;
+	return cs == IOU_USER_CS || cs == IOU_USER32_CS;
 }
 
 static __always_inline bool entered_from_user_by_interrupt(__u64 stack)
@@ -122,7 +122,7 @@ static __always_inline bool entered_from_user_by_interrupt(__u64 stack)
 		if (!regs)
 			return false;
 	}
-	return (long)BPF_CORE_READ(regs, ax) != -USC_ENOSYS;
+	return (long)BPF_CORE_READ(regs, ax) != -IOU_ENOSYS;
 #else
 	return false;
 #endif
@@ -135,9 +135,9 @@ static __always_inline __u32 waker_context(void)
 	volatile __u64 frame = 0;
 	__u64 here = (__u64)&frame;
 
-	if (lo && (here < lo || here >= lo + USC_TASK_STACK_SPAN))
-		return USC_WAKER_IRQ;
-	return entered_from_user_by_interrupt(lo) ? USC_WAKER_IRQ : USC_WAKER_TASK;
+	if (lo && (here < lo || here >= lo + IOU_TASK_STACK_SPAN))
+		return IOU_WAKER_IRQ;
+	return entered_from_user_by_interrupt(lo) ? IOU_WAKER_IRQ : IOU_WAKER_TASK;
 }
 
 /*
@@ -149,9 +149,9 @@ static __always_inline __u32 waker_context(void)
  * The flags test is one load and rejects almost every task, so the comm is read only for the rare
  * io-thread or kthread; this keeps sched_switch's cost for other tasks to a few instructions.
  */
-#define USC_COMM_IOU_SQP 0x2d7071732d756f69ULL  /* "iou-sqp-" read as a little-endian u64 */
-#define USC_COMM_IO_URING 0x676e6972755f6f69ULL /* "io_uring" */
-#define USC_COMM_SQ_TAIL 0x71732dU               /* "-sq\0" low 3 bytes + NUL */
+#define IOU_COMM_IOU_SQP 0x2d7071732d756f69ULL  /* "iou-sqp-" read as a little-endian u64 */
+#define IOU_COMM_IO_URING 0x676e6972755f6f69ULL /* "io_uring" */
+#define IOU_COMM_SQ_TAIL 0x71732dU               /* "-sq\0" low 3 bytes + NUL */
 
 static __always_inline bool sq_thread_comm(struct task_struct *t, __u32 flags)
 {
@@ -159,14 +159,14 @@ static __always_inline bool sq_thread_comm(struct task_struct *t, __u32 flags)
 
 	if (bpf_probe_read_kernel(&head, sizeof(head), &t->comm[0]))
 		return false;
-	if (flags & USC_PF_IO_WORKER)
-		return head == USC_COMM_IOU_SQP;
-	if (head != USC_COMM_IO_URING)
+	if (flags & IOU_PF_IO_WORKER)
+		return head == IOU_COMM_IOU_SQP;
+	if (head != IOU_COMM_IO_URING)
 		return false;
 	__u32 tail = 0;
 	if (bpf_probe_read_kernel(&tail, sizeof(tail), &t->comm[8]))
 		return false;
-	return tail == USC_COMM_SQ_TAIL;
+	return tail == IOU_COMM_SQ_TAIL;
 }
 
 /* io_sq_data.sq_cpu arrived in 5.12 with io-thread SQ threads (see the io_sq_data notes below). */
@@ -184,7 +184,7 @@ static __always_inline __u32 sq_thread_flag(void)
 {
 	struct io_sq_data___v512 *probe = 0;
 
-	return bpf_core_field_exists(probe->sq_cpu) ? USC_PF_IO_WORKER : USC_PF_KTHREAD;
+	return bpf_core_field_exists(probe->sq_cpu) ? IOU_PF_IO_WORKER : IOU_PF_KTHREAD;
 }
 
 /* For any task pointer (kprobes, bpf_get_current_task()): every read goes through the helper. */
@@ -322,16 +322,16 @@ static __always_inline bool is_first_sqe_of_batch_btf(struct io_ring_ctx *ctx)
 	return ctx->cached_sq_head - ctx->rings->sq.head <= 1;
 }
 
-/* Returns the idle setting; *unit gets USC_IDLE_JIFFIES or USC_IDLE_NS. */
+/* Returns the idle setting; *unit gets IOU_IDLE_JIFFIES or IOU_IDLE_NS. */
 static __always_inline __u64 get_sq_thread_idle(struct io_ring_ctx *ctx, void *sqd, __u32 *unit)
 {
 	struct io_sq_data___idle_ns *n = sqd;
 	struct io_sq_data___v511 *s = sqd;
 
-	*unit = USC_IDLE_JIFFIES;
+	*unit = IOU_IDLE_JIFFIES;
 	if (sqd && bpf_core_field_exists(n->idle_mode)) {
 		if (BPF_CORE_READ(n, idle_mode))
-			*unit = USC_IDLE_NS;
+			*unit = IOU_IDLE_NS;
 		return BPF_CORE_READ(n, sq_thread_idle);
 	}
 	if (sqd && bpf_core_field_exists(s->sq_thread_idle))
@@ -382,18 +382,18 @@ static __always_inline void get_req_disk_name(struct request *req, char *buf, in
  * - io_uring_cmd.cookie holds the bio to poll on the bio-polling kernels (6.1); it shares a
  *   union with task_work_cb, which an IRQ-completed command gets before its task work runs.
  */
-struct nvme_ns___usc {
+struct nvme_ns___iou {
 	struct cdev cdev;
 	struct gendisk *disk;
 } __attribute__((preserve_access_index));
 
-struct nvme_ns_head___usc {
+struct nvme_ns_head___iou {
 	struct cdev cdev;
 	struct gendisk *disk;
-	struct nvme_ns___usc *current_path[];
+	struct nvme_ns___iou *current_path[];
 } __attribute__((preserve_access_index));
 
-struct nvme_uring_cmd_pdu___usc {
+struct nvme_uring_cmd_pdu___iou {
 	struct request *req;
 } __attribute__((preserve_access_index));
 
@@ -409,18 +409,18 @@ static __always_inline struct gendisk *get_uring_cmd_cdev_disk(struct io_uring_c
 	if (!cdev)
 		return NULL;
 	if (!head_cdev) {
-		struct nvme_ns___usc *ns =
-			(void *)((char *)cdev - bpf_core_field_offset(struct nvme_ns___usc, cdev));
+		struct nvme_ns___iou *ns =
+			(void *)((char *)cdev - bpf_core_field_offset(struct nvme_ns___iou, cdev));
 		return BPF_CORE_READ(ns, disk);
 	}
-	struct nvme_ns_head___usc *head =
-		(void *)((char *)cdev - bpf_core_field_offset(struct nvme_ns_head___usc, cdev));
-	struct nvme_ns___usc *path = NULL;
+	struct nvme_ns_head___iou *head =
+		(void *)((char *)cdev - bpf_core_field_offset(struct nvme_ns_head___iou, cdev));
+	struct nvme_ns___iou *path = NULL;
 	__u32 node = bpf_get_numa_node_id();
 	if (node < 64)
 		bpf_probe_read_kernel(&path, sizeof(path),
 				      (char *)head +
-					      bpf_core_field_offset(struct nvme_ns_head___usc,
+					      bpf_core_field_offset(struct nvme_ns_head___iou,
 								    current_path) +
 					      node * sizeof(path));
 	return path ? BPF_CORE_READ(path, disk) : BPF_CORE_READ(head, disk);
@@ -448,11 +448,11 @@ static __always_inline void get_uring_cmd_poll_disk_name(struct io_uring_cmd *cm
 			disk = BPF_CORE_READ((struct bio *)cookie, bi_bdev, bd_disk);
 		else
 			disk = get_uring_cmd_cdev_disk(cmd, head_cdev);
-	} else if (bpf_core_field_exists(struct nvme_uring_cmd_pdu___usc, req) && first) {
+	} else if (bpf_core_field_exists(struct nvme_uring_cmd_pdu___iou, req) && first) {
 		disk = BPF_CORE_READ((struct request *)first, q, disk);
 	}
 	if (disk)
 		bpf_probe_read_kernel_str(buf, len, BPF_CORE_READ(disk, disk_name));
 }
 
-#endif /* URINGSCOPE_CORE_FIXES_BPF_H */
+#endif /* IOUSCOPE_CORE_FIXES_BPF_H */

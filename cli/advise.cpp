@@ -9,13 +9,13 @@
 #include "common/cli_parse.hpp"
 #include "common/duration.hpp"
 
-namespace uringscope::advise {
+namespace iouscope::advise {
 
 namespace {
 
-const char* const kDescription = R"(uringscope advise - what to change when SQ threads burn CPU
+const char* const kDescription = R"(iouscope advise - what to change when SQ threads burn CPU
 
-Judges the same measurements as uringscope top over a window and reports findings. Each names
+Judges the same measurements as iouscope top over a window and reports findings. Each names
 the thread, ring or device it concerns, the evidence as measured figures, the change to make
 (a setup flag, a parameter, ring sharing or a module parameter) and its predicted effect with
 the assumption behind the prediction.
@@ -23,7 +23,7 @@ the assumption behind the prediction.
 FINDINGS
   sq_idle_too_long            sq_thread_idle spins through the gaps in the work; shows the
                               predicted CPU and wake rate for each candidate value (needs the
-                              deep tier's work_gaps probe: uringscoped --probes.deep, or
+                              deep tier's work_gaps probe: iouscoped --probes.deep, or
                               --local, which loads it)
   sq_spinning_without_work    an SQ thread burns CPU for (almost) no SQEs
   sq_thread_overpriced        an SQ thread costs 10x or more what the same SQEs would cost
@@ -34,14 +34,14 @@ FINDINGS
   sq_threads_should_share     several SQ threads of one process, each mostly spinning
   iopoll_without_poll_queues  polled NVMe requests completed by interrupts (no poll queues)
 
-By default the findings come from the running uringscoped, over its --advise.window (60 s
+By default the findings come from the running iouscoped, over its --advise.window (60 s
 unless changed). With --local, or when no daemon answers and you are root, advise loads the BPF
 collector itself and watches for --duration.)";
 
 const char* const kFooter = R"(EXAMPLES
-  uringscope advise                       findings of the running daemon
-  uringscope advise --thread 4242         only about SQ thread 4242
-  uringscope advise --local --duration 30s --json
+  iouscope advise                       findings of the running daemon
+  iouscope advise --thread 4242         only about SQ thread 4242
+  iouscope advise --local --duration 30s --json
 
 EXIT STATUS
   0 advice printed (with or without findings)   1 no source: no daemon and not root, or a
@@ -55,10 +55,10 @@ OptionsResult parse_options(int argc, const char* const* argv) {
     std::string duration = "15s";
     std::uint32_t pid = 0;
     std::int32_t thread = 0;
-    CLI::App app{kDescription, "uringscope advise"};
+    CLI::App app{kDescription, "iouscope advise"};
     app.footer(kFooter);
     app.get_formatter()->column_width(30);
-    app.add_option("--daemon", o.daemon_url, "Base URL of uringscoped.")->default_str(o.daemon_url);
+    app.add_option("--daemon", o.daemon_url, "Base URL of iouscoped.")->default_str(o.daemon_url);
     app.add_flag("--local", o.local, "Do not ask a daemon; sample in this process (root).");
     app.add_option("--duration", duration,
                    "How long --local watches before judging, e.g. 15s, 1m (5s to 1h).")
@@ -73,10 +73,10 @@ OptionsResult parse_options(int argc, const char* const* argv) {
     app.add_flag("--json", o.json, "Print the advice as one JSON object (docs/API.md).");
 
     OptionsResult r;
-    if (!cli::parse_or_answer(app, argc, argv, "uringscope advise", r)) return r;
+    if (!cli::parse_or_answer(app, argc, argv, "iouscope advise", r)) return r;
     auto fail = [&](std::string msg) {
         r.exit_code = 2;
-        r.output = "uringscope advise: " + msg;
+        r.output = "iouscope advise: " + msg;
         return r;
     };
     auto d = parse_duration(duration);
@@ -196,7 +196,7 @@ std::string alternatives(const std::vector<Alternative>& alts) {
 std::string render_text(const Advice& a, const Snapshot& snap) {
     std::string out;
     out += fmt::format(
-        "uringscope advise: {} finding{} over {:.1f} s on {} ({}), {} SQ thread{}, "
+        "iouscope advise: {} finding{} over {:.1f} s on {} ({}), {} SQ thread{}, "
         "{} ring{}\n",
         a.findings.size(), a.findings.size() == 1 ? "" : "s", a.window_seconds, snap.hostname,
         snap.kernel, snap.threads.size(), snap.threads.size() == 1 ? "" : "s", snap.rings.size(),
@@ -237,4 +237,4 @@ std::string render_text(const Advice& a, const Snapshot& snap) {
     return out;
 }
 
-}  // namespace uringscope::advise
+}  // namespace iouscope::advise

@@ -1,5 +1,5 @@
 #pragma once
-// `uringscope advise`: command line and text rendering, pure for unit tests; advise_run.cpp
+// `iouscope advise`: command line and text rendering, pure for unit tests; advise_run.cpp
 // fetches the snapshots.
 #include <optional>
 #include <string>
@@ -7,7 +7,7 @@
 #include "model/advice.hpp"
 #include "model/snapshot.hpp"
 
-namespace uringscope::advise {
+namespace iouscope::advise {
 
 struct Options {
     std::string daemon_url = "http://127.0.0.1:10464";
@@ -37,4 +37,4 @@ std::string render_text(const Advice& advice, const Snapshot& snap);
 // Runs the command (cli/advise_run.cpp); returns the exit status documented in --help.
 int run(const Options& o);
 
-}  // namespace uringscope::advise
+}  // namespace iouscope::advise

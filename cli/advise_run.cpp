@@ -1,4 +1,4 @@
-// `uringscope advise`: gets a window of snapshots (the daemon's, or its own) and prints advice.
+// `iouscope advise`: gets a window of snapshots (the daemon's, or its own) and prints advice.
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -14,20 +14,20 @@
 #include "exporters/json_exporter.hpp"
 #include "model/advisor.hpp"
 
-namespace uringscope::advise {
+namespace iouscope::advise {
 
 namespace {
 
 int print(const Options& o, const Snapshot& snap, Advice advice) {
     if (advice.window_seconds <= 0) {
-        std::cerr << "uringscope advise: "
+        std::cerr << "iouscope advise: "
                   << (advice.notes.empty() ? std::string("not enough data yet")
                                            : advice.notes.front())
                   << "\n";
         return 3;
     }
     if (auto err = filter_findings(snap, o, advice)) {
-        std::cerr << "uringscope advise: " << *err << "\n";
+        std::cerr << "iouscope advise: " << *err << "\n";
         return 4;
     }
     if (o.json)
@@ -47,7 +47,7 @@ int run_local(const Options& o) {
     measure_submit_cost(ao);  // before the probes attach: its ring is not one to judge
     auto src = top::start_local(1.0, err, true);
     if (!src) {
-        std::cerr << "uringscope advise: cannot sample in-process: " << err << "\n";
+        std::cerr << "iouscope advise: cannot sample in-process: " << err << "\n";
         return 1;
     }
     // The window starts at the second sample: the per-SQE probes attach just before the first,
@@ -59,7 +59,7 @@ int run_local(const Options& o) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     if (!first) {
-        std::cerr << "uringscope advise: the first sample did not arrive: " << src->last_error()
+        std::cerr << "iouscope advise: the first sample did not arrive: " << src->last_error()
                   << "\n";
         return 1;
     }
@@ -71,7 +71,7 @@ int run_local(const Options& o) {
         if (tty) {
             const double left =
                 std::chrono::duration<double>(end - std::chrono::steady_clock::now()).count();
-            std::fprintf(stderr, "\ruringscope advise: watching, %.0f s left\x1b[K",
+            std::fprintf(stderr, "\riouscope advise: watching, %.0f s left\x1b[K",
                          std::max(0.0, left));
         }
     }
@@ -92,14 +92,14 @@ int run(const Options& o) {
             return print(o, *snap, snap->advice);
         }
         if (geteuid() != 0) {
-            std::cerr << "uringscope advise: no daemon at " << o.daemon_url << " (" << daemon_err
+            std::cerr << "iouscope advise: no daemon at " << o.daemon_url << " (" << daemon_err
                       << "), and sampling in-process needs root\n";
             return 1;
         }
-        std::cerr << "uringscope advise: no daemon at " << o.daemon_url
+        std::cerr << "iouscope advise: no daemon at " << o.daemon_url
                   << "; watching in-process for " << o.duration_seconds << " s\n";
     }
     return run_local(o);
 }
 
-}  // namespace uringscope::advise
+}  // namespace iouscope::advise

@@ -1,4 +1,4 @@
-// uringscope: the command-line front end. Subcommands: top, advise.
+// iouscope: the command-line front end. Subcommands: top, advise.
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -8,15 +8,15 @@
 
 namespace {
 
-const char* const kUsage = R"(uringscope - io_uring SQPOLL/IOPOLL observability
+const char* const kUsage = R"(iouscope - io_uring SQPOLL/IOPOLL observability
 
 USAGE
-  uringscope top [OPTIONS]    live view of SQ threads, rings and polling (see top --help)
-  uringscope advise [OPTIONS] what to change, with predicted effect (see advise --help)
-  uringscope --version
-  uringscope --help
+  iouscope top [OPTIONS]    live view of SQ threads, rings and polling (see top --help)
+  iouscope advise [OPTIONS] what to change, with predicted effect (see advise --help)
+  iouscope --version
+  iouscope --help
 
-The daemon is uringscoped; see uringscoped --help.)";
+The daemon is iouscoped; see iouscoped --help.)";
 
 }  // namespace
 
@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
     }
     std::string cmd = argv[1];
     if (cmd == "--version") {
-        std::cout << "uringscope " URINGSCOPE_VERSION "\n";
+        std::cout << "iouscope " IOUSCOPE_VERSION "\n";
         return 0;
     }
     // Parses the subcommand's own arguments (argv[1] is its name) and runs it, or prints its
@@ -41,11 +41,11 @@ int main(int argc, char** argv) {
         return run(*r.options);
     };
     if (cmd == "top")
-        return subcommand(uringscope::top::parse_top_options,
-                          [](const auto& o) { return uringscope::top::run(o); });
+        return subcommand(iouscope::top::parse_top_options,
+                          [](const auto& o) { return iouscope::top::run(o); });
     if (cmd == "advise")
-        return subcommand(uringscope::advise::parse_options,
-                          [](const auto& o) { return uringscope::advise::run(o); });
-    std::cerr << "uringscope: unknown command \"" << cmd << "\"\n" << kUsage << "\n";
+        return subcommand(iouscope::advise::parse_options,
+                          [](const auto& o) { return iouscope::advise::run(o); });
+    std::cerr << "iouscope: unknown command \"" << cmd << "\"\n" << kUsage << "\n";
     return 2;
 }

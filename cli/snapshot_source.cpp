@@ -3,7 +3,7 @@
 
 #include "cli/top_source.hpp"
 
-namespace uringscope::top {
+namespace iouscope::top {
 
 SnapshotSource::SnapshotSource(double interval_s, std::string description)
     : interval_ms_(static_cast<long>(interval_s * 1000)), description_(std::move(description)) {}
@@ -37,4 +37,4 @@ void SnapshotSource::stop() {
     if (worker_.joinable()) worker_.join();
 }
 
-}  // namespace uringscope::top
+}  // namespace iouscope::top

@@ -1,4 +1,4 @@
-// The interactive and batch front ends of `uringscope top`.
+// The interactive and batch front ends of `iouscope top`.
 #include "cli/top.hpp"
 
 #include <curses.h>
@@ -21,7 +21,7 @@
 #include "cli/top_source.hpp"
 #include "exporters/json_exporter.hpp"
 
-namespace uringscope::top {
+namespace iouscope::top {
 
 namespace {
 
@@ -78,11 +78,11 @@ std::unique_ptr<SnapshotSource> open_source(const Options& o) {
     }
     if (auto s = start_local(o.delay_seconds, local_err)) return s;
     if (o.local) {
-        std::cerr << "uringscope top: cannot sample in-process: " << local_err << "\n";
+        std::cerr << "iouscope top: cannot sample in-process: " << local_err << "\n";
     } else {
-        std::cerr << "uringscope top: no uringscope daemon answered (" << daemon_err
+        std::cerr << "iouscope top: no iouscope daemon answered (" << daemon_err
                   << "),\nand sampling in-process failed: " << local_err
-                  << "\nStart uringscoped, or run uringscope top as root.\n";
+                  << "\nStart iouscoped, or run iouscope top as root.\n";
     }
     return nullptr;
 }
@@ -115,7 +115,7 @@ int run_batch(const Options& o, SnapshotSource& src, ViewState v) {
         auto s = next_snapshot(src, seq, o.delay_seconds * 3 + 5);
         if (!s) {
             if (g_quit) break;
-            std::cerr << "uringscope top: no new snapshot: " << src.last_error() << "\n";
+            std::cerr << "iouscope top: no new snapshot: " << src.last_error() << "\n";
             return 1;
         }
         seq = s->seq;
@@ -168,7 +168,7 @@ int selected_line(const Snapshot& s, const std::vector<const ThreadSnapshot*>& r
 void show(const std::shared_ptr<const Snapshot>& shown, ViewState& v, const History& h, bool utf8) {
     if (!shown) {
         erase();
-        mvaddstr(0, 0, "uringscope top: waiting for the first snapshot...");
+        mvaddstr(0, 0, "iouscope top: waiting for the first snapshot...");
         refresh();
         return;
     }
@@ -306,7 +306,7 @@ int run(const Options& o) {
     install_signals();
     // The in-process collector logs through spdlog: to stderr and errors only in batch mode, and
     // not at all on the full screen, where any stray line would tear the display.
-    spdlog::set_default_logger(spdlog::stderr_color_mt("uringscope"));
+    spdlog::set_default_logger(spdlog::stderr_color_mt("iouscope"));
     spdlog::set_level(o.batch ? spdlog::level::err : spdlog::level::off);
     auto src = open_source(o);
     if (!src) return 1;
@@ -317,10 +317,10 @@ int run(const Options& o) {
     v.source = src->description();
     if (o.batch) return run_batch(o, *src, v);
     if (!isatty(STDOUT_FILENO) || !isatty(STDIN_FILENO)) {
-        std::cerr << "uringscope top: not a terminal; use -b for batch output\n";
+        std::cerr << "iouscope top: not a terminal; use -b for batch output\n";
         return 2;
     }
     return run_interactive(*src, v);
 }
 
-}  // namespace uringscope::top
+}  // namespace iouscope::top

@@ -1,9 +1,9 @@
 #pragma once
 #include "cli/top_options.hpp"
 
-namespace uringscope::top {
+namespace iouscope::top {
 
-// Runs `uringscope top` with parsed options; returns the process exit status.
+// Runs `iouscope top` with parsed options; returns the process exit status.
 int run(const Options& o);
 
-}  // namespace uringscope::top
+}  // namespace iouscope::top

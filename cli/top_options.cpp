@@ -4,18 +4,18 @@
 
 #include "common/cli_parse.hpp"
 
-namespace uringscope::top {
+namespace iouscope::top {
 
 namespace {
 
 const char* const kDescription =
-    R"(uringscope top - live view of io_uring SQ threads, rings and polling
+    R"(iouscope top - live view of io_uring SQ threads, rings and polling
 
 Shows every SQ thread with its CPU split into useful work, idle spinning and sleep, its sleep and
 wake rates and wake latency, how many rings it serves and how fairly. Enter lists a thread's
 rings; Tab switches to the IOPOLL view.
 
-Snapshots come from a running uringscoped (--daemon, its /api/v1/snapshot endpoint). When no
+Snapshots come from a running iouscoped (--daemon, its /api/v1/snapshot endpoint). When no
 daemon answers, top loads the same BPF collector itself, which needs root.)";
 
 const char* const kFooter = R"(KEYS
@@ -24,10 +24,10 @@ const char* const kFooter = R"(KEYS
   + - refresh interval   h ? help
 
 EXAMPLES
-  uringscope top
-  uringscope top -b -n 3 -d 0.5          three text snapshots, half a second apart
-  uringscope top --json -n 10 | jq .     JSON lines, one per snapshot
-  uringscope top --local --sort spin     no daemon: sample in-process, busiest spinners first
+  iouscope top
+  iouscope top -b -n 3 -d 0.5          three text snapshots, half a second apart
+  iouscope top --json -n 10 | jq .     JSON lines, one per snapshot
+  iouscope top --local --sort spin     no daemon: sample in-process, busiest spinners first
 
 EXIT STATUS
   0 normal exit   1 no snapshot source (no daemon and not root), or a fetch failed in batch
@@ -38,7 +38,7 @@ EXIT STATUS
 OptionsResult parse_top_options(int argc, const char* const* argv) {
     Options o;
     std::string sort = "cpu";
-    CLI::App app{kDescription, "uringscope top"};
+    CLI::App app{kDescription, "iouscope top"};
     app.footer(kFooter);
     app.get_formatter()->column_width(30);
     app.add_flag("-b,--batch", o.batch, "Batch mode: print text snapshots to stdout and exit.");
@@ -49,7 +49,7 @@ OptionsResult parse_top_options(int argc, const char* const* argv) {
         ->check(CLI::Range(0.1, 3600.0))
         ->default_str("1");
     app.add_flag("--json", o.json, "Print snapshots as JSON lines (implies -b).");
-    app.add_option("--daemon", o.daemon_url, "Base URL of uringscoped.")->default_str(o.daemon_url);
+    app.add_option("--daemon", o.daemon_url, "Base URL of iouscoped.")->default_str(o.daemon_url);
     app.add_flag("--local", o.local, "Do not ask a daemon; sample in this process (root).");
     app.add_option("--sort", sort,
                    "Sort column: tid pid comm cpu work spin sleep sleeps wakes p50 p99 rings "
@@ -62,11 +62,11 @@ OptionsResult parse_top_options(int argc, const char* const* argv) {
         ->check(CLI::Range(40, 1000));
 
     OptionsResult r;
-    if (!cli::parse_or_answer(app, argc, argv, "uringscope top", r)) return r;
+    if (!cli::parse_or_answer(app, argc, argv, "iouscope top", r)) return r;
     auto col = column_by_name(sort);
     if (!col || *col == Column::history) {
         r.exit_code = 2;
-        r.output = "uringscope top: unknown sort column \"" + sort +
+        r.output = "iouscope top: unknown sort column \"" + sort +
                    "\" (tid pid comm cpu work spin sleep sleeps wakes p50 p99 rings sqes fairness)";
         return r;
     }
@@ -74,7 +74,7 @@ OptionsResult parse_top_options(int argc, const char* const* argv) {
     if (o.json) o.batch = true;
     if (o.daemon_url.rfind("http://", 0) != 0 && o.daemon_url.rfind("https://", 0) != 0) {
         r.exit_code = 2;
-        r.output = "uringscope top: --daemon must be an http:// or https:// URL, got \"" +
+        r.output = "iouscope top: --daemon must be an http:// or https:// URL, got \"" +
                    o.daemon_url + "\"";
         return r;
     }
@@ -83,4 +83,4 @@ OptionsResult parse_top_options(int argc, const char* const* argv) {
     return r;
 }
 
-}  // namespace uringscope::top
+}  // namespace iouscope::top

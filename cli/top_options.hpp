@@ -1,11 +1,11 @@
 #pragma once
-// Command line of `uringscope top`, parsed without side effects for unit tests.
+// Command line of `iouscope top`, parsed without side effects for unit tests.
 #include <optional>
 #include <string>
 
 #include "cli/top_view.hpp"
 
-namespace uringscope::top {
+namespace iouscope::top {
 
 struct Options {
     bool batch = false;          // -b: text snapshots to stdout, no terminal
@@ -28,4 +28,4 @@ struct OptionsResult {
 // argv[0] is "top" (the subcommand).
 OptionsResult parse_top_options(int argc, const char* const* argv);
 
-}  // namespace uringscope::top
+}  // namespace iouscope::top

@@ -8,7 +8,7 @@
 #include "collect/sampler.hpp"
 #include "exporters/json_exporter.hpp"
 
-namespace uringscope::top {
+namespace iouscope::top {
 
 namespace {
 
@@ -114,4 +114,4 @@ std::unique_ptr<SnapshotSource> start_local(double interval_s, std::string& erro
     return s;
 }
 
-}  // namespace uringscope::top
+}  // namespace iouscope::top

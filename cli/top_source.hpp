@@ -1,5 +1,5 @@
 #pragma once
-// Where `uringscope top` gets its snapshots: the daemon's JSON endpoint, or the same collector
+// Where `iouscope top` gets its snapshots: the daemon's JSON endpoint, or the same collector
 // run in-process. Either way a background thread fetches on its own schedule and the drawing loop
 // only ever reads the latest snapshot, so a slow terminal never stalls sampling.
 #include <atomic>
@@ -10,7 +10,7 @@
 
 #include "model/snapshot_store.hpp"
 
-namespace uringscope::top {
+namespace iouscope::top {
 
 class SnapshotSource {
 public:
@@ -49,4 +49,4 @@ std::unique_ptr<SnapshotSource> connect_daemon(const std::string& base_url, doub
 std::unique_ptr<SnapshotSource> start_local(double interval_s, std::string& error,
                                             bool deep = false);
 
-}  // namespace uringscope::top
+}  // namespace iouscope::top

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace uringscope::top {
+namespace iouscope::top {
 
 namespace {
 
@@ -329,7 +329,7 @@ std::vector<std::string> header_lines(const Snapshot& s, const ViewState& v) {
     }
     int attached = 0;
     const std::string tiers = probe_tiers(s, attached);
-    return {"uringscope top - " + s.hostname + "  kernel " + s.kernel + "  " + when + "  every " +
+    return {"iouscope top - " + s.hostname + "  kernel " + s.kernel + "  " + when + "  every " +
                 fmt("%.1fs", v.refresh_seconds) + (v.paused ? "  [PAUSED]" : ""),
             "SQ threads " + std::to_string(s.threads.size()) + "  rings " +
                 std::to_string(s.rings.size()) + "  SQE/s " + human_rate(sqe_rate) + "  CQE/s " +
@@ -462,7 +462,7 @@ std::vector<std::string> polling_lines(const Snapshot& s, const ViewState& v) {
     if (!deep_attached && !any_deep)
         out.insert(out.end(), {"",
                                "Poll efficiency and NVMe completions come from the deep tier "
-                               "(uringscoped --probes.deep), which is",
+                               "(iouscoped --probes.deep), which is",
                                "not attached here: only ring counters are shown."});
     return out;
 }
@@ -508,4 +508,4 @@ std::vector<std::string> render(const Snapshot& s, const ViewState& v, const His
     return lines;
 }
 
-}  // namespace uringscope::top
+}  // namespace iouscope::top

@@ -1,5 +1,5 @@
 #pragma once
-// What `uringscope top` shows, as plain lines of text: no terminal involved, so every layout
+// What `iouscope top` shows, as plain lines of text: no terminal involved, so every layout
 // decision (columns, sorting, filtering, narrow terminals) is unit-tested from fixed snapshots.
 #include <cstdint>
 #include <deque>
@@ -11,7 +11,7 @@
 
 #include "model/snapshot.hpp"
 
-namespace uringscope::top {
+namespace iouscope::top {
 
 enum class View { threads, polling };
 
@@ -94,4 +94,4 @@ std::string field_safe(const std::string& comm);
 // A container id as `docker ps` and `crictl ps` show it: the first 12 hex digits; "-" for none.
 std::string short_container(const std::string& container_id);
 
-}  // namespace uringscope::top
+}  // namespace iouscope::top

@@ -14,9 +14,9 @@
 #include <set>
 
 #include "common/duration.hpp"
-#include "uringscope.skel.h"
+#include "iouscope.skel.h"
 
-namespace uringscope {
+namespace iouscope {
 
 UniqueFd::~UniqueFd() {
     if (fd_ >= 0) ::close(fd_);
@@ -43,18 +43,18 @@ AttachedProbe::~AttachedProbe() {
     bpf_link__destroy(link_);
 }
 
-void SkeletonDeleter::operator()(uringscope_bpf* s) const {
-    uringscope_bpf__destroy(s);
+void SkeletonDeleter::operator()(iouscope_bpf* s) const {
+    iouscope_bpf__destroy(s);
 }
 
 const std::vector<ProbeSpec>& probe_table() {
     using K = Requirement::Kind;
-#define PROG(p) [](uringscope_bpf* s) { return s->progs.p; }
+#define PROG(p) [](iouscope_bpf* s) { return s->progs.p; }
     static const std::vector<ProbeSpec> table = {
         {.id = ProbeId::iter_rings,
          .name = "iter_rings",
          .variants = {{"iter",
-                       {PROG(usc_iter_rings)},
+                       {PROG(iou_iter_rings)},
                        {{K::btf_struct, "bpf_iter__task_file"},
                         {K::btf_struct, "io_ring_ctx"},
                         // libbpf resolves the typeless ksym itself; BTF says the function exists.
@@ -64,7 +64,7 @@ const std::vector<ProbeSpec>& probe_table() {
         {.id = ProbeId::sched_switch,
          .name = "sched_switch",
          .variants = {{"tp_btf",
-                       {PROG(usc_sched_switch)},
+                       {PROG(iou_sched_switch)},
                        {{K::btf_typedef, "btf_trace_sched_switch"}}}},
          .essential = false,
          .deep = false,
@@ -73,7 +73,7 @@ const std::vector<ProbeSpec>& probe_table() {
         {.id = ProbeId::sched_waking,
          .name = "sched_waking",
          .variants = {{"tp_btf",
-                       {PROG(usc_sched_waking)},
+                       {PROG(iou_sched_waking)},
                        {{K::btf_typedef, "btf_trace_sched_waking"}}}},
          .essential = false,
          .deep = false,
@@ -82,7 +82,7 @@ const std::vector<ProbeSpec>& probe_table() {
         {.id = ProbeId::io_uring_create,
          .name = "io_uring_create",
          .variants = {{"tp_btf",
-                       {PROG(usc_io_uring_create)},
+                       {PROG(iou_io_uring_create)},
                        {{K::btf_typedef, "btf_trace_io_uring_create"}}}},
          .essential = false,
          .deep = false,
@@ -91,9 +91,9 @@ const std::vector<ProbeSpec>& probe_table() {
         // kthread-era 5.10/5.11 threads.
         {.id = ProbeId::io_sq_thread,
          .name = "io_sq_thread",
-         .variants = {{"fentry", {PROG(usc_fentry_sq_thread)}, {{K::btf_func, "io_sq_thread"}}},
+         .variants = {{"fentry", {PROG(iou_fentry_sq_thread)}, {{K::btf_func, "io_sq_thread"}}},
                       {"kprobe",
-                       {PROG(usc_kprobe_sq_thread)},
+                       {PROG(iou_kprobe_sq_thread)},
                        {{K::kprobes}, {K::ksym, "io_sq_thread"}}}},
          .essential = false,
          .deep = true},
@@ -101,27 +101,27 @@ const std::vector<ProbeSpec>& probe_table() {
         {.id = ProbeId::io_submit_sqes,
          .name = "io_submit_sqes",
          .variants = {{"fentry",
-                       {PROG(usc_fentry_submit), PROG(usc_fexit_submit)},
+                       {PROG(iou_fentry_submit), PROG(iou_fexit_submit)},
                        {{K::btf_func, "io_submit_sqes"}}},
                       {"kprobe",
-                       {PROG(usc_kprobe_submit), PROG(usc_kretprobe_submit)},
+                       {PROG(iou_kprobe_submit), PROG(iou_kretprobe_submit)},
                        {{K::kprobes}, {K::ksym, "io_submit_sqes"}}}},
          .essential = false,
          .deep = true,
          .provides = {Feature::submit_time},
          .maps = {{"ring_work", KeyOwner::ring}, {"submit_calls", KeyOwner::in_flight}}},
-        // Two prototypes (see bpf/uringscope.bpf.c): the fexit that reads the return value at
+        // Two prototypes (see bpf/iouscope.bpf.c): the fexit that reads the return value at
         // the right position is chosen by the BTF parameter count.
         {.id = ProbeId::io_do_iopoll,
          .name = "io_do_iopoll",
          .variants = {{"fentry",
-                       {PROG(usc_fentry_iopoll), PROG(usc_fexit_iopoll)},
+                       {PROG(iou_fentry_iopoll), PROG(iou_fexit_iopoll)},
                        {{K::btf_params, "io_do_iopoll", 2}}},
                       {"fentry",
-                       {PROG(usc_fentry_iopoll_v510), PROG(usc_fexit_iopoll_v510)},
+                       {PROG(iou_fentry_iopoll_v510), PROG(iou_fexit_iopoll_v510)},
                        {{K::btf_params, "io_do_iopoll", 3}}},
                       {"kprobe",
-                       {PROG(usc_kprobe_iopoll), PROG(usc_kretprobe_iopoll)},
+                       {PROG(iou_kprobe_iopoll), PROG(iou_kretprobe_iopoll)},
                        {{K::kprobes}, {K::ksym, "io_do_iopoll"}}}},
          .essential = false,
          .deep = true,
@@ -132,27 +132,27 @@ const std::vector<ProbeSpec>& probe_table() {
          .name = "nvme_uring_cmd_end_io",
          .variants =
              {{"fentry",
-               {PROG(usc_fentry_nvme_end_io), PROG(usc_fentry_nvme_end_io_meta)},
+               {PROG(iou_fentry_nvme_end_io), PROG(iou_fentry_nvme_end_io_meta)},
                {{K::module, "nvme_core"},
                 {K::btf_func, "nvme_uring_cmd_end_io"},
                 {K::btf_func, "nvme_uring_cmd_end_io_meta"}}},
               {"fentry",
-               {PROG(usc_fentry_nvme_end_io)},
+               {PROG(iou_fentry_nvme_end_io)},
                {{K::module, "nvme_core"}, {K::btf_func, "nvme_uring_cmd_end_io"}}},
-              // Before the kprobe: see usc_tp_nvme_complete for the completions kprobes lose. It
+              // Before the kprobe: see iou_tp_nvme_complete for the completions kprobes lose. It
               // needs nothing of nvme_core at load, so it also serves a module loaded later
               // (BpfCollector::refresh_modules()).
               {"tp_btf",
-               {PROG(usc_tp_nvme_complete)},
+               {PROG(iou_tp_nvme_complete)},
                {{K::btf_typedef, "btf_trace_block_rq_complete"}, {K::btf_struct, "io_uring_cmd"}}},
               {"kprobe",
-               {PROG(usc_kprobe_nvme_end_io), PROG(usc_kprobe_nvme_end_io_meta)},
+               {PROG(iou_kprobe_nvme_end_io), PROG(iou_kprobe_nvme_end_io_meta)},
                {{K::module, "nvme_core"},
                 {K::kprobes},
                 {K::ksym, "nvme_uring_cmd_end_io"},
                 {K::ksym, "nvme_uring_cmd_end_io_meta"}}},
               {"kprobe",
-               {PROG(usc_kprobe_nvme_end_io)},
+               {PROG(iou_kprobe_nvme_end_io)},
                {{K::module, "nvme_core"}, {K::kprobes}, {K::ksym, "nvme_uring_cmd_end_io"}}}},
          .essential = false,
          .deep = true,
@@ -162,16 +162,16 @@ const std::vector<ProbeSpec>& probe_table() {
         // duty-cycled (collect/gap_duty.hpp).
         {.id = ProbeId::work_gaps,
          .name = "work_gaps",
-         .variants = {{"fentry", {PROG(usc_fexit_submit_gaps)}, {{K::btf_func, "io_submit_sqes"}}},
+         .variants = {{"fentry", {PROG(iou_fexit_submit_gaps)}, {{K::btf_func, "io_submit_sqes"}}},
                       {"kprobe",
-                       {PROG(usc_kretprobe_submit_gaps)},
+                       {PROG(iou_kretprobe_submit_gaps)},
                        {{K::kprobes}, {K::ksym, "io_submit_sqes"}}},
                       {"tp_btf",
-                       {PROG(usc_submit_req)},
+                       {PROG(iou_submit_req)},
                        {{K::btf_typedef, "btf_trace_io_uring_submit_req"}},
                        true},
                       {"tp_btf",
-                       {PROG(usc_submit_sqe)},
+                       {PROG(iou_submit_sqe)},
                        {{K::btf_typedef, "btf_trace_io_uring_submit_sqe"}},
                        true}},
          .essential = false,
@@ -184,34 +184,34 @@ const std::vector<ProbeSpec>& probe_table() {
         {.id = ProbeId::loop_passes,
          .name = "loop_passes",
          .variants = {{"fentry",
-                       {PROG(usc_fentry_sq_tw), PROG(usc_fexit_sq_tw)},
+                       {PROG(iou_fentry_sq_tw), PROG(iou_fexit_sq_tw)},
                        {{K::btf_params, "io_sq_tw", 2}}},
                       {"fentry",
-                       {PROG(usc_fentry_sq_tw), PROG(usc_fexit_sq_tw_1arg)},
+                       {PROG(iou_fentry_sq_tw), PROG(iou_fexit_sq_tw_1arg)},
                        {{K::btf_params, "io_sq_tw", 1}}},
                       {"kprobe",
-                       {PROG(usc_kprobe_sq_tw), PROG(usc_kretprobe_sq_tw)},
+                       {PROG(iou_kprobe_sq_tw), PROG(iou_kretprobe_sq_tw)},
                        {{K::kprobes}, {K::ksym, "io_sq_tw"}}}},
          .essential = false,
          .deep = true,
          .provides = {Feature::ring_turns},
          .maps = {{"sq_passes", KeyOwner::thread}},
-         // A pass's time switched out is taken off its work at the switch (usc_sched_switch).
+         // A pass's time switched out is taken off its work at the switch (iou_sched_switch).
          .holds_gate_open = true},
         // Completions reaching the ring: io_uring_cmd_done, exported as __io_uring_cmd_done from
         // 6.18 (io_uring_cmd_done becomes an inline wrapper). Counts only commands whose NVMe
         // end_io was seen, so it needs nvme_uring_cmd_end_io attached to say anything.
         {.id = ProbeId::io_uring_cmd_done,
          .name = "io_uring_cmd_done",
-         .variants = {{"fentry", {PROG(usc_fentry_cmd_done)}, {{K::btf_func, "io_uring_cmd_done"}}},
+         .variants = {{"fentry", {PROG(iou_fentry_cmd_done)}, {{K::btf_func, "io_uring_cmd_done"}}},
                       {"fentry",
-                       {PROG(usc_fentry_cmd_done_618)},
+                       {PROG(iou_fentry_cmd_done_618)},
                        {{K::btf_func, "__io_uring_cmd_done"}}},
                       {"kprobe",
-                       {PROG(usc_kprobe_cmd_done)},
+                       {PROG(iou_kprobe_cmd_done)},
                        {{K::kprobes}, {K::ksym, "io_uring_cmd_done"}}},
                       {"kprobe",
-                       {PROG(usc_kprobe_cmd_done_618)},
+                       {PROG(iou_kprobe_cmd_done_618)},
                        {{K::kprobes}, {K::ksym, "__io_uring_cmd_done"}}}},
          .essential = false,
          .deep = true,
@@ -222,21 +222,21 @@ const std::vector<ProbeSpec>& probe_table() {
         {.id = ProbeId::nvme_uring_cmd_iopoll,
          .name = "nvme_uring_cmd_iopoll",
          .variants = {{"fentry",
-                       {PROG(usc_fentry_nvme_poll), PROG(usc_fentry_nvme_head_poll)},
+                       {PROG(iou_fentry_nvme_poll), PROG(iou_fentry_nvme_head_poll)},
                        {{K::module, "nvme_core"},
                         {K::btf_func, "nvme_ns_chr_uring_cmd_iopoll"},
                         {K::btf_func, "nvme_ns_head_chr_uring_cmd_iopoll"}}},
                       {"fentry",
-                       {PROG(usc_fentry_nvme_poll)},
+                       {PROG(iou_fentry_nvme_poll)},
                        {{K::module, "nvme_core"}, {K::btf_func, "nvme_ns_chr_uring_cmd_iopoll"}}},
                       {"kprobe",
-                       {PROG(usc_kprobe_nvme_poll), PROG(usc_kprobe_nvme_head_poll)},
+                       {PROG(iou_kprobe_nvme_poll), PROG(iou_kprobe_nvme_head_poll)},
                        {{K::module, "nvme_core"},
                         {K::kprobes},
                         {K::ksym, "nvme_ns_chr_uring_cmd_iopoll"},
                         {K::ksym, "nvme_ns_head_chr_uring_cmd_iopoll"}}},
                       {"kprobe",
-                       {PROG(usc_kprobe_nvme_poll)},
+                       {PROG(iou_kprobe_nvme_poll)},
                        {{K::module, "nvme_core"},
                         {K::kprobes},
                         {K::ksym, "nvme_ns_chr_uring_cmd_iopoll"}}}},
@@ -335,8 +335,8 @@ std::optional<std::string> missing_requirement(const KernelFeatures& kf,
             case Requirement::Kind::module:
                 if (!module_loaded(r.name))
                     return std::string("module ") + r.name +
-                           " was not loaded when uringscoped "
-                           "started (load it first, e.g. modprobe nvme, then restart uringscoped)";
+                           " was not loaded when iouscoped "
+                           "started (load it first, e.g. modprobe nvme, then restart iouscoped)";
                 break;
         }
     }
@@ -345,13 +345,13 @@ std::optional<std::string> missing_requirement(const KernelFeatures& kf,
 
 std::string load_error_text(int err) {
     if (err == -EPERM || err == -EACCES)
-        return "permission denied loading BPF programs: run uringscoped as root, or with "
+        return "permission denied loading BPF programs: run iouscoped as root, or with "
                "CAP_BPF, CAP_PERFMON and CAP_SYSLOG";
     return std::string("loading BPF programs failed: ") + std::strerror(-err) +
            " (run with --log.level=debug for the verifier log)";
 }
 
-using SkelPtr = std::unique_ptr<uringscope_bpf, SkeletonDeleter>;
+using SkelPtr = std::unique_ptr<iouscope_bpf, SkeletonDeleter>;
 
 // A probe index and the variant of it to load.
 using Selection = std::map<std::size_t, int>;
@@ -373,7 +373,7 @@ bool selects(const Selection& sel, Feature f) {
 
 // Opens a fresh skeleton with only the selected variants' programs autoloaded and loads it.
 int try_load(const Selection& sel, const LoadConstants& k, SkelPtr& out) {
-    SkelPtr skel(uringscope_bpf__open());
+    SkelPtr skel(iouscope_bpf__open());
     if (!skel) return -errno;
     skel->rodata->iopoll_counts_in_arg = k.iopoll_counts_in_arg;
     skel->rodata->gap_cutoff_ns = k.gap_cutoff_ns;
@@ -388,7 +388,7 @@ int try_load(const Selection& sel, const LoadConstants& k, SkelPtr& out) {
     skel->rodata->track_cmd_done = selects(sel, Feature::cmd_cqes);
     bpf_program* prog = nullptr;
     bpf_object__for_each_program(prog, skel->obj) bpf_program__set_autoload(prog, on.count(prog));
-    int err = uringscope_bpf__load(skel.get());
+    int err = iouscope_bpf__load(skel.get());
     if (err) return err;
     out = std::move(skel);
     return 0;
@@ -557,7 +557,7 @@ bool BpfCollector::attach(std::size_t i, int v, std::string& error) {
     for (auto get : programs) {
         auto probe = AttachedProbe::make(get(skel_.get()), why);
         if (!probe) break;
-        if (get(skel_.get()) == skel_->progs.usc_iter_rings) iter_link_ = probe->link();
+        if (get(skel_.get()) == skel_->progs.iou_iter_rings) iter_link_ = probe->link();
         links.push_back(std::move(probe));
     }
     if (!why.empty()) {
@@ -567,7 +567,7 @@ bool BpfCollector::attach(std::size_t i, int v, std::string& error) {
         return false;
     }
     st.attached = true;
-    if (programs.front()(skel_.get()) == skel_->progs.usc_tp_nvme_complete) {
+    if (programs.front()(skel_.get()) == skel_->progs.iou_tp_nvme_complete) {
         nvme_tp_probe_ = static_cast<int>(i);
         // Opened now, while privileged: see module_symbol_addresses().
         kallsyms_ = UniqueFd(::open("/proc/kallsyms", O_RDONLY | O_CLOEXEC));
@@ -639,8 +639,7 @@ bool BpfCollector::attached(ProbeId probe) const {
 }
 
 bool BpfCollector::provides(Feature f) const {
-    return first_attached([&](const ProbeSpec& p) { return uringscope::provides(p, f); }) !=
-           nullptr;
+    return first_attached([&](const ProbeSpec& p) { return iouscope::provides(p, f); }) != nullptr;
 }
 
 const char* BpfCollector::gate_holder() const {
@@ -711,7 +710,7 @@ BpfCollector::~BpfCollector() {
     links_.clear();     // detach before the skeleton unloads the programs
 }
 
-bool BpfCollector::walk_rings(std::vector<usc_ring_record>& out, bool& complete,
+bool BpfCollector::walk_rings(std::vector<iou_ring_record>& out, bool& complete,
                               std::string& error) {
     complete = true;
     UniqueFd fd(bpf_iter_create(bpf_link__fd(iter_link_)));
@@ -728,7 +727,7 @@ bool BpfCollector::walk_rings(std::vector<usc_ring_record>& out, bool& complete,
     // on. The bound only stops a walk that could never end (a billion files without a ring).
     int again = 0;
     for (;;) {
-        if (buf.size() - have < sizeof(usc_ring_record)) buf.resize(buf.size() * 2);
+        if (buf.size() - have < sizeof(iou_ring_record)) buf.resize(buf.size() * 2);
         ssize_t n = ::read(fd.get(), buf.data() + have, buf.size() - have);
         if (n < 0 && (errno == EINTR || (errno == EAGAIN && ++again < 1000))) continue;
         if (n < 0) {
@@ -739,14 +738,14 @@ bool BpfCollector::walk_rings(std::vector<usc_ring_record>& out, bool& complete,
         if (n == 0) break;
         have += static_cast<std::size_t>(n);
     }
-    if (have % sizeof(usc_ring_record) != 0) {
+    if (have % sizeof(iou_ring_record) != 0) {
         error =
             "ring iterator returned a partial record: BPF object and daemon disagree on "
-            "struct usc_ring_record";
+            "struct iou_ring_record";
         return false;
     }
     if (!complete && have == 0) return false;
-    std::size_t count = have / sizeof(usc_ring_record);
+    std::size_t count = have / sizeof(iou_ring_record);
     auto first = out.size();
     out.resize(first + count);
     std::memcpy(out.data() + first, buf.data(), have);
@@ -814,11 +813,11 @@ void read_hash(int map_fd, std::vector<std::pair<K, V>>& out) {
 
 }  // namespace
 
-void BpfCollector::read_sched(std::vector<std::pair<std::uint32_t, usc_sched_state>>& out) const {
+void BpfCollector::read_sched(std::vector<std::pair<std::uint32_t, iou_sched_state>>& out) const {
     read_hash(bpf_map__fd(skel_->maps.sched_state), out);
 }
 
-void BpfCollector::read_wakers(std::vector<std::pair<usc_waker_key, usc_waker_val>>& out) const {
+void BpfCollector::read_wakers(std::vector<std::pair<iou_waker_key, iou_waker_val>>& out) const {
     read_hash(bpf_map__fd(skel_->maps.wakers), out);
 }
 
@@ -826,8 +825,8 @@ void BpfCollector::read_births(std::vector<std::pair<std::uint64_t, std::uint64_
     read_hash(bpf_map__fd(skel_->maps.ring_births), out);
 }
 
-void BpfCollector::drain_created(std::vector<usc_created_ring>& out) {
-    std::vector<std::pair<usc_created_key, usc_created_ring>> all;
+void BpfCollector::drain_created(std::vector<iou_created_ring>& out) {
+    std::vector<std::pair<iou_created_key, iou_created_ring>> all;
     int fd = bpf_map__fd(skel_->maps.created_rings);
     // Lookup-and-delete in one step: a record written between a read and its delete would
     // otherwise be lost.
@@ -838,9 +837,9 @@ void BpfCollector::drain_created(std::vector<usc_created_ring>& out) {
     for (const auto& [key, rec] : all) out.push_back(rec);
 }
 
-usc_stats BpfCollector::stats() const {
-    usc_stats s;
-    std::memcpy(&s, const_cast<const usc_stats*>(&skel_->bss->stats), sizeof s);
+iou_stats BpfCollector::stats() const {
+    iou_stats s;
+    std::memcpy(&s, const_cast<const iou_stats*>(&skel_->bss->stats), sizeof s);
     return s;
 }
 
@@ -862,8 +861,8 @@ void BpfCollector::cleanup(const MapCleanup& c) {
                     break;
                 case KeyOwner::ring_caller:
                     for (std::uint64_t ctx : c.rings)
-                        for (std::uint32_t caller : {USC_CALLER_APP, USC_CALLER_SQ_THREAD}) {
-                            usc_iopoll_key key{ctx, caller, 0};
+                        for (std::uint32_t caller : {IOU_CALLER_APP, IOU_CALLER_SQ_THREAD}) {
+                            iou_iopoll_key key{ctx, caller, 0};
                             bpf_map_delete_elem(fd, &key);
                         }
                     break;
@@ -878,9 +877,9 @@ void BpfCollector::cleanup(const MapCleanup& c) {
         }
 }
 
-}  // namespace uringscope
+}  // namespace iouscope
 
-namespace uringscope {
+namespace iouscope {
 
 std::vector<ProbeState> BpfCollector::probes_with_misses() const {
     // The kernel skips a kprobe/kretprobe program when another one is running on the same CPU
@@ -898,25 +897,25 @@ std::vector<ProbeState> BpfCollector::probes_with_misses() const {
     return out;
 }
 
-void BpfCollector::read_ring_work(std::vector<std::pair<std::uint64_t, usc_ring_work>>& out) const {
+void BpfCollector::read_ring_work(std::vector<std::pair<std::uint64_t, iou_ring_work>>& out) const {
     read_hash(bpf_map__fd(skel_->maps.ring_work), out);
 }
 
 void BpfCollector::read_iopoll(
-    std::vector<std::pair<usc_iopoll_key, usc_iopoll_stats>>& out) const {
+    std::vector<std::pair<iou_iopoll_key, iou_iopoll_stats>>& out) const {
     read_hash(bpf_map__fd(skel_->maps.iopoll_stats), out);
 }
 
-void BpfCollector::read_nvme(std::vector<std::pair<usc_dev_key, usc_nvme_stats>>& out) const {
+void BpfCollector::read_nvme(std::vector<std::pair<iou_dev_key, iou_nvme_stats>>& out) const {
     read_hash(bpf_map__fd(skel_->maps.nvme_stats), out);
 }
 
-void BpfCollector::read_gaps(std::vector<std::pair<std::uint32_t, usc_work_gaps>>& out) const {
+void BpfCollector::read_gaps(std::vector<std::pair<std::uint32_t, iou_work_gaps>>& out) const {
     read_hash(bpf_map__fd(skel_->maps.work_gaps), out);
 }
 
 std::uint64_t BpfCollector::gaps_recorded() const {
-    std::vector<std::pair<std::uint32_t, usc_work_gaps>> gaps;
+    std::vector<std::pair<std::uint32_t, iou_work_gaps>> gaps;
     read_gaps(gaps);
     std::uint64_t n = 0;
     for (const auto& [tid, g] : gaps)
@@ -929,8 +928,8 @@ std::optional<GapSampling> BpfCollector::gap_sampling(std::uint64_t now_ns) cons
     return gap_duty_->state(now_ns);
 }
 
-void BpfCollector::read_passes(std::vector<std::pair<std::uint32_t, usc_sq_passes>>& out) const {
+void BpfCollector::read_passes(std::vector<std::pair<std::uint32_t, iou_sq_passes>>& out) const {
     read_hash(bpf_map__fd(skel_->maps.sq_passes), out);
 }
 
-}  // namespace uringscope
+}  // namespace iouscope

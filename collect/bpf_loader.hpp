@@ -1,5 +1,5 @@
 #pragma once
-// Owns every kernel object uringscope creates: the BPF skeleton, its links and iterator fds.
+// Owns every kernel object iouscope creates: the BPF skeleton, its links and iterator fds.
 // Each is held by an RAII type, so every exit path — including an exception or a signal that
 // ends main() — detaches everything and leaves nothing of ours in `bpftool prog show`.
 #include <atomic>
@@ -13,15 +13,15 @@
 
 #include "collect/gap_duty.hpp"
 #include "collect/kernel_features.hpp"
+#include "iouscope/records.h"
 #include "model/aggregator.hpp"
 #include "model/snapshot.hpp"
-#include "uringscope/records.h"
 
 struct bpf_program;
 struct bpf_link;
-struct uringscope_bpf;
+struct iouscope_bpf;
 
-namespace uringscope {
+namespace iouscope {
 
 class UniqueFd {
 public:
@@ -52,7 +52,7 @@ private:
 };
 
 struct SkeletonDeleter {
-    void operator()(uringscope_bpf* s) const;
+    void operator()(iouscope_bpf* s) const;
 };
 
 // What a program needs from the kernel before we try to load it.
@@ -71,7 +71,7 @@ struct Requirement {
     int params = 0;
 };
 
-using ProgramGetter = bpf_program* (*)(uringscope_bpf*);
+using ProgramGetter = bpf_program* (*)(iouscope_bpf*);
 
 // One way of attaching a probe: a set of programs that load and attach together.
 struct ProbeVariant {
@@ -113,15 +113,15 @@ enum class Feature : std::uint8_t {
 enum class KeyOwner : std::uint8_t {
     thread,       // key: SQ thread tid
     ring,         // key: io_ring_ctx address
-    ring_caller,  // key: usc_iopoll_key {ctx, caller}, for each caller
-    waker_pair,   // key: usc_waker_key
+    ring_caller,  // key: iou_iopoll_key {ctx, caller}, for each caller
+    waker_pair,   // key: iou_waker_key
     drained,      // moved out by the sampler every sample
     in_flight,    // entry to exit of one call: the program deletes it
     bounded,      // one per device or command: kept, bounded by max_entries (LRU or devices)
 };
 
 struct OwnedMap {
-    const char* map;  // its name in bpf/uringscope.bpf.c
+    const char* map;  // its name in bpf/iouscope.bpf.c
     KeyOwner owner;
 };
 
@@ -141,7 +141,7 @@ struct ProbeSpec {
     bool holds_gate_open = false;
 };
 
-// The programs of bpf/uringscope.bpf.c, their variants, what each one needs, what it provides
+// The programs of bpf/iouscope.bpf.c, their variants, what each one needs, what it provides
 // and the maps it owns. The loader, the map cleanup and --probe-report all read this table;
 // tests/unit/collect checks it against the BPF object (every program and map claimed once).
 const std::vector<ProbeSpec>& probe_table();
@@ -189,21 +189,21 @@ public:
     // One walk of every task's files; appends one record per io_uring file. complete is false
     // when the walk stopped before the end of the task list (the records read are kept); the
     // call fails only when it read nothing.
-    bool walk_rings(std::vector<usc_ring_record>& out, bool& complete, std::string& error);
+    bool walk_rings(std::vector<iou_ring_record>& out, bool& complete, std::string& error);
     void read_births(std::vector<std::pair<std::uint64_t, std::uint64_t>>& out) const;
-    void read_sched(std::vector<std::pair<std::uint32_t, usc_sched_state>>& out) const;
-    void read_wakers(std::vector<std::pair<usc_waker_key, usc_waker_val>>& out) const;
+    void read_sched(std::vector<std::pair<std::uint32_t, iou_sched_state>>& out) const;
+    void read_wakers(std::vector<std::pair<iou_waker_key, iou_waker_val>>& out) const;
     // Moves every pending io_uring_create record out of the map.
-    void drain_created(std::vector<usc_created_ring>& out);
-    usc_stats stats() const;
+    void drain_created(std::vector<iou_created_ring>& out);
+    iou_stats stats() const;
     // Deletes the entries whose owners the aggregator found gone (Aggregator::cleanup()).
     void cleanup(const MapCleanup& c);
     // Deep tier maps (empty when the tier is off).
-    void read_ring_work(std::vector<std::pair<std::uint64_t, usc_ring_work>>& out) const;
-    void read_iopoll(std::vector<std::pair<usc_iopoll_key, usc_iopoll_stats>>& out) const;
-    void read_nvme(std::vector<std::pair<usc_dev_key, usc_nvme_stats>>& out) const;
-    void read_gaps(std::vector<std::pair<std::uint32_t, usc_work_gaps>>& out) const;
-    void read_passes(std::vector<std::pair<std::uint32_t, usc_sq_passes>>& out) const;
+    void read_ring_work(std::vector<std::pair<std::uint64_t, iou_ring_work>>& out) const;
+    void read_iopoll(std::vector<std::pair<iou_iopoll_key, iou_iopoll_stats>>& out) const;
+    void read_nvme(std::vector<std::pair<iou_dev_key, iou_nvme_stats>>& out) const;
+    void read_gaps(std::vector<std::pair<std::uint32_t, iou_work_gaps>>& out) const;
+    void read_passes(std::vector<std::pair<std::uint32_t, iou_sq_passes>>& out) const;
     // The duty cycle of the work-gap probe; nullopt where every gap is recorded (a per-batch
     // variant, --probes.gap-sampling=off, or the probe off).
     std::optional<GapSampling> gap_sampling(std::uint64_t now_ns) const;
@@ -236,7 +236,7 @@ private:
     void attach_nvme_tp(bool on);
     void log_probes() const;
     // Declared before links_ so links are destroyed first: detach, then unload.
-    std::unique_ptr<uringscope_bpf, SkeletonDeleter> skel_;
+    std::unique_ptr<iouscope_bpf, SkeletonDeleter> skel_;
     std::vector<std::unique_ptr<AttachedProbe>> links_;
     // The gateable probes' links, per probe index, apart so that the gate can drop and remake
     // them; destroyed with links_, before the skeleton.
@@ -256,4 +256,4 @@ private:
     std::unique_ptr<GapDutyCycle> gap_duty_;  // after skel_: stops and detaches before it unloads
 };
 
-}  // namespace uringscope
+}  // namespace iouscope

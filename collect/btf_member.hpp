@@ -6,7 +6,7 @@
 
 #include <string>
 
-namespace uringscope {
+namespace iouscope {
 
 inline bool btf_has_member(const struct btf* b, const std::string& type,
                            const std::string& member) {
@@ -19,4 +19,4 @@ inline bool btf_has_member(const struct btf* b, const std::string& type,
     return false;
 }
 
-}  // namespace uringscope
+}  // namespace iouscope

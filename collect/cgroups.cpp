@@ -7,7 +7,7 @@
 #include <sstream>
 #include <utility>
 
-namespace uringscope {
+namespace iouscope {
 
 std::uint64_t dir_inode(const std::string& path) {
     struct stat st {};
@@ -79,4 +79,4 @@ std::unordered_map<std::uint64_t, std::string> CgroupPaths::resolve(
     return out;
 }
 
-}  // namespace uringscope
+}  // namespace iouscope

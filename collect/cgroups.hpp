@@ -12,7 +12,7 @@
 #include <string>
 #include <unordered_map>
 
-namespace uringscope {
+namespace iouscope {
 
 struct Cgroup2Mount {
     std::string point;             // where it is mounted; empty where only cgroup v1 is
@@ -56,4 +56,4 @@ private:
     std::size_t rescans_ = 0;
 };
 
-}  // namespace uringscope
+}  // namespace iouscope

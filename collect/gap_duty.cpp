@@ -5,7 +5,7 @@
 #include "collect/bpf_loader.hpp"
 #include "common/clock.hpp"
 
-namespace uringscope {
+namespace iouscope {
 
 GapDutyCycle::GapDutyCycle(std::vector<bpf_program*> programs, volatile __u64* start_ns,
                            volatile __u64* end_ns, GapSamplingConfig cfg, GapDutyHooks hooks)
@@ -120,4 +120,4 @@ GapSampling GapDutyCycle::state(std::uint64_t now_ns) const {
     return s;
 }
 
-}  // namespace uringscope
+}  // namespace iouscope

@@ -2,7 +2,7 @@
 // Duty-cycled work gaps. Where the only source of the advisor's gap histogram is a per-SQE
 // tracepoint, its program is attached for an on-window out of every period, from a thread of its
 // own so the schedule does not depend on --sample.interval, and detached the rest of the time,
-// when the tracepoint costs nothing. The estimator is in include/uringscope/gap_sampling.h, the
+// when the tracepoint costs nothing. The estimator is in include/iouscope/gap_sampling.h, the
 // accounting of recorded time in model/gap_sampling.hpp.
 #include <linux/types.h>
 
@@ -20,7 +20,7 @@
 
 struct bpf_program;
 
-namespace uringscope {
+namespace iouscope {
 
 class AttachedProbe;
 
@@ -31,7 +31,7 @@ struct GapDutyHooks {
 };
 
 // Attaches `programs` for cfg.on every cfg.period, first at construction; writes each window's
-// bounds to the BPF globals (start first, then end: see bpf/uringscope.bpf.c); detaches on
+// bounds to the BPF globals (start first, then end: see bpf/iouscope.bpf.c); detaches on
 // destruction. A window closes early once it has recorded kMinRecordedPerWindow and
 // cfg.enough_gaps gaps, or as soon as there is nothing to record: the per-SQE tracepoint costs
 // every ring's submissions, and the program records only SQ threads'. The programs and globals
@@ -67,4 +67,4 @@ private:
     std::jthread thread_;                                // last: stops before the rest goes
 };
 
-}  // namespace uringscope
+}  // namespace iouscope

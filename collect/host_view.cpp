@@ -1,6 +1,6 @@
 #include "collect/host_view.hpp"
 
-namespace uringscope {
+namespace iouscope {
 
 std::uint64_t namespace_inode(const std::string& link) {
     return dir_inode(link);  // stat() follows the link to the namespace's inode
@@ -19,7 +19,7 @@ std::vector<std::string> host_view_limits(const HostView& view) {
     std::vector<std::string> out;
     if (!view.host_pid_namespace)
         out.push_back(
-            "uringscoped runs in a PID namespace of its own: the kernel walk sees only the "
+            "iouscoped runs in a PID namespace of its own: the kernel walk sees only the "
             "processes of that namespace and misses every ring held outside it. In a container, "
             "run it with hostPID: true (docker, podman: --pid=host)");
     if (view.cgroup.point.empty())
@@ -35,4 +35,4 @@ std::vector<std::string> host_view_limits(const HostView& view) {
     return out;
 }
 
-}  // namespace uringscope
+}  // namespace iouscope

@@ -3,13 +3,13 @@
 // tasks of the PID namespace the daemon runs in, and cgroup ids resolve to paths only below the
 // cgroup2 mount it reads. In a container without hostPID, or with its own cgroup namespace and
 // no host hierarchy mounted, both are silently partial; the daemon says so once at start and
-// exports it (uringscope_host_visible), so a misdeployed DaemonSet shows in Prometheus.
+// exports it (iouscope_host_visible), so a misdeployed DaemonSet shows in Prometheus.
 #include <string>
 #include <vector>
 
 #include "collect/cgroups.hpp"
 
-namespace uringscope {
+namespace iouscope {
 
 struct HostView {
     bool host_pid_namespace = true;  // the daemon runs in the initial PID namespace
@@ -29,4 +29,4 @@ HostView read_host_view();
 // sees the whole host.
 std::vector<std::string> host_view_limits(const HostView& view);
 
-}  // namespace uringscope
+}  // namespace iouscope

@@ -17,7 +17,7 @@
 
 #include "collect/btf_member.hpp"
 
-namespace uringscope {
+namespace iouscope {
 
 // BCC's kernel symbol cache, opened on first use with dlopen. libbcc links LLVM and clang:
 // linking it outright cost the daemon 55 MB of resident memory (relocating libLLVM touches its
@@ -76,8 +76,7 @@ std::optional<std::string> KernelFeatures::load(KernelFeatures& out) {
     if (!b) {
         int err = errno;
         return std::string("cannot read the kernel's BTF (/sys/kernel/btf/vmlinux): ") +
-               std::strerror(err) +
-               ". uringscope needs a kernel built with CONFIG_DEBUG_INFO_BTF=y.";
+               std::strerror(err) + ". iouscope needs a kernel built with CONFIG_DEBUG_INFO_BTF=y.";
     }
     btf__free(out.btf_);
     out.btf_ = b;
@@ -142,9 +141,9 @@ std::string KernelFeatures::release() const {
     return u.release;
 }
 
-}  // namespace uringscope
+}  // namespace iouscope
 
-namespace uringscope {
+namespace iouscope {
 
 unsigned KernelFeatures::config_hz() const {
     // zlib reads plain files too, so one reader serves both places.
@@ -165,9 +164,9 @@ unsigned KernelFeatures::config_hz() const {
     return 0;
 }
 
-}  // namespace uringscope
+}  // namespace iouscope
 
-namespace uringscope {
+namespace iouscope {
 
 std::uint64_t module_instance(const std::string& name) {
     struct stat st {};
@@ -212,4 +211,4 @@ std::vector<std::uint64_t> module_symbol_addresses(int kallsyms_fd, const std::s
     return out;
 }
 
-}  // namespace uringscope
+}  // namespace iouscope

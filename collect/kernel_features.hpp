@@ -12,7 +12,7 @@
 
 struct btf;
 
-namespace uringscope {
+namespace iouscope {
 
 class KernelFeatures {
 public:
@@ -81,4 +81,4 @@ inline bool module_loaded(const std::string& name) {
 std::vector<std::uint64_t> module_symbol_addresses(int kallsyms_fd, const std::string& module,
                                                    const std::vector<std::string>& names);
 
-}  // namespace uringscope
+}  // namespace iouscope

@@ -11,7 +11,7 @@
 #include <memory>
 #include <vector>
 
-namespace uringscope {
+namespace iouscope {
 
 namespace {
 
@@ -41,7 +41,7 @@ std::optional<std::string> missing_bpf_privileges() {
     std::string list;
     for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
     return "not enough privilege to load BPF programs (missing " + list +
-           "): run uringscoped as root, or grant CAP_BPF, CAP_PERFMON and CAP_SYSLOG";
+           "): run iouscoped as root, or grant CAP_BPF, CAP_PERFMON and CAP_SYSLOG";
 }
 
 std::optional<std::string> drop_privileges(const std::string& user) {
@@ -81,4 +81,4 @@ std::optional<std::string> drop_privileges(const std::string& user) {
     return std::nullopt;
 }
 
-}  // namespace uringscope
+}  // namespace iouscope

@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-namespace uringscope {
+namespace iouscope {
 
 // Returns a message naming the missing capabilities, or nullopt if loading can proceed.
 std::optional<std::string> missing_bpf_privileges();
@@ -17,4 +17,4 @@ std::optional<std::string> missing_bpf_privileges();
 // that user's uid/gid. Returns an error message on failure.
 std::optional<std::string> drop_privileges(const std::string& user);
 
-}  // namespace uringscope
+}  // namespace iouscope

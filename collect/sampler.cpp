@@ -11,7 +11,7 @@
 
 #include "common/clock.hpp"
 
-namespace uringscope {
+namespace iouscope {
 
 namespace {
 
@@ -90,7 +90,7 @@ bool Sampler::collect(RawSample& raw) {
     raw.walk_complete = complete;
     if (complete)
         bpf_.note_sqpoll_rings(std::any_of(raw.rings.begin(), raw.rings.end(), [](auto& r) {
-            return (r.setup_flags & USC_SETUP_SQPOLL) != 0;
+            return (r.setup_flags & IOU_SETUP_SQPOLL) != 0;
         }));
     resolve_cgroups(raw);
     // The sample's time is when the walk read its first record, not when it was asked for: a
@@ -242,4 +242,4 @@ void Sampler::run(std::stop_token stop, std::chrono::nanoseconds interval) {
     }
 }
 
-}  // namespace uringscope
+}  // namespace iouscope

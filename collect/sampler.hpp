@@ -15,7 +15,7 @@
 #include "model/aggregator.hpp"
 #include "model/snapshot_store.hpp"
 
-namespace uringscope {
+namespace iouscope {
 
 class Sampler {
 public:
@@ -63,4 +63,4 @@ private:
     bool gate_moved_ = false;  // opened or closed since the last walk
 };
 
-}  // namespace uringscope
+}  // namespace iouscope

@@ -9,7 +9,7 @@
 #include <array>
 #include <cstring>
 
-namespace uringscope {
+namespace iouscope {
 
 namespace {
 
@@ -76,4 +76,4 @@ void measure_submit_cost(AdviseOptions& opts) {
                  opts.submit_syscall_seconds * 1e6);
 }
 
-}  // namespace uringscope
+}  // namespace iouscope

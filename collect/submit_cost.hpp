@@ -7,7 +7,7 @@
 
 #include "model/advisor.hpp"
 
-namespace uringscope {
+namespace iouscope {
 
 struct SubmitCost {
     double seconds = 0;  // CPU time of one io_uring_enter that submits and reaps one NOP
@@ -21,4 +21,4 @@ std::optional<SubmitCost> measure_submit_cost(std::string& err);
 // price, with a warning, when it cannot be measured.
 void measure_submit_cost(AdviseOptions& opts);
 
-}  // namespace uringscope
+}  // namespace iouscope

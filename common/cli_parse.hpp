@@ -1,10 +1,10 @@
 #pragma once
-// The one way uringscoped and the uringscope subcommands turn CLI11's outcome into their result
+// The one way iouscoped and the iouscope subcommands turn CLI11's outcome into their result
 // structs (fields output and exit_code): help text with status 0, a parse error with status 2.
 #include <CLI/CLI.hpp>
 #include <string>
 
-namespace uringscope::cli {
+namespace iouscope::cli {
 
 // Parses into `app`; returns true to go on. Otherwise `r` holds the help or the error.
 template <typename Result>
@@ -22,4 +22,4 @@ bool parse_or_answer(CLI::App& app, int argc, const char* const* argv, const std
     return false;
 }
 
-}  // namespace uringscope::cli
+}  // namespace iouscope::cli

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-namespace uringscope {
+namespace iouscope {
 
 inline std::uint64_t monotonic_ns() {
     timespec ts{};
@@ -13,4 +13,4 @@ inline std::uint64_t monotonic_ns() {
     return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull + ts.tv_nsec;
 }
 
-}  // namespace uringscope
+}  // namespace iouscope

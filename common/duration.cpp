@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <limits>
 
-namespace uringscope {
+namespace iouscope {
 
 namespace {
 
@@ -63,4 +63,4 @@ std::string format_duration(std::chrono::nanoseconds d) {
     return std::to_string(n) + "ns";
 }
 
-}  // namespace uringscope
+}  // namespace iouscope

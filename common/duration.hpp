@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-namespace uringscope {
+namespace iouscope {
 
 // Parses a non-negative duration made of one or more <number><unit> terms, units ns, us, µs, ms,
 // s, m, h; a bare "0" is allowed. Returns nullopt on anything else, including overflow.
@@ -16,4 +16,4 @@ std::optional<std::chrono::nanoseconds> parse_duration(std::string_view text);
 // not produced; "1500ms" stays "1500ms").
 std::string format_duration(std::chrono::nanoseconds d);
 
-}  // namespace uringscope
+}  // namespace iouscope

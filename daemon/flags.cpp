@@ -10,16 +10,16 @@
 #include "common/duration.hpp"
 #include "exporters/metric_catalog.hpp"
 
-namespace uringscope {
+namespace iouscope {
 
 namespace {
 
 constexpr auto kMinInterval = std::chrono::milliseconds(10);
 constexpr auto kMaxInterval = std::chrono::hours(1);
 
-const char* const kDescription = R"(uringscoped - observe io_uring SQPOLL threads, rings and polling
+const char* const kDescription = R"(iouscoped - observe io_uring SQPOLL threads, rings and polling
 
-uringscoped samples every io_uring instance on the host and serves Prometheus metrics. It reads the
+iouscoped samples every io_uring instance on the host and serves Prometheus metrics. It reads the
 counters the kernel already keeps with a BPF iterator (ring heads and tails, SQ thread run time,
 context switches, sqd->work_time) and follows SQ threads' sleeps and wakeups with scheduler
 tracepoints that return after one test for any other task. Nothing runs on the I/O path.
@@ -31,16 +31,16 @@ It needs root, or CAP_BPF, CAP_PERFMON and CAP_SYSLOG, and a kernel with BTF
 const char* const kFooter = R"(PROBE TIERS
   Each probe uses the best attach kind the kernel offers: fentry/fexit, then kprobe/kretprobe;
   tracepoints and the ring iterator need neither. --probe-report shows the choice per probe;
-  uringscope_probe_attached{probe,kind} exports it.
+  iouscope_probe_attached{probe,kind} exports it.
 
 EXAMPLES
-  uringscoped
+  iouscoped
       Serve http://127.0.0.1:10464/metrics, sampling every second.
-  uringscoped --probes.deep
+  iouscoped --probes.deep
       Add per-ring SQ thread work, IOPOLL poll efficiency and NVMe passthrough completions.
-  uringscoped --probe-report --no-fentry
+  iouscoped --probe-report --no-fentry
       Show which probes this kernel supports with kprobes alone.
-  uringscoped --web.listen-address=:10464 --sample.interval=5s
+  iouscoped --web.listen-address=:10464 --sample.interval=5s
       Listen on every interface (an explicit choice: the metrics name processes) and sample
       every five seconds.
 
@@ -111,7 +111,7 @@ void add_sampling_options(CLI::App& app, DaemonConfig& cfg, RawFlags& raw) {
                  "efficiency (io_do_iopoll) and NVMe passthrough completions. These fire per "
                  "batch or per request; see docs/BENCHMARKS.md for their cost.");
     app.add_option("--probes.gap-sampling", raw.gap_sampling,
-                   "Where the deep tier's work-gap probe (the sq_thread_idle curve of uringscope "
+                   "Where the deep tier's work-gap probe (the sq_thread_idle curve of iouscope "
                    "advise) can only run once per SQE, attach it for ON of every PERIOD, e.g. "
                    "6s/60s: it costs nothing the rest of the time, and the advisor scales what "
                    "the windows recorded. ON is at least 3s (the first 2.15s of a window only find "
@@ -146,8 +146,8 @@ void add_sampling_options(CLI::App& app, DaemonConfig& cfg, RawFlags& raw) {
                  "Load every probe this kernel allows (deep tier included), print each with the "
                  "attach kind chosen or the reason it is off, and exit.");
     app.add_option("--advise.window", raw.advise,
-                   "History the advisor judges tuning findings over (uringscope advise, "
-                   "uringscope_advice_finding, the log), 5s to 1h, or 0 to switch it off. The "
+                   "History the advisor judges tuning findings over (iouscope advise, "
+                   "iouscope_advice_finding, the log), 5s to 1h, or 0 to switch it off. The "
                    "sq_thread_idle curve needs --probes.deep.")
         ->default_str("60s");
     app.add_option("--runas.user", cfg.runas_user,
@@ -209,16 +209,16 @@ std::optional<std::string> validate(const RawFlags& raw, DaemonConfig& cfg) {
 FlagsResult parse_daemon_flags(int argc, const char* const* argv) {
     DaemonConfig cfg;
     RawFlags raw;
-    CLI::App app{kDescription, "uringscoped"};
+    CLI::App app{kDescription, "iouscoped"};
     app.footer(metrics_help_list() + "\n\n" + kFooter);
     app.get_formatter()->column_width(34);
     add_web_options(app, cfg);
     add_sampling_options(app, cfg, raw);
 
     FlagsResult result;
-    if (!cli::parse_or_answer(app, argc, argv, "uringscoped", result)) return result;
+    if (!cli::parse_or_answer(app, argc, argv, "iouscoped", result)) return result;
     if (raw.version) {
-        result.output = "uringscoped " URINGSCOPE_VERSION;
+        result.output = "iouscoped " IOUSCOPE_VERSION;
         return result;
     }
     if (raw.metrics) {
@@ -228,11 +228,11 @@ FlagsResult parse_daemon_flags(int argc, const char* const* argv) {
     }
     if (auto err = validate(raw, cfg)) {
         result.exit_code = 2;
-        result.output = "uringscoped: " + *err;
+        result.output = "iouscoped: " + *err;
         return result;
     }
     result.config = cfg;
     return result;
 }
 
-}  // namespace uringscope
+}  // namespace iouscope

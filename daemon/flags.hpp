@@ -1,5 +1,5 @@
 #pragma once
-// Command line of uringscoped, in node_exporter's style (--web.listen-address, --log.level, ...),
+// Command line of iouscoped, in node_exporter's style (--web.listen-address, --log.level, ...),
 // parsed without side effects so every error path is unit-tested.
 #include <chrono>
 #include <optional>
@@ -8,7 +8,7 @@
 
 #include "model/gap_sampling.hpp"
 
-namespace uringscope {
+namespace iouscope {
 
 // 10464 sits outside 9100-9999, which the Prometheus exporter port registry has used up.
 inline constexpr std::string_view kDefaultListenAddress = "127.0.0.1:10464";
@@ -48,4 +48,4 @@ FlagsResult parse_daemon_flags(int argc, const char* const* argv);
 // empty host, meaning every interface) and a port in 1..65535.
 std::optional<std::string> check_listen_address(std::string_view address);
 
-}  // namespace uringscope
+}  // namespace iouscope

@@ -1,4 +1,4 @@
-// uringscoped: the daemon. Parses flags, binds the HTTP port, loads and attaches the BPF
+// iouscoped: the daemon. Parses flags, binds the HTTP port, loads and attaches the BPF
 // programs the kernel supports, then samples until SIGINT or SIGTERM.
 #include <pwd.h>
 #include <signal.h>
@@ -22,13 +22,13 @@
 #include "model/sched_gate.hpp"
 #include "server/http_server.hpp"
 
-using namespace uringscope;
+using namespace iouscope;
 
 namespace {
 
 void setup_logging(const DaemonConfig& cfg) {
     // Logs go to stderr; stdout is left for output a caller may parse.
-    spdlog::set_default_logger(spdlog::stderr_color_mt("uringscoped"));
+    spdlog::set_default_logger(spdlog::stderr_color_mt("iouscoped"));
     spdlog::set_level(spdlog::level::from_str(cfg.log_level));
     spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %^%l%$ %v");
 }
@@ -67,7 +67,7 @@ int probe_report(const DaemonConfig& cfg, const KernelFeatures& kf) {
 std::unique_ptr<HttpServer> serve(const DaemonConfig& cfg, WebConfig& web, int& exit_code) {
     if (!cfg.web_config.empty()) {
         if (auto why = load_web_config(cfg.web_config, web)) {
-            std::cerr << "uringscoped: " << *why << "\n";
+            std::cerr << "iouscoped: " << *why << "\n";
             exit_code = 2;
             return nullptr;
         }
@@ -105,7 +105,7 @@ void add_routes(HttpServer& http, const DaemonConfig& cfg, std::shared_ptr<Snaps
 // The checks that need nothing loaded: the user to run as, BPF privileges, the kernel's BTF.
 int preflight(const DaemonConfig& cfg, KernelFeatures& kf) {
     if (!cfg.runas_user.empty() && !getpwnam(cfg.runas_user.c_str())) {
-        std::cerr << "uringscoped: --runas.user: no user \"" << cfg.runas_user << "\"\n";
+        std::cerr << "iouscoped: --runas.user: no user \"" << cfg.runas_user << "\"\n";
         return 2;
     }
     if (auto err = missing_bpf_privileges()) {

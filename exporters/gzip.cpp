@@ -4,7 +4,7 @@
 
 #include <stdexcept>
 
-namespace uringscope {
+namespace iouscope {
 
 std::string gzip_compress(std::string_view text) {
     // zlib's one-call compress() writes the zlib format, not gzip; deflate with windowBits 16+15
@@ -24,4 +24,4 @@ std::string gzip_compress(std::string_view text) {
     return out;
 }
 
-}  // namespace uringscope
+}  // namespace iouscope

@@ -5,7 +5,7 @@
 
 #include "exporters/prometheus_exporter.hpp"
 
-namespace uringscope {
+namespace iouscope {
 
 NLOHMANN_JSON_SERIALIZE_ENUM(WorkSource, {{WorkSource::kernel, "kernel"},
                                           {WorkSource::loop_passes, "loop_passes"},
@@ -117,7 +117,7 @@ Snapshot snapshot_from_json(const std::string& text) {
         throw std::runtime_error(std::string("not JSON: ") + e.what());
     }
     if (!j.is_object() || !j.contains("schema"))
-        throw std::runtime_error("not a uringscope snapshot (no \"schema\" field)");
+        throw std::runtime_error("not a iouscope snapshot (no \"schema\" field)");
     if (j["schema"] != kSchemaVersion)
         throw std::runtime_error("snapshot schema " + j["schema"].dump() + ", this build reads " +
                                  std::to_string(kSchemaVersion));
@@ -130,4 +130,4 @@ Snapshot snapshot_from_json(const std::string& text) {
     }
 }
 
-}  // namespace uringscope
+}  // namespace iouscope

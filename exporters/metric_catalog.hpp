@@ -1,8 +1,8 @@
 #pragma once
-// Every metric family uringscoped exports, declared once: name, type, labels, help, and the
+// Every metric family iouscoped exports, declared once: name, type, labels, help, and the
 // exposition section that fills it. The exposition takes help and type from here and refuses a
 // family that is not declared or a series whose labels differ from the declaration; the
-// `--help` METRICS list and `uringscoped --metrics` (which tests/dashboards reads) are printed
+// `--help` METRICS list and `iouscoped --metrics` (which tests/dashboards reads) are printed
 // from it. So a family cannot be exported without being documented, nor documented with labels
 // it does not have.
 #include <cstdint>
@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-namespace uringscope {
+namespace iouscope {
 
 enum class MetricKind : std::uint8_t { counter, gauge, histogram };
 
@@ -27,9 +27,9 @@ const std::vector<MetricDecl>& metric_catalog();
 // The declaration of `name`; throws std::out_of_range for a family nobody declared.
 const MetricDecl& metric_decl(std::string_view name);
 std::string_view kind_name(MetricKind k);
-// The METRICS block of `uringscoped --help`: every family with its labels, by section.
+// The METRICS block of `iouscoped --help`: every family with its labels, by section.
 std::string metrics_help_list();
 // One line per family: name, type, comma-separated labels, tab-separated (`--metrics`).
 std::string metrics_table();
 
-}  // namespace uringscope
+}  // namespace iouscope

@@ -11,7 +11,7 @@
 
 #include "exporters/metric_catalog.hpp"
 
-namespace uringscope {
+namespace iouscope {
 
 namespace {
 
@@ -150,15 +150,15 @@ namespace {
 
 // Per SQ thread: its CPU split into work, spin and sleep, and how the split was made.
 void thread_cpu_families(Exposition& ex, const Snapshot& s) {
-    Family& cpu = ex.add("uringscope_sqthread_cpu_seconds_total");
-    Family& work = ex.add("uringscope_sqthread_work_seconds_total");
-    Family& spin = ex.add("uringscope_sqthread_spin_seconds_total");
-    Family& sleep = ex.add("uringscope_sqthread_sleep_seconds_total");
-    Family& blocks = ex.add("uringscope_sqthread_blocks_total");
-    Family& blocked = ex.add("uringscope_sqthread_blocked_seconds_total");
-    Family& model = ex.add("uringscope_sqthread_spin_model");
-    Family& source = ex.add("uringscope_sqthread_work_time_source");
-    Family& by_source = ex.add("uringscope_sqthread_work_by_source_seconds_total");
+    Family& cpu = ex.add("iouscope_sqthread_cpu_seconds_total");
+    Family& work = ex.add("iouscope_sqthread_work_seconds_total");
+    Family& spin = ex.add("iouscope_sqthread_spin_seconds_total");
+    Family& sleep = ex.add("iouscope_sqthread_sleep_seconds_total");
+    Family& blocks = ex.add("iouscope_sqthread_blocks_total");
+    Family& blocked = ex.add("iouscope_sqthread_blocked_seconds_total");
+    Family& model = ex.add("iouscope_sqthread_spin_model");
+    Family& source = ex.add("iouscope_sqthread_work_time_source");
+    Family& by_source = ex.add("iouscope_sqthread_work_by_source_seconds_total");
 
     for (const auto& t : s.threads) {
         auto l = thread_labels(t);
@@ -189,13 +189,13 @@ void thread_cpu_families(Exposition& ex, const Snapshot& s) {
 
 // Per SQ thread: sleeps, wakeups and who woke it, context switches, wake latency.
 void thread_wake_families(Exposition& ex, const Snapshot& s) {
-    Family& sleeps = ex.add("uringscope_sqthread_sleeps_total");
-    Family& wakeups = ex.add("uringscope_sqthread_wakeups_total");
-    Family& untraced = ex.add("uringscope_sqthread_untraced_wakeups_total");
-    Family& vcsw = ex.add("uringscope_sqthread_voluntary_switches_total");
-    Family& ivcsw = ex.add("uringscope_sqthread_involuntary_switches_total");
-    Family& by_waker = ex.add("uringscope_sqthread_wakeups_by_waker_total");
-    Family& latency = ex.add("uringscope_sqthread_wakeup_latency_seconds");
+    Family& sleeps = ex.add("iouscope_sqthread_sleeps_total");
+    Family& wakeups = ex.add("iouscope_sqthread_wakeups_total");
+    Family& untraced = ex.add("iouscope_sqthread_untraced_wakeups_total");
+    Family& vcsw = ex.add("iouscope_sqthread_voluntary_switches_total");
+    Family& ivcsw = ex.add("iouscope_sqthread_involuntary_switches_total");
+    Family& by_waker = ex.add("iouscope_sqthread_wakeups_by_waker_total");
+    Family& latency = ex.add("iouscope_sqthread_wakeup_latency_seconds");
 
     for (const auto& t : s.threads) {
         auto l = thread_labels(t);
@@ -217,12 +217,12 @@ void thread_wake_families(Exposition& ex, const Snapshot& s) {
 
 // Per SQ thread: its rings and their fairness, settings, state and CPU.
 void thread_info_families(Exposition& ex, const Snapshot& s) {
-    Family& rings = ex.add("uringscope_sqthread_rings");
-    Family& fairness = ex.add("uringscope_sqthread_fairness");
-    Family& thread_start = ex.add("uringscope_sqthread_start_time_seconds");
-    Family& idle = ex.add("uringscope_sqthread_idle_setting_seconds");
-    Family& running = ex.add("uringscope_sqthread_running");
-    Family& sq_cpu = ex.add("uringscope_sqthread_sq_cpu");
+    Family& rings = ex.add("iouscope_sqthread_rings");
+    Family& fairness = ex.add("iouscope_sqthread_fairness");
+    Family& thread_start = ex.add("iouscope_sqthread_start_time_seconds");
+    Family& idle = ex.add("iouscope_sqthread_idle_setting_seconds");
+    Family& running = ex.add("iouscope_sqthread_running");
+    Family& sq_cpu = ex.add("iouscope_sqthread_sq_cpu");
 
     for (const auto& t : s.threads) {
         auto l = thread_labels(t);
@@ -243,7 +243,7 @@ void thread_info_families(Exposition& ex, const Snapshot& s) {
 // ring and thread series keep their labels and a query joins on pid for the container or pod
 // (docs/DASHBOARDS.md).
 void process_families(Exposition& ex, const Snapshot& s) {
-    Family& info = ex.add("uringscope_process_info");
+    Family& info = ex.add("iouscope_process_info");
     for (const auto& p : s.processes)
         info.gauge({{"pid", std::to_string(p.pid)},
                     {"comm", p.comm},
@@ -255,10 +255,10 @@ void process_families(Exposition& ex, const Snapshot& s) {
 
 // Per SQ thread: its loop passes and their work (deep tier, 6.9+).
 void thread_pass_families(Exposition& ex, const Snapshot& s) {
-    Family& passes = ex.add("uringscope_sqthread_loop_passes_total");
-    Family& busy_passes = ex.add("uringscope_sqthread_busy_loop_passes_total");
-    Family& pass_work = ex.add("uringscope_sqthread_pass_work_seconds_total");
-    Family& task_work = ex.add("uringscope_sqthread_task_work_seconds_total");
+    Family& passes = ex.add("iouscope_sqthread_loop_passes_total");
+    Family& busy_passes = ex.add("iouscope_sqthread_busy_loop_passes_total");
+    Family& pass_work = ex.add("iouscope_sqthread_pass_work_seconds_total");
+    Family& task_work = ex.add("iouscope_sqthread_task_work_seconds_total");
 
     for (const auto& t : s.threads) {
         if (!t.has_passes) continue;
@@ -273,15 +273,15 @@ void thread_pass_families(Exposition& ex, const Snapshot& s) {
 // Per ring: SQEs and CQEs, backlog, share of its SQ thread, and the SQ thread's work on it
 // (deep tier).
 void ring_families(Exposition& ex, const Snapshot& s) {
-    Family& sqes = ex.add("uringscope_ring_sqes_total");
-    Family& cqes = ex.add("uringscope_ring_cqes_total");
-    Family& backlog = ex.add("uringscope_ring_sq_backlog");
-    Family& share = ex.add("uringscope_ring_sqthread_share");
-    Family& entries = ex.add("uringscope_ring_sq_entries");
-    Family& start = ex.add("uringscope_ring_start_time_seconds");
-    Family& ring_work = ex.add("uringscope_ring_sqthread_work_seconds_total");
-    Family& ring_submit = ex.add("uringscope_ring_sqthread_submit_seconds_total");
-    Family& ring_batches = ex.add("uringscope_ring_sqthread_batches_total");
+    Family& sqes = ex.add("iouscope_ring_sqes_total");
+    Family& cqes = ex.add("iouscope_ring_cqes_total");
+    Family& backlog = ex.add("iouscope_ring_sq_backlog");
+    Family& share = ex.add("iouscope_ring_sqthread_share");
+    Family& entries = ex.add("iouscope_ring_sq_entries");
+    Family& start = ex.add("iouscope_ring_start_time_seconds");
+    Family& ring_work = ex.add("iouscope_ring_sqthread_work_seconds_total");
+    Family& ring_submit = ex.add("iouscope_ring_sqthread_submit_seconds_total");
+    Family& ring_batches = ex.add("iouscope_ring_sqthread_batches_total");
 
     for (const auto& r : s.rings) {
         auto l = ring_labels(r);
@@ -301,10 +301,10 @@ void ring_families(Exposition& ex, const Snapshot& s) {
 
 // Per ring and caller: io_do_iopoll calls, empty calls, completions and time (deep tier).
 void ring_iopoll_families(Exposition& ex, const Snapshot& s) {
-    Family& io_calls = ex.add("uringscope_iopoll_calls_total");
-    Family& io_empty = ex.add("uringscope_iopoll_empty_total");
-    Family& io_comp = ex.add("uringscope_iopoll_completions_total");
-    Family& io_secs = ex.add("uringscope_iopoll_seconds_total");
+    Family& io_calls = ex.add("iouscope_iopoll_calls_total");
+    Family& io_empty = ex.add("iouscope_iopoll_empty_total");
+    Family& io_comp = ex.add("iouscope_iopoll_completions_total");
+    Family& io_secs = ex.add("iouscope_iopoll_seconds_total");
 
     for (const auto& r : s.rings) {
         for (const auto& io : r.iopoll) {
@@ -324,25 +324,25 @@ void ring_iopoll_families(Exposition& ex, const Snapshot& s) {
 void ring_count_families(Exposition& ex, const Snapshot& s) {
     std::map<std::string, int> by_mode = {{"plain", 0}, {"sqpoll", 0}, {"iopoll", 0}, {"both", 0}};
     for (const auto& r : s.rings) ++by_mode[r.mode];
-    Family& rings_by_mode = ex.add("uringscope_rings");
+    Family& rings_by_mode = ex.add("iouscope_rings");
     for (const auto& [mode, n] : by_mode) rings_by_mode.gauge({{"mode", mode}}, n);
-    Family& created = ex.add("uringscope_rings_created_total");
+    Family& created = ex.add("iouscope_rings_created_total");
     for (const auto& [mode, n] : s.rings_created_by_mode)
         created.counter({{"mode", mode}}, static_cast<double>(n));
-    Family& short_lived = ex.add("uringscope_rings_short_lived_total");
+    Family& short_lived = ex.add("iouscope_rings_short_lived_total");
     for (const auto& [mode, n] : s.rings_short_lived_by_mode)
         short_lived.counter({{"mode", mode}}, static_cast<double>(n));
 }
 
 // Per NVMe namespace (deep tier), and IOPOLL totals over every ring since attach.
 void device_families(Exposition& ex, const Snapshot& s) {
-    Family& nvme_comp = ex.add("uringscope_nvme_uring_cmd_completions_total");
-    Family& nvme_polls = ex.add("uringscope_nvme_uring_cmd_polls_total");
-    Family& nvme_intent = ex.add("uringscope_nvme_uring_cmd_polled_irq_total");
-    Family& no_pollq = ex.add("uringscope_device_iopoll_without_poll_queues");
-    Family& nvme_lat = ex.add("uringscope_nvme_uring_cmd_latency_seconds");
-    Family& nvme_cqes = ex.add("uringscope_nvme_uring_cmd_cqes_total");
-    Family& nvme_cqe_delay = ex.add("uringscope_nvme_uring_cmd_cqe_delay_seconds");
+    Family& nvme_comp = ex.add("iouscope_nvme_uring_cmd_completions_total");
+    Family& nvme_polls = ex.add("iouscope_nvme_uring_cmd_polls_total");
+    Family& nvme_intent = ex.add("iouscope_nvme_uring_cmd_polled_irq_total");
+    Family& no_pollq = ex.add("iouscope_device_iopoll_without_poll_queues");
+    Family& nvme_lat = ex.add("iouscope_nvme_uring_cmd_latency_seconds");
+    Family& nvme_cqes = ex.add("iouscope_nvme_uring_cmd_cqes_total");
+    Family& nvme_cqe_delay = ex.add("iouscope_nvme_uring_cmd_cqe_delay_seconds");
     for (const auto& d : s.devices) {
         if (d.has_cqes) {
             nvme_cqes.counter({{"device", d.name}}, static_cast<double>(d.cqes));
@@ -356,9 +356,9 @@ void device_families(Exposition& ex, const Snapshot& s) {
         nvme_lat.histogram({{"device", d.name}}, d.latency);
     }
 
-    Family& host_calls = ex.add("uringscope_iopoll_host_calls_total");
-    Family& host_empty = ex.add("uringscope_iopoll_host_empty_total");
-    Family& host_comp = ex.add("uringscope_iopoll_host_completions_total");
+    Family& host_calls = ex.add("iouscope_iopoll_host_calls_total");
+    Family& host_empty = ex.add("iouscope_iopoll_host_empty_total");
+    Family& host_comp = ex.add("iouscope_iopoll_host_completions_total");
     for (const auto& io : s.iopoll_host) {
         host_calls.counter({{"caller", io.caller}}, static_cast<double>(io.calls));
         host_empty.counter({{"caller", io.caller}}, static_cast<double>(io.empty));
@@ -368,13 +368,13 @@ void device_families(Exposition& ex, const Snapshot& s) {
 
 // A duty-cycled probe's schedule and what it recorded (collect/gap_duty.hpp).
 void duty_families(Exposition& ex, const Snapshot& s) {
-    Family& duty = ex.add("uringscope_probe_duty_ratio");
-    Family& active = ex.add("uringscope_probe_window_active");
-    Family& windows = ex.add("uringscope_probe_windows_total");
-    Family& early = ex.add("uringscope_probe_windows_closed_early_total");
-    Family& attached = ex.add("uringscope_probe_attached_seconds_total");
-    Family& recorded = ex.add("uringscope_probe_recorded_seconds_total");
-    Family& failures = ex.add("uringscope_probe_window_attach_failures_total");
+    Family& duty = ex.add("iouscope_probe_duty_ratio");
+    Family& active = ex.add("iouscope_probe_window_active");
+    Family& windows = ex.add("iouscope_probe_windows_total");
+    Family& early = ex.add("iouscope_probe_windows_closed_early_total");
+    Family& attached = ex.add("iouscope_probe_attached_seconds_total");
+    Family& recorded = ex.add("iouscope_probe_recorded_seconds_total");
+    Family& failures = ex.add("iouscope_probe_window_attach_failures_total");
     if (!s.gap_sampling) return;
     const auto& g = *s.gap_sampling;
     const Labels l{{"probe", "work_gaps"}};
@@ -389,10 +389,10 @@ void duty_families(Exposition& ex, const Snapshot& s) {
 
 // Each probe's state, misses and coverage.
 void probe_families(Exposition& ex, const Snapshot& s) {
-    Family& probe = ex.add("uringscope_probe_attached");
-    Family& missed = ex.add("uringscope_probe_missed_total");
-    Family& coverage = ex.add("uringscope_probe_coverage_ratio");
-    Family& coverage_events = ex.add("uringscope_probe_coverage_sqes_total");
+    Family& probe = ex.add("iouscope_probe_attached");
+    Family& missed = ex.add("iouscope_probe_missed_total");
+    Family& coverage = ex.add("iouscope_probe_coverage_ratio");
+    Family& coverage_events = ex.add("iouscope_probe_coverage_sqes_total");
     for (const auto& c : s.coverage) {
         if (c.ratio >= 0) coverage.gauge({{"probe", c.probe}}, c.ratio);
         coverage_events.counter({{"probe", c.probe}, {"seen_by", "probe"}},
@@ -400,8 +400,8 @@ void probe_families(Exposition& ex, const Snapshot& s) {
         coverage_events.counter({{"probe", c.probe}, {"seen_by", "iterator"}},
                                 static_cast<double>(c.iterator_events));
     }
-    Family& waiting = ex.add("uringscope_probe_waiting");
-    Family& gated = ex.add("uringscope_probe_gated");
+    Family& waiting = ex.add("iouscope_probe_waiting");
+    Family& gated = ex.add("iouscope_probe_gated");
     for (const auto& p : s.probes) {
         probe.gauge({{"probe", p.probe}, {"kind", p.kind}}, p.attached ? 1 : 0);
         if (p.attached) gated.gauge({{"probe", p.probe}, {"kind", p.kind}}, p.gated ? 1 : 0);
@@ -415,8 +415,8 @@ void probe_families(Exposition& ex, const Snapshot& s) {
 
 // The advisor's findings over its window.
 void advice_families(Exposition& ex, const Snapshot& s) {
-    Family& finding = ex.add("uringscope_advice_finding");
-    Family& saving = ex.add("uringscope_advice_predicted_cpu_saving_cores");
+    Family& finding = ex.add("iouscope_advice_finding");
+    Family& saving = ex.add("iouscope_advice_predicted_cpu_saving_cores");
     for (const auto& f : s.advice.findings) {
         Labels l{{"finding", f.id},
                  {"subject", f.subject},
@@ -428,34 +428,34 @@ void advice_families(Exposition& ex, const Snapshot& s) {
             if (p.name == "cpu_cores_saved")
                 saving.gauge({{"finding", f.id}, {"subject", f.subject}}, p.value);
     }
-    Family& window = ex.add("uringscope_advice_window_seconds");
+    Family& window = ex.add("iouscope_advice_window_seconds");
     window.gauge({}, s.advice.window_seconds);
 }
 
 // The daemon itself: maps, identities, samples, build.
 void daemon_families(Exposition& ex, const Snapshot& s) {
-    Family& overflow = ex.add("uringscope_map_overflow_total");
+    Family& overflow = ex.add("iouscope_map_overflow_total");
     for (const auto& [map, n] : s.map_overflows)
         overflow.counter({{"map", map}}, static_cast<double>(n));
-    Family& entries_now = ex.add("uringscope_map_entries");
+    Family& entries_now = ex.add("iouscope_map_entries");
     for (const auto& [map, n] : s.map_entries)
         entries_now.gauge({{"map", map}}, static_cast<double>(n));
-    Family& replaced = ex.add("uringscope_identities_replaced_total");
+    Family& replaced = ex.add("iouscope_identities_replaced_total");
     replaced.counter({{"kind", "ring"}}, static_cast<double>(s.rings_replaced));
     replaced.counter({{"kind", "sq_thread"}}, static_cast<double>(s.threads_replaced));
-    Family& incomplete = ex.add("uringscope_walks_incomplete_total");
+    Family& incomplete = ex.add("iouscope_walks_incomplete_total");
     incomplete.counter({}, static_cast<double>(s.walks_incomplete));
-    Family& samples = ex.add("uringscope_samples_total");
+    Family& samples = ex.add("iouscope_samples_total");
     samples.counter({}, static_cast<double>(s.seq));
-    Family& duration = ex.add("uringscope_sample_duration_seconds");
+    Family& duration = ex.add("iouscope_sample_duration_seconds");
     duration.gauge({}, s.sample_duration_seconds);
-    Family& last = ex.add("uringscope_last_sample_timestamp_seconds");
+    Family& last = ex.add("iouscope_last_sample_timestamp_seconds");
     last.gauge({}, s.timestamp);
-    Family& visible = ex.add("uringscope_host_visible");
+    Family& visible = ex.add("iouscope_host_visible");
     for (const auto& [scope, whole] : s.host_visible)
         visible.gauge({{"scope", scope}}, whole ? 1 : 0);
-    Family& build = ex.add("uringscope_build_info");
-    build.gauge({{"version", URINGSCOPE_VERSION}}, 1);
+    Family& build = ex.add("iouscope_build_info");
+    build.gauge({{"version", IOUSCOPE_VERSION}}, 1);
 }
 
 }  // namespace
@@ -478,4 +478,4 @@ std::string render_text(const Snapshot& snap) {
     return os.str();
 }
 
-}  // namespace uringscope
+}  // namespace iouscope

@@ -10,7 +10,7 @@
 
 #include "model/snapshot.hpp"
 
-namespace uringscope {
+namespace iouscope {
 
 // comm names are 16 arbitrary bytes; exposition must be UTF-8. Invalid sequences become U+FFFD.
 std::string sanitize_utf8(std::string_view in);
@@ -20,4 +20,4 @@ std::vector<prometheus::MetricFamily> to_metric_families(const Snapshot& snap);
 // Text exposition format 0.0.4 of a snapshot, as served on /metrics.
 std::string render_text(const Snapshot& snap);
 
-}  // namespace uringscope
+}  // namespace iouscope

@@ -13,7 +13,7 @@
 #include "exporters/gzip.hpp"
 #include "model/snapshot.hpp"
 
-namespace uringscope {
+namespace iouscope {
 
 class RenderCache {
 public:
@@ -65,4 +65,4 @@ private:
     std::uint64_t compressions_ = 0;
 };
 
-}  // namespace uringscope
+}  // namespace iouscope

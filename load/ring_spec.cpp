@@ -7,7 +7,7 @@
 
 #include "common/duration.hpp"
 
-namespace uringscope::load {
+namespace iouscope::load {
 
 namespace {
 
@@ -293,7 +293,7 @@ ParseResult<std::chrono::nanoseconds> parse_duration(std::string_view text) {
         return ParseError{
             "empty duration (use a number with a unit: ns, us, ms, s, m or h, e.g. 500ms)"};
     if (text.front() == '-') return ParseError{"duration " + quoted(text) + " is negative"};
-    if (auto d = uringscope::parse_duration(text)) return *d;
+    if (auto d = iouscope::parse_duration(text)) return *d;
     return ParseError{
         "duration " + quoted(text) +
         " is not a number followed by a unit (use ns, us, ms, s, m or h, e.g. 500ms)"};
@@ -435,4 +435,4 @@ ParseResult<LoadConfig> build_config(const RawOptions& raw) {
     return cfg;
 }
 
-}  // namespace uringscope::load
+}  // namespace iouscope::load

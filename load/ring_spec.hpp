@@ -1,4 +1,4 @@
-// Command-line model of uringscope-load: ring SPEC strings, durations and the whole validated run
+// Command-line model of iouscope-load: ring SPEC strings, durations and the whole validated run
 // configuration. Everything here is pure (no I/O, no exit, no printing) so the rules that decide
 // what counts as bad input can be unit-tested without root or io_uring.
 #pragma once
@@ -12,7 +12,7 @@
 #include <variant>
 #include <vector>
 
-namespace uringscope::load {
+namespace iouscope::load {
 
 enum class RingMode { Plain, Sqpoll, Iopoll, SqpollIopoll };
 
@@ -46,7 +46,7 @@ struct RingSpec {
     // attached with 0 would count as the kernel default of one second.
     unsigned idle_ms = kDefaultIdleMs;
     std::optional<unsigned> cpu;
-    // The seeds kernel's flags (include/uringscope/seeds_uapi.h); other kernels refuse them.
+    // The seeds kernel's flags (include/iouscope/seeds_uapi.h); other kernels refuse them.
     // idle_ns replaces idle_ms when set (IORING_SETUP_IDLE_NS) and is copied to shared rings too.
     std::optional<std::uint32_t> idle_ns;
     bool percpu = false;  // IORING_SETUP_SQPOLL_PERCPU: the per-CPU SQ thread of cpu=
@@ -119,4 +119,4 @@ struct LoadConfig {
 // opened here).
 ParseResult<LoadConfig> build_config(const RawOptions& raw);
 
-}  // namespace uringscope::load
+}  // namespace iouscope::load

@@ -1,12 +1,12 @@
 #pragma once
-// What `uringscope advise` and the daemon's advisor report. Plain data, so the snapshot, the
+// What `iouscope advise` and the daemon's advisor report. Plain data, so the snapshot, the
 // JSON and Prometheus exporters and the CLI can carry it without knowing how it was derived
 // (model/advisor.cpp).
 #include <cstdint>
 #include <string>
 #include <vector>
 
-namespace uringscope {
+namespace iouscope {
 
 // One measured or predicted quantity, machine-readable: the JSON keeps name, value and unit.
 struct Figure {
@@ -41,7 +41,7 @@ struct Alternative {
 };
 
 struct Finding {
-    // Stable identifiers, also the `finding` label of uringscope_advice_finding:
+    // Stable identifiers, also the `finding` label of iouscope_advice_finding:
     //   sq_idle_too_long, sq_spinning_without_work, sq_thread_overpriced,
     //   shared_thread_backlog, sq_threads_should_share, iopoll_without_poll_queues
     std::string id;
@@ -69,4 +69,4 @@ struct Advice {
     std::vector<std::string> notes;  // what could not be judged, and why
 };
 
-}  // namespace uringscope
+}  // namespace iouscope

@@ -11,10 +11,10 @@
 #include <set>
 #include <string>
 
+#include "iouscope/records.h"
 #include "model/counters.hpp"
-#include "uringscope/records.h"
 
-namespace uringscope {
+namespace iouscope {
 
 namespace {
 
@@ -133,7 +133,7 @@ bool idle_curve_ready(const ThreadSnapshot& a, const ThreadSnapshot& b, const Sn
     }
     if (const double recorded = recorded_between(a, b); recorded < kMinRecordedSeconds) {
         out.notes.push_back(fmt::format(
-            "sq_thread {}: its SQE gaps are sampled (uringscoped --probes.gap-sampling) and "
+            "sq_thread {}: its SQE gaps are sampled (iouscoped --probes.gap-sampling) and "
             "{:.1f} s of the window were recorded; the idle curve waits for {:.0f} s",
             b.tid, recorded, kMinRecordedSeconds));
         return false;
@@ -406,7 +406,7 @@ Alternative price_idle(const PriceContext& c) {
                      ? no_setting_helps(c, floor)
                      : "no sq_thread_idle saves a tenth of the thread's CPU on these gaps";
     } else {
-        a.note = "pricing other idle times needs the gaps between SQEs: uringscoped --probes.deep";
+        a.note = "pricing other idle times needs the gaps between SQEs: iouscoped --probes.deep";
     }
     return a;
 }
@@ -455,7 +455,7 @@ Alternative price_ns_kernel(const PriceContext& c) {
     for (const auto& p : curve)
         if (!best || p.cpu_cores < best->cpu_cores) best = &p;
     if (!best) {
-        a.note = "pricing it needs the gaps between SQEs: uringscoped --probes.deep";
+        a.note = "pricing it needs the gaps between SQEs: iouscoped --probes.deep";
         return a;
     }
     a.available = true;
@@ -972,7 +972,7 @@ Advice make_advice(const Snapshot& from, const Snapshot& to, const AdviseOptions
     if (!out.gaps_available && !windows.empty())
         out.notes.push_back(
             "no idle-time curves: they need the deep tier's work_gaps probe "
-            "(uringscoped --probes.deep)");
+            "(iouscoped --probes.deep)");
     return out;
 }
 
@@ -995,4 +995,4 @@ Advice AdviceWindow::update(const std::shared_ptr<const Snapshot>& now) {
     return a;
 }
 
-}  // namespace uringscope
+}  // namespace iouscope

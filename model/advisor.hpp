@@ -1,6 +1,6 @@
 #pragma once
 // Tuning advice from two snapshots: everything is a difference of cumulative counters between
-// `from` and `to`, so the daemon (rolling window) and `uringscope advise` (fresh window) use the
+// `from` and `to`, so the daemon (rolling window) and `iouscope advise` (fresh window) use the
 // same code. Pure: no clock, no I/O; the unit tests feed hand-made snapshots.
 #include <cstddef>
 #include <cstdint>
@@ -10,7 +10,7 @@
 
 #include "model/snapshot.hpp"
 
-namespace uringscope {
+namespace iouscope {
 
 struct AdviseOptions {
     double min_window_seconds = 5;       // shorter windows give no advice
@@ -60,7 +60,7 @@ double seconds_between(const Snapshot& from, const Snapshot& to);
 
 // The idle-time model, exposed for tests. Gaps are the differences of two WorkGaps.
 struct GapWindow {
-    // Per USC_GAP_BUCKETS bucket; estimates for the whole window where the probe is sampled.
+    // Per IOU_GAP_BUCKETS bucket; estimates for the whole window where the probe is sampled.
     std::vector<double> count;
     std::vector<double> sum_ns;
     double open_start_s = 0;  // time since the latest SQE at the window start (0 if none)
@@ -73,7 +73,7 @@ struct GapWindow {
 };
 
 // Where the probe is sampled (recorded_seconds >= 0), the counts and sums recorded in the window
-// are scaled by window_s over the time recorded in it (include/uringscope/gap_sampling.h); the
+// are scaled by window_s over the time recorded in it (include/iouscope/gap_sampling.h); the
 // estimate covers the whole window, so no gap is open at its ends.
 GapWindow gap_window(const WorkGaps& from, const WorkGaps& to, double window_s);
 // The window of one SQ thread between two snapshots, with its work per gap.
@@ -108,4 +108,4 @@ private:
     std::vector<std::shared_ptr<const Snapshot>> history_;  // oldest first, spaced window/8
 };
 
-}  // namespace uringscope
+}  // namespace iouscope

@@ -5,10 +5,10 @@
 #include <cstring>
 #include <utility>
 
+#include "iouscope/gap_bucket.h"
 #include "model/container.hpp"
-#include "uringscope/gap_bucket.h"
 
-namespace uringscope {
+namespace iouscope {
 
 namespace {
 
@@ -28,14 +28,14 @@ LatencyHistogram latency_histogram(std::span<const std::uint64_t> log2_ns, std::
     return h;
 }
 
-std::string comm_of(const char (&c)[USC_COMM_LEN]) {
+std::string comm_of(const char (&c)[IOU_COMM_LEN]) {
     std::size_t n = 0;
-    while (n < USC_COMM_LEN && c[n]) ++n;
+    while (n < IOU_COMM_LEN && c[n]) ++n;
     return std::string(c, n);
 }
 
-double idle_seconds(const usc_ring_record& r, unsigned hz) {
-    if (r.sq_idle_unit == USC_IDLE_NS) return static_cast<double>(r.sq_thread_idle) / 1e9;
+double idle_seconds(const iou_ring_record& r, unsigned hz) {
+    if (r.sq_idle_unit == IOU_IDLE_NS) return static_cast<double>(r.sq_thread_idle) / 1e9;
     if (hz == 0) return 0;  // not known yet
     return static_cast<double>(r.sq_thread_idle) / hz;
 }
@@ -69,7 +69,7 @@ double mono_to_unix(const RawSample& raw, std::uint64_t mono_ns) {
                : raw.unix_time;
 }
 
-void add_iopoll(usc_iopoll_stats& to, const usc_iopoll_stats& v) {
+void add_iopoll(iou_iopoll_stats& to, const iou_iopoll_stats& v) {
     to.calls += v.calls;
     to.empty += v.empty;
     to.completions += v.completions;
@@ -77,7 +77,7 @@ void add_iopoll(usc_iopoll_stats& to, const usc_iopoll_stats& v) {
 }
 
 // Idle and blocked time so far, counting a sleep still in progress up to the walk.
-std::pair<std::uint64_t, std::uint64_t> asleep_totals(const usc_sched_state* ss,
+std::pair<std::uint64_t, std::uint64_t> asleep_totals(const iou_sched_state* ss,
                                                       std::uint64_t mono_ns) {
     if (!ss) return {0, 0};
     std::uint64_t sleep_ns = ss->sleep_ns, block_ns = ss->block_ns;
@@ -86,22 +86,22 @@ std::pair<std::uint64_t, std::uint64_t> asleep_totals(const usc_sched_state* ss,
     return {sleep_ns, block_ns};
 }
 
-WakerSnapshot waker_of(const std::pair<usc_waker_key, usc_waker_val>& w) {
+WakerSnapshot waker_of(const std::pair<iou_waker_key, iou_waker_val>& w) {
     WakerSnapshot out{w.first.waker_pid, comm_of(w.second.comm), w.second.count, "task"};
-    if (w.first.context == USC_WAKER_IRQ) out.context = out.comm = "irq";
+    if (w.first.context == IOU_WAKER_IRQ) out.context = out.comm = "irq";
     return out;
 }
 
 }  // namespace
 
-SpinModel spin_model(const usc_ring_record& r, unsigned hz) {
-    if (r.sq_idle_unit == USC_IDLE_NS) return {"ns", r.sq_thread_idle, true};
+SpinModel spin_model(const iou_ring_record& r, unsigned hz) {
+    if (r.sq_idle_unit == IOU_IDLE_NS) return {"ns", r.sq_thread_idle, true};
     if (hz == 0) return {"", 0, false};
     // The loop sleeps once time_after(jiffies, timeout): between idle and idle + 1 tick after
     // the moment the timeout was set, half a tick over on average.
     const std::uint64_t tick_ns = 1'000'000'000ull / hz;
     const std::uint64_t per_sleep = r.sq_thread_idle * tick_ns + tick_ns / 2;
-    return {(r.caps & USC_CAP_IDLE_IN_SQD) ? "after_last_work" : "after_wakeup", per_sleep, true};
+    return {(r.caps & IOU_CAP_IDLE_IN_SQD) ? "after_last_work" : "after_wakeup", per_sleep, true};
 }
 
 double gap_bucket_lower_ns(std::size_t i) {
@@ -111,12 +111,12 @@ double gap_bucket_lower_ns(std::size_t i) {
 }
 
 std::size_t gap_bucket_index(std::uint64_t v) {
-    // The BPF program's own function (include/uringscope/gap_bucket.h), clamped as it clamps.
-    return static_cast<std::size_t>(std::min<__u64>(usc_gap_bucket(v), USC_GAP_BUCKETS - 1));
+    // The BPF program's own function (include/iouscope/gap_bucket.h), clamped as it clamps.
+    return static_cast<std::size_t>(std::min<__u64>(iou_gap_bucket(v), IOU_GAP_BUCKETS - 1));
 }
 
 double gap_bucket_upper_ns(std::size_t i) {
-    if (i + 1 >= USC_GAP_BUCKETS) return HUGE_VAL;
+    if (i + 1 >= IOU_GAP_BUCKETS) return HUGE_VAL;
     return gap_bucket_lower_ns(i + 1);
 }
 
@@ -135,7 +135,7 @@ const char* to_string(WorkSource s) {
 }
 
 std::string ring_mode(std::uint32_t flags) {
-    bool sq = flags & USC_SETUP_SQPOLL, io = flags & USC_SETUP_IOPOLL;
+    bool sq = flags & IOU_SETUP_SQPOLL, io = flags & IOU_SETUP_IOPOLL;
     if (sq && io) return "both";
     if (sq) return "sqpoll";
     if (io) return "iopoll";
@@ -149,17 +149,17 @@ struct Aggregator::UpdateContext {
     double interval = 0;             // seconds since the previous sample, 0 on the first
     std::uint64_t prev_mono_ns = 0;  // the previous sample's instant, 0 on the first
     // A ring can sit in several fd tables (fork, SCM_RIGHTS); the first holder walked names it.
-    std::map<std::uint64_t, const usc_ring_record*> live;
-    std::map<std::uint64_t, const usc_ring_work*> work;
-    std::map<std::uint64_t, std::vector<std::pair<std::uint32_t, const usc_iopoll_stats*>>> polls;
-    std::map<std::uint32_t, const usc_sched_state*> sched;
-    std::map<std::uint32_t, const usc_work_gaps*> gaps;
-    std::map<std::uint32_t, const usc_sq_passes*> passes;
-    std::map<std::uint32_t, std::vector<const std::pair<usc_waker_key, usc_waker_val>*>> wakers;
+    std::map<std::uint64_t, const iou_ring_record*> live;
+    std::map<std::uint64_t, const iou_ring_work*> work;
+    std::map<std::uint64_t, std::vector<std::pair<std::uint32_t, const iou_iopoll_stats*>>> polls;
+    std::map<std::uint32_t, const iou_sched_state*> sched;
+    std::map<std::uint32_t, const iou_work_gaps*> gaps;
+    std::map<std::uint32_t, const iou_sq_passes*> passes;
+    std::map<std::uint32_t, std::vector<const std::pair<iou_waker_key, iou_waker_val>*>> wakers;
     // From the ring stage: each SQ thread's rings (index into Snapshot::rings, and the ring's
     // deltas) and one record that carries the thread's fields.
     std::map<std::int32_t, std::vector<std::pair<std::size_t, RingDelta>>> by_thread;
-    std::map<std::int32_t, const usc_ring_record*> thread_rec;
+    std::map<std::int32_t, const iou_ring_record*> thread_rec;
     std::uint64_t cov_probe = 0, cov_iter = 0;  // this interval's SQEs, see ProbeCoverage
 
     UpdateContext(const RawSample& r, double iv) : raw(r), interval(iv) {
@@ -225,7 +225,7 @@ Snapshot Aggregator::update(const RawSample& raw) {
 
     // Host totals: rings retired so far plus every entry in the map now. Entries about to be
     // deleted move into retired_iopoll_ in plan_ring_cleanup, so nothing counts twice or goes.
-    std::map<std::uint32_t, usc_iopoll_stats> host = retired_iopoll_;
+    std::map<std::uint32_t, iou_iopoll_stats> host = retired_iopoll_;
     for (const auto& [k, v] : raw.iopoll) add_iopoll(host[k.caller], v);
     plan_ring_cleanup(raw, cx.live, gone);
     plan_waker_cleanup(raw);
@@ -252,7 +252,7 @@ void Aggregator::measure_hz(const RawSample& raw) {
 // --- Ring stage ----------------------------------------------------------------------------
 
 RingSnapshot Aggregator::observe_ring(UpdateContext& cx, std::uint64_t ctx,
-                                      const usc_ring_record& rec, std::size_t index) {
+                                      const iou_ring_record& rec, std::size_t index) {
     auto& st = rings_[ctx];
     if (!st.seen_before) {
         st.id = std::to_string(rec.pid) + ":" + std::to_string(rec.fd);
@@ -275,7 +275,7 @@ RingSnapshot Aggregator::observe_ring(UpdateContext& cx, std::uint64_t ctx,
 
 // Identity, SQ and CQ counters, backlog and rates; the interval's deltas go to d.
 RingSnapshot Aggregator::ring_counters(const UpdateContext& cx, std::uint64_t ctx,
-                                       const usc_ring_record& rec, RingState& st, RingDelta& d) {
+                                       const iou_ring_record& rec, RingState& st, RingDelta& d) {
     RingSnapshot rs;
     rs.id = st.id;
     rs.start_time_seconds = st.start_time_unix;
@@ -287,10 +287,10 @@ RingSnapshot Aggregator::ring_counters(const UpdateContext& cx, std::uint64_t ct
     rs.mode = ring_mode(rec.setup_flags);
     rs.setup_flags = rec.setup_flags;
     rs.sq_entries = rec.sq_entries;
-    rs.sq_thread = (rec.caps & USC_CAP_SQ_THREAD) ? rec.sq_tid : -1;
+    rs.sq_thread = (rec.caps & IOU_CAP_SQ_THREAD) ? rec.sq_tid : -1;
     rs.sqes_total = st.sqes.observe(rec.sq_head);
     rs.cqes_total = st.cqes.observe(rec.cq_tail);
-    if (rec.caps & USC_CAP_SQ_TAIL)
+    if (rec.caps & IOU_CAP_SQ_TAIL)
         rs.sq_backlog = static_cast<std::uint32_t>(rec.sq_tail - rec.sq_head);
     ++st.samples;
     st.samples_with_backlog += rs.sq_backlog > 0;
@@ -317,7 +317,7 @@ std::uint64_t Aggregator::ring_iopoll(const UpdateContext& cx, std::uint64_t ctx
     if (it == cx.polls.end()) return 0;
     for (const auto& [caller, p] : it->second) {
         IopollSnapshot io = iopoll_snapshot(caller, *p);
-        if (caller == USC_CALLER_SQ_THREAD) sq_poll_ns = p->ns;
+        if (caller == IOU_CALLER_SQ_THREAD) sq_poll_ns = p->ns;
         if (auto prev = st.prev_iopoll.find(caller);
             prev != st.prev_iopoll.end() && cx.interval > 0) {
             const auto dcalls = p->calls - std::min(p->calls, prev->second.calls);
@@ -334,14 +334,14 @@ std::uint64_t Aggregator::ring_iopoll(const UpdateContext& cx, std::uint64_t ctx
 }
 
 // The SQ thread's work on this ring (deep tier) and the submit probe's coverage of its SQEs.
-void Aggregator::ring_deep_work(UpdateContext& cx, std::uint64_t ctx, const usc_ring_record& rec,
+void Aggregator::ring_deep_work(UpdateContext& cx, std::uint64_t ctx, const iou_ring_record& rec,
                                 RingState& st, RingDelta& d, std::uint64_t sq_poll_ns,
                                 RingSnapshot& rs) {
     const auto w = cx.work.find(ctx);
     // From the record, read with sq_head: the map is read after the walk, and the SQEs
     // submitted in between would skew the baseline.
     const std::uint64_t probe_sqes = rec.probe_sqes;
-    if (cx.raw.submit_probe && st.seen_before && (rec.setup_flags & USC_SETUP_SQPOLL)) {
+    if (cx.raw.submit_probe && st.seen_before && (rec.setup_flags & IOU_SETUP_SQPOLL)) {
         cx.cov_probe += probe_sqes - std::min(probe_sqes, st.prev_probe_sqes);
         cx.cov_iter += d.sqes;
     }
@@ -367,7 +367,7 @@ ThreadSnapshot Aggregator::observe_thread(
     UpdateContext& cx, std::int32_t tid,
     const std::vector<std::pair<std::size_t, RingDelta>>& members,
     std::vector<RingSnapshot>& rings) {
-    const usc_ring_record& rec = *cx.thread_rec.at(tid);
+    const iou_ring_record& rec = *cx.thread_rec.at(tid);
     ThreadState& st = thread_identity(cx.raw, tid, rec, rings[members.front().first]);
     // BPF entries under this tid count only if they are this thread's (records.h).
     const auto owned = [&](const auto& index) -> decltype(index.begin()->second) {
@@ -375,15 +375,15 @@ ThreadSnapshot Aggregator::observe_thread(
         return it != index.end() && it->second->owner_start_ns == rec.sq_start_ns ? it->second
                                                                                   : nullptr;
     };
-    const usc_sched_state* ss = owned(cx.sched);
-    const usc_sq_passes* own_passes = owned(cx.passes);
+    const iou_sched_state* ss = owned(cx.sched);
+    const iou_sq_passes* own_passes = owned(cx.passes);
     MemberTotals m;
     for (const auto& [idx, d] : members) {
         m.sqes += d.sqes;
         m.cqes += d.cqes;
         m.deep_work_ns += d.deep_work_ns;
         m.sqes_total += rings[idx].sqes_total;
-        m.pinned = m.pinned || (rings[idx].setup_flags & USC_SETUP_SQ_AFF);
+        m.pinned = m.pinned || (rings[idx].setup_flags & IOU_SETUP_SQ_AFF);
     }
 
     ThreadSnapshot ts = thread_basics(tid, rec, st, members.size());
@@ -413,7 +413,7 @@ ThreadSnapshot Aggregator::observe_thread(
         thread_rates(cx.interval, st, cpu_ns, prev_sleep_total, split_was_started, m.sqes, ts);
     if (ss) thread_wake_latency(*ss, st, ts);
     shares_and_fairness(members, m.sqes, rings, ts);
-    if (const usc_work_gaps* g = owned(cx.gaps)) thread_gaps(*g, cx.raw, ts);
+    if (const iou_work_gaps* g = owned(cx.gaps)) thread_gaps(*g, cx.raw, ts);
     if (own_passes) thread_passes(*own_passes, cx.interval, st, ts);
     for (const auto* w : cx.wakers[static_cast<std::uint32_t>(tid)])
         if (w->second.sq_start_ns == rec.sq_start_ns) ts.wakers.push_back(waker_of(*w));
@@ -432,7 +432,7 @@ ThreadSnapshot Aggregator::observe_thread(
 
 // The thread's state, started afresh when another thread took the tid.
 Aggregator::ThreadState& Aggregator::thread_identity(const RawSample& raw, std::int32_t tid,
-                                                     const usc_ring_record& rec,
+                                                     const iou_ring_record& rec,
                                                      const RingSnapshot& first_ring) {
     auto& st = threads_[static_cast<std::uint32_t>(tid)];
     // Another thread under a reused tid: nothing of the old one's carries over.
@@ -452,7 +452,7 @@ Aggregator::ThreadState& Aggregator::thread_identity(const RawSample& raw, std::
     return st;
 }
 
-ThreadSnapshot Aggregator::thread_basics(std::int32_t tid, const usc_ring_record& rec,
+ThreadSnapshot Aggregator::thread_basics(std::int32_t tid, const iou_ring_record& rec,
                                          const ThreadState& st, std::size_t rings) const {
     ThreadSnapshot ts;
     ts.tid = tid;
@@ -464,21 +464,21 @@ ThreadSnapshot Aggregator::thread_basics(std::int32_t tid, const usc_ring_record
     ts.state = rec.sq_state;
     ts.sq_cpu = rec.sq_cpu;
     ts.idle_setting_seconds = idle_seconds(rec, hz_);
-    ts.idle_ns_granular = rec.sq_idle_unit == USC_IDLE_NS;
-    ts.shared_percpu = (rec.caps & USC_CAP_SQD_PERCPU) != 0;
+    ts.idle_ns_granular = rec.sq_idle_unit == IOU_IDLE_NS;
+    ts.shared_percpu = (rec.caps & IOU_CAP_SQD_PERCPU) != 0;
     ts.rings = rings;
     return ts;
 }
 
 // The thread's CPU split into work and spin, from the best source the kernel and the attached
 // probes offer (ts.work_source), with the estimate kept beside it (ts.work_by_source_seconds).
-void Aggregator::split_thread_cpu(const RawSample& raw, const usc_ring_record& rec, ThreadState& st,
-                                  const MemberTotals& m, const usc_sq_passes* passes,
+void Aggregator::split_thread_cpu(const RawSample& raw, const iou_ring_record& rec, ThreadState& st,
+                                  const MemberTotals& m, const iou_sq_passes* passes,
                                   std::uint64_t cpu_ns, ThreadSnapshot& ts) {
     const std::uint64_t pass_work = passes ? passes->work_ns : 0;
     const std::uint64_t dpass = pass_work - std::min(pass_work, st.prev_pass_work_ns);
     st.prev_pass_work_ns = pass_work;
-    const bool kernel_work = raw.kernel.work_time_per_thread && (rec.caps & USC_CAP_WORK_TIME) != 0;
+    const bool kernel_work = raw.kernel.work_time_per_thread && (rec.caps & IOU_CAP_WORK_TIME) != 0;
     // The loop passes are timed on the monotonic clock; the kernel's work_time is built from
     // tick-sampled cputime, which short passes fall between (a quarter to all of the
     // passes' time on the same loads in the guests, docs/BENCHMARKS.md).
@@ -581,8 +581,8 @@ void Aggregator::thread_rates(double interval, const ThreadState& st, std::uint6
 // where the gate had the programs detached, and those that follow while a sleep begun then is
 // still open. A thread first seen in such an interval was born in it. asleep_ns is the
 // programs' sleep and block time so far, open ones up to the walk (asleep_totals()).
-void Aggregator::note_untraced(const UpdateContext& cx, const usc_ring_record& rec,
-                               const usc_sched_state* ss, std::uint64_t cpu_ns,
+void Aggregator::note_untraced(const UpdateContext& cx, const iou_ring_record& rec,
+                               const iou_sched_state* ss, std::uint64_t cpu_ns,
                                std::uint64_t asleep_ns, ThreadState& st) {
     const std::uint64_t now = cx.raw.mono_ns;
     const std::uint64_t switches = ss ? ss->sleeps + ss->blocks : 0;
@@ -621,7 +621,7 @@ std::vector<GateThread> Aggregator::gate_threads() const {
     return out;
 }
 
-void Aggregator::thread_wake_latency(const usc_sched_state& ss, ThreadState& st,
+void Aggregator::thread_wake_latency(const iou_sched_state& ss, ThreadState& st,
                                      ThreadSnapshot& ts) {
     ts.wake_latency_log2.assign(std::begin(ss.lat_hist), std::end(ss.lat_hist));
     ts.wake_latency = latency_histogram(ts.wake_latency_log2, ss.lat_sum_ns);
@@ -653,7 +653,7 @@ void Aggregator::shares_and_fairness(const std::vector<std::pair<std::size_t, Ri
     ts.fairness = jain_fairness(demand);
 }
 
-void Aggregator::thread_gaps(const usc_work_gaps& g, const RawSample& raw, ThreadSnapshot& ts) {
+void Aggregator::thread_gaps(const iou_work_gaps& g, const RawSample& raw, ThreadSnapshot& ts) {
     const std::uint64_t mono_ns = raw.mono_ns;
     ts.has_gaps = true;
     ts.gaps.count.assign(std::begin(g.count), std::end(g.count));
@@ -666,7 +666,7 @@ void Aggregator::thread_gaps(const usc_work_gaps& g, const RawSample& raw, Threa
     if (raw.gap_sampling) ts.gaps.recorded_seconds = raw.gap_sampling->recorded_seconds;
 }
 
-void Aggregator::thread_passes(const usc_sq_passes& p, double interval, ThreadState& st,
+void Aggregator::thread_passes(const iou_sq_passes& p, double interval, ThreadState& st,
                                ThreadSnapshot& ts) {
     ts.has_passes = true;
     ts.loop_passes = p.passes;
@@ -704,9 +704,9 @@ void Aggregator::expire_threads(const UpdateContext& cx) {
 
 // --- Host-wide stages ----------------------------------------------------------------------
 
-IopollSnapshot Aggregator::iopoll_snapshot(std::uint32_t caller, const usc_iopoll_stats& v) {
+IopollSnapshot Aggregator::iopoll_snapshot(std::uint32_t caller, const iou_iopoll_stats& v) {
     IopollSnapshot io;
-    io.caller = caller == USC_CALLER_SQ_THREAD ? "sq_thread" : "app";
+    io.caller = caller == IOU_CALLER_SQ_THREAD ? "sq_thread" : "app";
     io.calls = v.calls;
     io.empty = v.empty;
     io.completions = v.completions;
@@ -714,8 +714,8 @@ IopollSnapshot Aggregator::iopoll_snapshot(std::uint32_t caller, const usc_iopol
     return io;
 }
 
-DeviceSnapshot Aggregator::observe_device(const UpdateContext& cx, const usc_dev_key& key,
-                                          const usc_nvme_stats& n) {
+DeviceSnapshot Aggregator::observe_device(const UpdateContext& cx, const iou_dev_key& key,
+                                          const iou_nvme_stats& n) {
     DeviceSnapshot d;
     d.name = std::string(key.disk, strnlen(key.disk, sizeof key.disk));
     if (d.name.empty()) d.name = "unknown";
@@ -788,7 +788,7 @@ void Aggregator::finish(const UpdateContext& cx, Snapshot& snap) {
 }
 
 void Aggregator::count_created(const RawSample& raw,
-                               const std::map<std::uint64_t, const usc_ring_record*>& live) {
+                               const std::map<std::uint64_t, const iou_ring_record*>& live) {
     // A ring announced by io_uring_create was walked if a walk saw its ctx with its birth time.
     for (const auto& c : raw.created) {
         auto mode = ring_mode(c.setup_flags);
@@ -802,7 +802,7 @@ void Aggregator::count_created(const RawSample& raw,
 }
 
 std::vector<std::uint64_t> Aggregator::end_ring_lives(
-    const RawSample& raw, const std::map<std::uint64_t, const usc_ring_record*>& live) {
+    const RawSample& raw, const std::map<std::uint64_t, const iou_ring_record*>& live) {
     // Rings that closed, and rings whose address a new ring took: their state goes, and the new
     // ring starts from its own counts (a counter reset, as Prometheus expects), never from the
     // old ring's. Returns the closed ones.
@@ -827,10 +827,10 @@ std::vector<std::uint64_t> Aggregator::end_ring_lives(
     return gone;
 }
 
-std::uint64_t Aggregator::thread_cpu_ns(const usc_ring_record& rec, const ThreadState& st,
+std::uint64_t Aggregator::thread_cpu_ns(const iou_ring_record& rec, const ThreadState& st,
                                         std::uint64_t at_ns) const {
     std::uint64_t ns = rec.sq_runtime_ns;
-    if (rec.caps & USC_CAP_RUNNING) {
+    if (rec.caps & IOU_CAP_RUNNING) {
         ns += rec.sq_running_ns;
         // On its CPU since sq_oncpu_ns, the thread's CPU time grows with the clock: given at the
         // sample's instant, not at this record's read, which a walk split over several read()s
@@ -851,7 +851,7 @@ std::uint64_t Aggregator::thread_cpu_ns(const usc_ring_record& rec, const Thread
     return st.seen_before ? std::max(ns, st.prev_cpu_ns) : ns;
 }
 
-bool Aggregator::replaced_by(const RingState& st, const usc_ring_record& rec) const {
+bool Aggregator::replaced_by(const RingState& st, const iou_ring_record& rec) const {
     if (!st.seen_before) return false;
     return st.born_ns != rec.born_ns || !st.sqes.continues(rec.sq_head) ||
            !st.cqes.continues(rec.cq_tail);
@@ -862,7 +862,7 @@ void Aggregator::retire_iopoll(const RingState& st) {
 }
 
 void Aggregator::plan_ring_cleanup(const RawSample& raw,
-                                   const std::map<std::uint64_t, const usc_ring_record*>& live,
+                                   const std::map<std::uint64_t, const iou_ring_record*>& live,
                                    const std::vector<std::uint64_t>& gone) {
     if (!raw.walk_complete) return;  // an entry's owner may be among the rings not reached
     std::set<std::uint64_t> orphans;
@@ -905,4 +905,4 @@ void Aggregator::plan_waker_cleanup(const RawSample& raw) {
     orphan_wakers_ = std::move(orphans);
 }
 
-}  // namespace uringscope
+}  // namespace iouscope

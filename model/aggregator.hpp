@@ -10,12 +10,12 @@
 #include <unordered_map>
 #include <vector>
 
+#include "iouscope/records.h"
 #include "model/counters.hpp"
 #include "model/sched_gate.hpp"
 #include "model/snapshot.hpp"
-#include "uringscope/records.h"
 
-namespace uringscope {
+namespace iouscope {
 
 // What the kernel offers that changes how a sample reads, asked of its BTF once at start
 // (collect/kernel_features) and copied into every RawSample.
@@ -27,25 +27,25 @@ struct KernelTraits {
 struct RawSample {
     std::uint64_t mono_ns = 0;  // CLOCK_MONOTONIC at the walk, the clock of bpf_ktime_get_ns()
     double unix_time = 0;
-    std::vector<usc_ring_record> rings;
-    std::vector<std::pair<std::uint32_t, usc_sched_state>> sched;
-    std::vector<std::pair<usc_waker_key, usc_waker_val>> wakers;
-    std::vector<usc_created_ring> created;  // drained from the map before the walk
+    std::vector<iou_ring_record> rings;
+    std::vector<std::pair<std::uint32_t, iou_sched_state>> sched;
+    std::vector<std::pair<iou_waker_key, iou_waker_val>> wakers;
+    std::vector<iou_created_ring> created;  // drained from the map before the walk
     // The walk reached the end of the task list. An incomplete walk (an error or signal midway)
     // expires nothing: the rings it did not reach are not known to be gone.
     bool walk_complete = true;
     std::vector<std::pair<std::uint64_t, std::uint64_t>> births;  // ring_births: ctx -> born_ns
-    usc_stats stats{};
+    iou_stats stats{};
     KernelTraits kernel;  // collect/kernel_features, the same for every sample
     // cgroup v2 id -> path below the cgroup2 mount, for the walk's ids that collect/cgroups
     // could resolve; empty on a cgroup v1-only host.
     std::unordered_map<std::uint64_t, std::string> cgroup_paths;
     // Deep tier (empty when off).
-    std::vector<std::pair<std::uint64_t, usc_ring_work>> ring_work;
-    std::vector<std::pair<usc_iopoll_key, usc_iopoll_stats>> iopoll;
-    std::vector<std::pair<usc_dev_key, usc_nvme_stats>> nvme;
-    std::vector<std::pair<std::uint32_t, usc_work_gaps>> gaps;    // by SQ thread tid
-    std::vector<std::pair<std::uint32_t, usc_sq_passes>> passes;  // by SQ thread tid
+    std::vector<std::pair<std::uint64_t, iou_ring_work>> ring_work;
+    std::vector<std::pair<iou_iopoll_key, iou_iopoll_stats>> iopoll;
+    std::vector<std::pair<iou_dev_key, iou_nvme_stats>> nvme;
+    std::vector<std::pair<std::uint32_t, iou_work_gaps>> gaps;    // by SQ thread tid
+    std::vector<std::pair<std::uint32_t, iou_sq_passes>> passes;  // by SQ thread tid
     // The loop-pass probe is attached, so a ring's SQ thread work is its turn time (which adds up
     // to the thread's pass work) rather than its time in io_submit_sqes and io_do_iopoll.
     bool ring_turns = false;
@@ -75,13 +75,13 @@ struct SpinModel {
     std::uint64_t spin_per_sleep_ns = 0;
     bool known = false;
 };
-SpinModel spin_model(const usc_ring_record& r, unsigned hz);
+SpinModel spin_model(const iou_ring_record& r, unsigned hz);
 
 // BPF map entries whose owner is gone, for the sampler to delete after an update. Each list is
 // built in one pass over what the sample read, so a sample costs what is alive plus what changed.
 struct MapCleanup {
     std::vector<std::uint32_t> threads;  // sched_state, work_gaps, sq_passes keys
-    std::vector<usc_waker_key> wakers;   // waker pairs of threads that are gone or replaced
+    std::vector<iou_waker_key> wakers;   // waker pairs of threads that are gone or replaced
     std::vector<std::uint64_t> rings;    // ctx keys of ring_births, ring_work, iopoll_stats
     bool empty() const { return threads.empty() && wakers.empty() && rings.empty(); }
 };
@@ -115,17 +115,17 @@ private:
     struct RingState {
         std::string id;
         std::uint64_t born_ns = 0;   // from the record; with ctx, the ring's identity
-        double start_time_unix = 0;  // its birth, or first sight if it predates uringscope
+        double start_time_unix = 0;  // its birth, or first sight if it predates iouscope
         WrappingCounter32 sqes, cqes;
         std::uint64_t prev_sqes = 0, prev_cqes = 0;
         std::uint64_t samples = 0, samples_with_backlog = 0, backlog_sum = 0;
-        std::map<std::uint32_t, usc_iopoll_stats> prev_iopoll;  // by caller
+        std::map<std::uint32_t, iou_iopoll_stats> prev_iopoll;  // by caller
         std::uint64_t prev_deep_work_ns = 0;  // io_submit_sqes + SQ-thread io_do_iopoll time
         std::uint64_t prev_probe_sqes = 0;    // ring_work.sqes at the last sample (0: no entry)
         bool seen_before = false;
     };
     struct DeviceState {
-        usc_nvme_stats prev{};
+        iou_nvme_stats prev{};
         bool seen_before = false;
         std::uint64_t last_intent_irq_ns = 0;
     };
@@ -168,7 +168,7 @@ private:
     std::map<std::string, std::uint64_t> created_by_mode_, short_lived_by_mode_;
     std::map<std::string, DeviceState> devices_;
     // io_do_iopoll totals of rings that were closed, by caller, so host totals never go back.
-    std::map<std::uint32_t, usc_iopoll_stats> retired_iopoll_;
+    std::map<std::uint32_t, iou_iopoll_stats> retired_iopoll_;
     MapCleanup cleanup_;
     // Keys found in BPF maps without a live owner at the last update; deleted if the next update
     // finds them orphaned again (one sample's grace for an owner created after the walk).
@@ -190,23 +190,23 @@ private:
         bool pinned = false;
     };
     void measure_hz(const RawSample& raw);
-    RingSnapshot observe_ring(UpdateContext& cx, std::uint64_t ctx, const usc_ring_record& rec,
+    RingSnapshot observe_ring(UpdateContext& cx, std::uint64_t ctx, const iou_ring_record& rec,
                               std::size_t index);
     RingSnapshot ring_counters(const UpdateContext& cx, std::uint64_t ctx,
-                               const usc_ring_record& rec, RingState& st, RingDelta& d);
+                               const iou_ring_record& rec, RingState& st, RingDelta& d);
     std::uint64_t ring_iopoll(const UpdateContext& cx, std::uint64_t ctx, RingState& st,
                               RingSnapshot& rs);
-    void ring_deep_work(UpdateContext& cx, std::uint64_t ctx, const usc_ring_record& rec,
+    void ring_deep_work(UpdateContext& cx, std::uint64_t ctx, const iou_ring_record& rec,
                         RingState& st, RingDelta& d, std::uint64_t sq_poll_ns, RingSnapshot& rs);
     ThreadSnapshot observe_thread(UpdateContext& cx, std::int32_t tid,
                                   const std::vector<std::pair<std::size_t, RingDelta>>& members,
                                   std::vector<RingSnapshot>& rings);
-    ThreadState& thread_identity(const RawSample& raw, std::int32_t tid, const usc_ring_record& rec,
+    ThreadState& thread_identity(const RawSample& raw, std::int32_t tid, const iou_ring_record& rec,
                                  const RingSnapshot& first_ring);
-    ThreadSnapshot thread_basics(std::int32_t tid, const usc_ring_record& rec,
+    ThreadSnapshot thread_basics(std::int32_t tid, const iou_ring_record& rec,
                                  const ThreadState& st, std::size_t rings) const;
-    void split_thread_cpu(const RawSample& raw, const usc_ring_record& rec, ThreadState& st,
-                          const MemberTotals& m, const usc_sq_passes* passes, std::uint64_t cpu_ns,
+    void split_thread_cpu(const RawSample& raw, const iou_ring_record& rec, ThreadState& st,
+                          const MemberTotals& m, const iou_sq_passes* passes, std::uint64_t cpu_ns,
                           ThreadSnapshot& ts);
     static void kernel_split(ThreadState& st, std::uint64_t cpu_ns, std::uint64_t work_time_ns);
     static CpuSplit advance_estimate(ThreadState& st, const SpinModel& model, const MemberTotals& m,
@@ -215,33 +215,33 @@ private:
     static void thread_rates(double interval, const ThreadState& st, std::uint64_t cpu_ns,
                              std::uint64_t prev_sleep_total, bool split_was_started,
                              std::uint64_t dsqes, ThreadSnapshot& ts);
-    static void thread_wake_latency(const usc_sched_state& ss, ThreadState& st, ThreadSnapshot& ts);
-    static void note_untraced(const UpdateContext& cx, const usc_ring_record& rec,
-                              const usc_sched_state* ss, std::uint64_t cpu_ns,
+    static void thread_wake_latency(const iou_sched_state& ss, ThreadState& st, ThreadSnapshot& ts);
+    static void note_untraced(const UpdateContext& cx, const iou_ring_record& rec,
+                              const iou_sched_state* ss, std::uint64_t cpu_ns,
                               std::uint64_t asleep_ns, ThreadState& st);
     static void shares_and_fairness(const std::vector<std::pair<std::size_t, RingDelta>>& members,
                                     std::uint64_t dsqes, std::vector<RingSnapshot>& rings,
                                     ThreadSnapshot& ts);
-    static void thread_gaps(const usc_work_gaps& g, const RawSample& raw, ThreadSnapshot& ts);
-    static void thread_passes(const usc_sq_passes& p, double interval, ThreadState& st,
+    static void thread_gaps(const iou_work_gaps& g, const RawSample& raw, ThreadSnapshot& ts);
+    static void thread_passes(const iou_sq_passes& p, double interval, ThreadState& st,
                               ThreadSnapshot& ts);
     void expire_threads(const UpdateContext& cx);
-    static IopollSnapshot iopoll_snapshot(std::uint32_t caller, const usc_iopoll_stats& v);
-    DeviceSnapshot observe_device(const UpdateContext& cx, const usc_dev_key& key,
-                                  const usc_nvme_stats& n);
+    static IopollSnapshot iopoll_snapshot(std::uint32_t caller, const iou_iopoll_stats& v);
+    DeviceSnapshot observe_device(const UpdateContext& cx, const iou_dev_key& key,
+                                  const iou_nvme_stats& n);
     void finish(const UpdateContext& cx, Snapshot& snap);
 
     void count_created(const RawSample& raw,
-                       const std::map<std::uint64_t, const usc_ring_record*>& live);
+                       const std::map<std::uint64_t, const iou_ring_record*>& live);
     std::vector<std::uint64_t> end_ring_lives(
-        const RawSample& raw, const std::map<std::uint64_t, const usc_ring_record*>& live);
-    bool replaced_by(const RingState& st, const usc_ring_record& rec) const;
+        const RawSample& raw, const std::map<std::uint64_t, const iou_ring_record*>& live);
+    bool replaced_by(const RingState& st, const iou_ring_record& rec) const;
     void retire_iopoll(const RingState& st);
     void plan_ring_cleanup(const RawSample& raw,
-                           const std::map<std::uint64_t, const usc_ring_record*>& live,
+                           const std::map<std::uint64_t, const iou_ring_record*>& live,
                            const std::vector<std::uint64_t>& gone);
     void plan_waker_cleanup(const RawSample& raw);
-    std::uint64_t thread_cpu_ns(const usc_ring_record& rec, const ThreadState& st,
+    std::uint64_t thread_cpu_ns(const iou_ring_record& rec, const ThreadState& st,
                                 std::uint64_t at_ns) const;
     std::uint64_t seq_ = 0;
     unsigned hz_ = 0;
@@ -249,4 +249,4 @@ private:
     std::uint64_t prev_mono_ns_ = 0;
 };
 
-}  // namespace uringscope
+}  // namespace iouscope

@@ -4,7 +4,7 @@
 #include <array>
 #include <vector>
 
-namespace uringscope {
+namespace iouscope {
 
 namespace {
 
@@ -103,4 +103,4 @@ ContainerIdentity container_of_cgroup(std::string_view path) {
     return id;
 }
 
-}  // namespace uringscope
+}  // namespace iouscope

@@ -4,7 +4,7 @@
 #include <string>
 #include <string_view>
 
-namespace uringscope {
+namespace iouscope {
 
 struct ContainerIdentity {
     // "containerd://<id>", "cri-o://<id>", "docker://<id>", "podman://<id>": the form of
@@ -22,4 +22,4 @@ struct ContainerIdentity {
 //   /system.slice/docker-<id>.scope, /docker/<id>, /machine.slice/libpod-<id>.scope
 ContainerIdentity container_of_cgroup(std::string_view path);
 
-}  // namespace uringscope
+}  // namespace iouscope

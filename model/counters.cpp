@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-namespace uringscope {
+namespace iouscope {
 
 bool WrappingCounter32::continues(std::uint32_t raw) const {
     if (!last_ || raw >= *last_) return true;
@@ -77,4 +77,4 @@ std::optional<double> log2_quantile(std::span<const std::uint64_t> hist, double 
     return std::ldexp(1.0, static_cast<int>(hist.size()));
 }
 
-}  // namespace uringscope
+}  // namespace iouscope

@@ -5,7 +5,7 @@
 #include <span>
 #include <vector>
 
-namespace uringscope {
+namespace iouscope {
 
 // Extends a kernel counter that wraps at 2^32 (ctx->cached_sq_head, cached_cq_tail) into a 64-bit
 // cumulative total. The first observation is taken as the count since the ring was created, which
@@ -59,4 +59,4 @@ CumulativeBuckets log2_to_cumulative(std::span<const std::uint64_t> hist, std::s
 // Value at quantile q (0..1) of a log2 histogram, interpolated inside the bucket; nullopt if empty.
 std::optional<double> log2_quantile(std::span<const std::uint64_t> hist, double q);
 
-}  // namespace uringscope
+}  // namespace iouscope

@@ -4,7 +4,7 @@
 
 #include "common/duration.hpp"
 
-namespace uringscope {
+namespace iouscope {
 
 std::optional<std::string> parse_gap_sampling(std::string_view text, GapSamplingConfig& out) {
     if (text == "off") {
@@ -63,4 +63,4 @@ double GapWindowLedger::recorded_seconds(std::uint64_t now_ns) const {
     return static_cast<double>(recorded(now_ns)) / 1e9;
 }
 
-}  // namespace uringscope
+}  // namespace iouscope

@@ -1,18 +1,18 @@
 #pragma once
 // The duty cycle of the per-SQE work-gap probe, apart from the BPF that runs it
 // (collect/gap_duty.hpp): its configuration, and the time each window recorded, which the
-// advisor scales a window's gap counts by (include/uringscope/gap_sampling.h has the estimator).
+// advisor scales a window's gap counts by (include/iouscope/gap_sampling.h has the estimator).
 #include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 
-namespace uringscope {
+namespace iouscope {
 
 // A window records nothing in its first kGapCutoff, which only finds where each thread's gaps
 // start. It covers the longest sq_thread_idle the advisor prices (2 s, model/advisor.cpp) and is
-// a bucket bound (2^31 ns, include/uringscope/gap_bucket.h), so a gap cut at a window's start
+// a bucket bound (2^31 ns, include/iouscope/gap_bucket.h), so a gap cut at a window's start
 // falls in a bucket wholly above every priced setting and counts as a sleep at each.
 inline constexpr std::chrono::nanoseconds kGapCutoff{1LL << 31};
 
@@ -67,4 +67,4 @@ private:
     std::uint64_t closed_early_ = 0;
 };
 
-}  // namespace uringscope
+}  // namespace iouscope

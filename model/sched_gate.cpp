@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace uringscope {
+namespace iouscope {
 
 bool SchedGate::quiet(const GateThread& t) const {
     const bool switched = t.switched && !(lazy_ && t.fresh);
@@ -42,4 +42,4 @@ void account_untraced(UntracedSleeps& u, const GateInterval& in) {
     u.open = open;
 }
 
-}  // namespace uringscope
+}  // namespace iouscope

@@ -29,7 +29,7 @@
 #include <string_view>
 #include <vector>
 
-namespace uringscope {
+namespace iouscope {
 
 // One live SQ thread as one walk and the sched maps saw it.
 struct GateThread {
@@ -100,4 +100,4 @@ struct GateInterval {
 // and no untraced sleep was open.
 void account_untraced(UntracedSleeps& u, const GateInterval& in);
 
-}  // namespace uringscope
+}  // namespace iouscope

@@ -9,7 +9,7 @@
 
 #include "model/advice.hpp"
 
-namespace uringscope {
+namespace iouscope {
 
 // Where a thread's work figure comes from; the split uses the best at hand, in this order.
 enum class WorkSource {
@@ -29,7 +29,7 @@ struct LatencyHistogram {
 };
 
 // Gaps between consecutive SQEs of one SQ thread (deep tier), cumulative since it was first
-// seen: the raw material of `uringscope advise`'s idle-time curve. Buckets as USC_GAP_BUCKETS.
+// seen: the raw material of `iouscope advise`'s idle-time curve. Buckets as IOU_GAP_BUCKETS.
 struct WorkGaps {
     std::vector<std::uint64_t> count;   // gaps per bucket
     std::vector<std::uint64_t> sum_ns;  // their total length per bucket
@@ -56,7 +56,7 @@ struct GapSampling {
 // Bounds of gap bucket i in ns: [lower, upper); the last bucket's upper is infinity.
 double gap_bucket_lower_ns(std::size_t i);
 double gap_bucket_upper_ns(std::size_t i);
-// The bucket bpf/uringscope.bpf.c's gap_bucket() puts a gap of `ns` in (for tests and replay).
+// The bucket bpf/iouscope.bpf.c's gap_bucket() puts a gap of `ns` in (for tests and replay).
 std::size_t gap_bucket_index(std::uint64_t ns);
 
 struct WakerSnapshot {
@@ -74,7 +74,7 @@ struct CgroupLabels {
 };
 
 // A process that holds a ring or owns an SQ thread, with where it runs: the join target of
-// uringscope_process_info.
+// iouscope_process_info.
 struct ProcessSnapshot {
     std::uint32_t pid = 0;
     std::string comm;
@@ -91,10 +91,10 @@ struct ThreadSnapshot {
     double cpu_seconds = 0;         // cumulative on-CPU time since the thread started
     double work_seconds = 0;        // cumulative, see work_source
     double spin_seconds = 0;        // cumulative idle spinning (cpu - work)
-    double sleep_seconds = 0;       // cumulative time in idle sleeps since uringscope attached
+    double sleep_seconds = 0;       // cumulative time in idle sleeps since iouscope attached
     WorkSource work_source = WorkSource::estimate;
     // Every source this kernel and tier give, cumulative, side by side: the estimate and the
-    // kernel's since the thread started, the deep tier's since uringscope attached.
+    // kernel's since the thread started, the deep tier's since iouscope attached.
     std::vector<std::pair<WorkSource, double>> work_by_source_seconds;
     std::uint64_t sleeps = 0;  // idle sleeps (the loop's own, after sq_thread_idle) since attach
     std::uint64_t blocks = 0;  // other voluntary switch-outs since attach: locks, parking, I/O
@@ -158,7 +158,7 @@ struct IopollSnapshot {
 struct RingSnapshot {
     std::string id;                 // "pid:fd" of the first holder seen; stable for the ring's life
     double start_time_seconds = 0;  // Unix time of the ring's creation, or of the first walk that
-                                    // saw it if it predates uringscope
+                                    // saw it if it predates iouscope
     std::uint64_t ctx = 0;          // kernel address, identity only, never exported
     std::uint32_t pid = 0;
     std::uint32_t fd = 0;
@@ -204,7 +204,7 @@ struct DeviceSnapshot {
 };
 
 struct ProbeState {
-    std::string probe;  // program name without the usc_ prefix
+    std::string probe;  // program name without the iou_ prefix
     std::string kind;   // tp_btf, iter, ...
     bool attached = false;
     std::string reason;        // why not; when a lower tier attached, why the higher ones did not
@@ -264,4 +264,4 @@ struct Snapshot {
     Advice advice;  // the advisor's findings over the daemon's window (set by the sampler)
 };
 
-}  // namespace uringscope
+}  // namespace iouscope

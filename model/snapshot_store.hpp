@@ -6,7 +6,7 @@
 
 #include "model/snapshot.hpp"
 
-namespace uringscope {
+namespace iouscope {
 
 class SnapshotStore {
 public:
@@ -24,4 +24,4 @@ private:
     std::shared_ptr<const Snapshot> latest_;
 };
 
-}  // namespace uringscope
+}  // namespace iouscope

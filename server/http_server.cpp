@@ -21,7 +21,7 @@
 #include <utility>
 #include <vector>
 
-namespace uringscope {
+namespace iouscope {
 
 namespace {
 
@@ -138,7 +138,7 @@ int HttpServer::answer(MHD_Connection* conn, const char* url, const char* method
     if (!authorized(web_, MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                       MHD_HTTP_HEADER_AUTHORIZATION)))
         return reply(conn, {401, "text/plain; charset=utf-8", "unauthorized\n"},
-                     {{MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Basic realm=\"uringscope\""}}) == MHD_YES;
+                     {{MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Basic realm=\"iouscope\""}}) == MHD_YES;
     HttpResponse r;
     try {
         r = handler();
@@ -200,8 +200,8 @@ std::optional<std::string> parse_listen_address(const std::string& listen_addres
 }
 
 const char* const kLandingPage =
-    "<html><head><title>uringscope</title></head><body>"
-    "<h1>uringscope</h1><ul>"
+    "<html><head><title>iouscope</title></head><body>"
+    "<h1>iouscope</h1><ul>"
     "<li><a href=\"metrics\">metrics</a></li>"
     "<li><a href=\"api/v1/snapshot\">api/v1/snapshot</a> (JSON)</li>"
     "</ul></body></html>\n";
@@ -279,4 +279,4 @@ void HttpServer::route(const std::string& path, Handler handler) {
     routes_[path] = std::move(handler);
 }
 
-}  // namespace uringscope
+}  // namespace iouscope

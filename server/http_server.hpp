@@ -22,7 +22,7 @@
 struct MHD_Daemon;
 struct MHD_Connection;
 
-namespace uringscope {
+namespace iouscope {
 
 struct HttpResponse {
     int status = 200;
@@ -71,4 +71,4 @@ private:
     MHD_Daemon* daemon_ = nullptr;
 };
 
-}  // namespace uringscope
+}  // namespace iouscope

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <iterator>
 
-namespace uringscope {
+namespace iouscope {
 
 namespace {
 
@@ -155,4 +155,4 @@ bool authorized(const WebConfig& cfg, const char* header) {
     return diff == 0;
 }
 
-}  // namespace uringscope
+}  // namespace iouscope

@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-namespace uringscope {
+namespace iouscope {
 
 struct WebConfig {
     std::string cert_file, key_file;           // both set: serve HTTPS only
@@ -22,4 +22,4 @@ std::optional<std::string> load_web_config(const std::string& path, WebConfig& o
 // Checks an "Authorization" header value against the users; true when no users are configured.
 bool authorized(const WebConfig& cfg, const char* authorization_header);
 
-}  // namespace uringscope
+}  // namespace iouscope

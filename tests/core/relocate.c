@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * Helper for tests/core/run; built by it against the system libbpf (the one uringscoped links).
+ * Helper for tests/core/run; built by it against the system libbpf (the one iouscoped links).
  *
  *   relocate load OBJ TARGET_BTF PROG
  *     Opens OBJ with btf_custom_path = TARGET_BTF, so that libbpf performs CO-RE relocation against

@@ -1,13 +1,13 @@
 """The metric contract the dashboards and rules are written against.
 
 CATALOGUE is every family the daemon declares (exporters/metric_catalog.cpp), read from
-`uringscoped --metrics`: name, type and labels come from that one declaration. DEEP names the
+`iouscoped --metrics`: name, type and labels come from that one declaration. DEEP names the
 deep tier's families with the probes that feed them; BASE is the rest. The live test checks
 dashboards against the running daemon's /metrics and uses these tables only for metrics the
 daemon cannot show on this kernel (DEEP, when its probes are not attached) and for the static
 checks that run without a daemon.
 
-DEEP also says which probes (uringscope_probe_attached{probe}) feed each metric: a query over
+DEEP also says which probes (iouscope_probe_attached{probe}) feed each metric: a query over
 a deep metric is skipped, with that reason, only when the metric is absent from the live
 exposition and none of its probes is attached.
 
@@ -19,12 +19,12 @@ Kubernetes names.
 import os
 import subprocess
 
-_BUILD = os.environ.get("URINGSCOPE_BUILD",
+_BUILD = os.environ.get("IOUSCOPE_BUILD",
                         os.path.join(os.path.dirname(__file__), "..", "..", "build"))
 
 
-def load_catalogue(daemon=os.path.join(_BUILD, "uringscoped")):
-    """name -> (type, labels, help) from `uringscoped --metrics` (tab-separated lines)."""
+def load_catalogue(daemon=os.path.join(_BUILD, "iouscoped")):
+    """name -> (type, labels, help) from `iouscoped --metrics` (tab-separated lines)."""
     try:
         out = subprocess.run([daemon, "--metrics"], capture_output=True, text=True, check=True,
                              timeout=30).stdout
@@ -40,32 +40,32 @@ def load_catalogue(daemon=os.path.join(_BUILD, "uringscoped")):
 
 CATALOGUE = load_catalogue()
 
-# The deep tier's families and the probes that feed them (uringscope_probe_attached{probe}):
+# The deep tier's families and the probes that feed them (iouscope_probe_attached{probe}):
 # all this table adds to the catalogue, whose type and labels DEEP takes.
 DEEP_PROBES = {
-    "uringscope_sqthread_task_work_seconds_total": ("loop_passes",),
-    "uringscope_sqthread_loop_passes_total": ("loop_passes",),
-    "uringscope_sqthread_busy_loop_passes_total": ("loop_passes",),
-    "uringscope_sqthread_pass_work_seconds_total": ("loop_passes",),
-    "uringscope_probe_coverage_ratio": ("io_submit_sqes",),
-    "uringscope_probe_coverage_sqes_total": ("io_submit_sqes",),
-    "uringscope_ring_sqthread_work_seconds_total": ("io_submit_sqes",),
-    "uringscope_ring_sqthread_submit_seconds_total": ("io_submit_sqes",),
-    "uringscope_ring_sqthread_batches_total": ("io_submit_sqes",),
-    "uringscope_iopoll_calls_total": ("io_do_iopoll",),
-    "uringscope_iopoll_empty_total": ("io_do_iopoll",),
-    "uringscope_iopoll_completions_total": ("io_do_iopoll",),
-    "uringscope_iopoll_seconds_total": ("io_do_iopoll",),
-    "uringscope_iopoll_host_calls_total": ("io_do_iopoll",),
-    "uringscope_iopoll_host_empty_total": ("io_do_iopoll",),
-    "uringscope_iopoll_host_completions_total": ("io_do_iopoll",),
-    "uringscope_nvme_uring_cmd_completions_total": ("nvme_uring_cmd_end_io",),
-    "uringscope_nvme_uring_cmd_latency_seconds": ("nvme_uring_cmd_end_io",),
-    "uringscope_nvme_uring_cmd_polled_irq_total": ("nvme_uring_cmd_end_io",),
-    "uringscope_device_iopoll_without_poll_queues": ("nvme_uring_cmd_end_io",),
-    "uringscope_nvme_uring_cmd_polls_total": ("nvme_uring_cmd_iopoll",),
-    "uringscope_nvme_uring_cmd_cqes_total": ("io_uring_cmd_done",),
-    "uringscope_nvme_uring_cmd_cqe_delay_seconds": ("io_uring_cmd_done",),
+    "iouscope_sqthread_task_work_seconds_total": ("loop_passes",),
+    "iouscope_sqthread_loop_passes_total": ("loop_passes",),
+    "iouscope_sqthread_busy_loop_passes_total": ("loop_passes",),
+    "iouscope_sqthread_pass_work_seconds_total": ("loop_passes",),
+    "iouscope_probe_coverage_ratio": ("io_submit_sqes",),
+    "iouscope_probe_coverage_sqes_total": ("io_submit_sqes",),
+    "iouscope_ring_sqthread_work_seconds_total": ("io_submit_sqes",),
+    "iouscope_ring_sqthread_submit_seconds_total": ("io_submit_sqes",),
+    "iouscope_ring_sqthread_batches_total": ("io_submit_sqes",),
+    "iouscope_iopoll_calls_total": ("io_do_iopoll",),
+    "iouscope_iopoll_empty_total": ("io_do_iopoll",),
+    "iouscope_iopoll_completions_total": ("io_do_iopoll",),
+    "iouscope_iopoll_seconds_total": ("io_do_iopoll",),
+    "iouscope_iopoll_host_calls_total": ("io_do_iopoll",),
+    "iouscope_iopoll_host_empty_total": ("io_do_iopoll",),
+    "iouscope_iopoll_host_completions_total": ("io_do_iopoll",),
+    "iouscope_nvme_uring_cmd_completions_total": ("nvme_uring_cmd_end_io",),
+    "iouscope_nvme_uring_cmd_latency_seconds": ("nvme_uring_cmd_end_io",),
+    "iouscope_nvme_uring_cmd_polled_irq_total": ("nvme_uring_cmd_end_io",),
+    "iouscope_device_iopoll_without_poll_queues": ("nvme_uring_cmd_end_io",),
+    "iouscope_nvme_uring_cmd_polls_total": ("nvme_uring_cmd_iopoll",),
+    "iouscope_nvme_uring_cmd_cqes_total": ("io_uring_cmd_done",),
+    "iouscope_nvme_uring_cmd_cqe_delay_seconds": ("io_uring_cmd_done",),
 }
 # name: (type, labels, probes that feed it)
 DEEP = {n: (CATALOGUE[n][0], CATALOGUE[n][1], p) for n, p in DEEP_PROBES.items()
@@ -91,7 +91,7 @@ PROMETHEUS_SERIES = {
 
 
 # kube-state-metrics' series that the dashboards join to for Kubernetes names: container_id and
-# uid (the pod UID) match uringscope_process_info's container_id and pod_uid. They are not the
+# uid (the pod UID) match iouscope_process_info's container_id and pod_uid. They are not the
 # daemon's, so only a Prometheus that also scrapes kube-state-metrics has them; a panel over
 # them is empty elsewhere. Labels as kube-state-metrics v2 exports them.
 KUBE_STATE_METRICS_SERIES = {

@@ -1,4 +1,4 @@
-"""Processes and Prometheus for the dashboard tests: uringscoped, uringscope-load and Debian's
+"""Processes and Prometheus for the dashboard tests: iouscoped, iouscope-load and Debian's
 prometheus, started on free loopback ports and always stopped again; cgroups to run loads in,
 and a file served over HTTP for Prometheus to scrape as another target.
 
@@ -25,14 +25,14 @@ import urllib.parse
 import urllib.request
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-BUILD = os.environ.get("URINGSCOPE_BUILD", os.path.join(REPO, "build"))
-DAEMON = os.path.join(BUILD, "uringscoped")
-LOAD = os.path.join(BUILD, "uringscope-load")
+BUILD = os.environ.get("IOUSCOPE_BUILD", os.path.join(REPO, "build"))
+DAEMON = os.path.join(BUILD, "iouscoped")
+LOAD = os.path.join(BUILD, "iouscope-load")
 PROMETHEUS = os.environ.get("PROMETHEUS", "/usr/bin/prometheus")
 PROMTOOL = os.environ.get("PROMTOOL", "/usr/bin/promtool")
 RULES_DIR = os.path.join(REPO, "dashboards", "prometheus")
 GRAFANA_DIR = os.path.join(REPO, "dashboards", "grafana")
-JOB = "uringscope"  # the job name the alert rules expect
+JOB = "iouscope"  # the job name the alert rules expect
 
 _PR_SET_PDEATHSIG = 1
 
@@ -157,7 +157,7 @@ class _FileHandler(http.server.BaseHTTPRequestHandler):
 class Harness:
     """Owns a work directory, the processes started in it, HTTP servers and cgroups."""
 
-    def __init__(self, keep=False, prefix="uringscope-dash-"):
+    def __init__(self, keep=False, prefix="iouscope-dash-"):
         self.workdir = tempfile.mkdtemp(prefix=prefix)
         self.keep = keep
         self.procs = []
@@ -244,25 +244,25 @@ class Harness:
         self.servers.append((server, thread))
         return f"127.0.0.1:{server.server_address[1]}"
 
-    # -- uringscoped --------------------------------------------------------------------------
+    # -- iouscoped --------------------------------------------------------------------------
     def start_daemon(self, interval="250ms"):
         port = free_port()
-        p = self.start("uringscoped", [DAEMON, f"--web.listen-address=127.0.0.1:{port}",
+        p = self.start("iouscoped", [DAEMON, f"--web.listen-address=127.0.0.1:{port}",
                                        f"--sample.interval={interval}"])
         p.address = f"127.0.0.1:{port}"
         deadline = time.time() + 15
         while time.time() < deadline:
             if not p.alive():
-                raise RuntimeError("uringscoped exited:\n" + p.log_tail())
+                raise RuntimeError("iouscoped exited:\n" + p.log_tail())
             try:
                 http_get(f"http://{p.address}/metrics", timeout=1)
                 return p
             except (urllib.error.URLError, ConnectionError, OSError):
                 time.sleep(0.1)
-        raise RuntimeError("uringscoped did not serve /metrics within 15 s:\n" + p.log_tail())
+        raise RuntimeError("iouscoped did not serve /metrics within 15 s:\n" + p.log_tail())
 
-    # -- uringscope-load ----------------------------------------------------------------------
-    def start_load(self, args, name="uringscope-load", cgroup=None):
+    # -- iouscope-load ----------------------------------------------------------------------
+    def start_load(self, args, name="iouscope-load", cgroup=None):
         """Starts the load generator with --json, in the cgroup directory if one is given, and
         waits until it has started submitting. Returns (proc, rings) where rings are the setup
         records (index, pid, fd, mode, sq_thread)."""
@@ -278,11 +278,11 @@ class Harness:
                 rings.append(rec)
             elif rec.get("started"):
                 return p, rings
-        raise RuntimeError("uringscope-load did not start within 15 s")
+        raise RuntimeError("iouscope-load did not start within 15 s")
 
     # -- prometheus ---------------------------------------------------------------------------
     def start_prometheus(self, target, scrape="1s", rules=None, more_jobs=()):
-        """Scrapes target as job uringscope and each (job, target) of more_jobs."""
+        """Scrapes target as job iouscope and each (job, target) of more_jobs."""
         port = free_port()
         cfg = os.path.join(self.workdir, "prometheus.yml")
         rules = rule_files() if rules is None else rules

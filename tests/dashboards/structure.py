@@ -27,9 +27,9 @@ PANEL_TYPES = {"timeseries", "stat", "bargauge", "table", "heatmap", "row", "tex
 BUILTIN_VARS = {"__rate_interval", "__interval", "__interval_ms", "__range", "__range_s",
                 "__range_ms", "__from", "__to", "__dashboard", "__org", "__user", "__name"}
 REQUIRED_VARS = {
-    "uringscope-overview": {"instance", "pod", "container", "comm", "pid", "sq_thread"},
-    "uringscope-sqthread": {"instance", "pod", "container", "comm", "pid", "sq_thread", "ring"},
-    "uringscope-iopoll": {"instance", "pod", "container", "comm", "pid", "ring", "device"},
+    "iouscope-overview": {"instance", "pod", "container", "comm", "pid", "sq_thread"},
+    "iouscope-sqthread": {"instance", "pod", "container", "comm", "pid", "sq_thread", "ring"},
+    "iouscope-iopoll": {"instance", "pod", "container", "comm", "pid", "ring", "device"},
 }
 ALL_REQUIRED_VARS = {"instance", "pod", "container", "sq_thread", "pid", "comm", "ring", "device"}
 DS_UID = "${datasource}"
@@ -127,8 +127,8 @@ def check_dashboards(res, cat):
             errs.append(f"schemaVersion {d.get('schemaVersion')} is not 36..41")
         if d.get("id") is not None:
             errs.append("id must be null for import")
-        if "uringscope" not in (d.get("tags") or []):
-            errs.append("no uringscope tag (the dashboard links use it)")
+        if "iouscope" not in (d.get("tags") or []):
+            errs.append("no iouscope tag (the dashboard links use it)")
         if not d.get("description"):
             errs.append("no dashboard description")
         res.check(not errs, f"{rel}: dashboard fields", f"uid {uid}, schemaVersion {d.get('schemaVersion')}",
@@ -453,8 +453,8 @@ def check_kube_state_metrics(res, path):
 
 def documented_names(text):
     """Metric names the docs mention, with brace lists after an underscore expanded
-    (uringscope_sqthread_{cpu,work}_seconds_total) and label braces dropped
-    (uringscope_rings{mode}); a trailing * stays a wildcard."""
+    (iouscope_sqthread_{cpu,work}_seconds_total) and label braces dropped
+    (iouscope_rings{mode}); a trailing * stays a wildcard."""
     def expand(tok):
         m = re.search(r"_\{([a-z_,]+)\}", tok)
         if not m:
@@ -464,14 +464,14 @@ def documented_names(text):
             out += expand(tok[:m.start() + 1] + alt + tok[m.end():])
         return out
     names = set()
-    for tok in re.findall(r"uringscope_[a-z_{},*]+", text):
+    for tok in re.findall(r"iouscope_[a-z_{},*]+", text):
         names.update(expand(tok.rstrip(",")))
     return names
 
 
 def check_catalogue(res, repo):
     """The daemon's declared families against the docs and the hand-kept DEEP table."""
-    res.section("metric catalogue (uringscoped --metrics)")
+    res.section("metric catalogue (iouscoped --metrics)")
     for problem in contract.check_catalogue():
         res.fail("every deep family is declared", problem)
     if not contract.check_catalogue():
@@ -480,9 +480,9 @@ def check_catalogue(res, repo):
         os.path.join(repo, "docs", f) for f in os.listdir(os.path.join(repo, "docs"))
         if f.endswith(".md"))
     # The reading can fail: brace lists expand, label braces drop, an absent name is absent.
-    control = documented_names("uringscope_a_{b,c}_total and uringscope_d{mode} uringscope_e_*")
-    if control != {"uringscope_a_b_total", "uringscope_a_c_total", "uringscope_d",
-                   "uringscope_e_*"}:
+    control = documented_names("iouscope_a_{b,c}_total and iouscope_d{mode} iouscope_e_*")
+    if control != {"iouscope_a_b_total", "iouscope_a_c_total", "iouscope_d",
+                   "iouscope_e_*"}:
         res.fail("documented_names reads the docs' shorthand", sorted(control))
     text = "".join(open(f, encoding="utf-8").read() for f in docs)
     said = documented_names(text)

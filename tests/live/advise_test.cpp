@@ -1,4 +1,4 @@
-// Live tier for `uringscope advise`: each test creates a situation with uringscope-load, checks
+// Live tier for `iouscope advise`: each test creates a situation with iouscope-load, checks
 // that the daemon's advisor reports it, then applies the recommendation, runs the same load
 // again and compares the predicted effect with what the kernel's own accounting measures
 // (/proc/PID/task/TID/schedstat for CPU, voluntary_ctxt_switches for sleeps). Needs root and
@@ -140,7 +140,7 @@ std::vector<std::string> with_idle(const std::vector<std::string>& args, long ms
     });
 }
 
-// `uringscope advise --json` against the daemon; returns the parsed advice and exit status.
+// `iouscope advise --json` against the daemon; returns the parsed advice and exit status.
 std::pair<json, int> advise_cli(Daemon& d, std::vector<std::string> extra = {}) {
     std::vector<std::string> argv{cli_bin(), "advise", "--daemon", base_url(d), "--json"};
     argv.insert(argv.end(), extra.begin(), extra.end());
@@ -342,7 +342,7 @@ std::optional<GapReading> read_gaps(Daemon& d, int tid) {
 // ring's 64 entries, so 32,000 NOPs are 500 to 1,000 batches; one gap per SQE would be 31,999.
 TEST_F(Advise, WorkGapsAreCountedOncePerBatch) {
     REQUIRE_PROBE(*daemon_, attached("work_gaps"), "work_gaps");
-    if (find_value(daemon_->scrape(), "uringscope_probe_attached",
+    if (find_value(daemon_->scrape(), "iouscope_probe_attached",
                    {{"probe", "work_gaps"}, {"kind", "tp_btf"}}) == 1.0 &&
         !kernel_btf_has_typedef("btf_trace_io_uring_submit_req"))
         GTEST_SKIP() << "work_gaps runs from io_uring_submit_sqe (before 6.4), once per SQE";
@@ -693,13 +693,13 @@ TEST_F(Advise, FindingsAreExportedAsMetrics) {
     const std::string tid = std::to_string(rings[0].sq_thread);
     std::optional<double> v;
     eventually(seconds(30), [&] {
-        v = find_value(daemon_->scrape(), "uringscope_advice_finding",
+        v = find_value(daemon_->scrape(), "iouscope_advice_finding",
                        {{"finding", "sq_spinning_without_work"}, {"sq_thread", tid}});
         return v.has_value();
     });
-    ASSERT_TRUE(v) << "no uringscope_advice_finding for sq_thread " << tid;
+    ASSERT_TRUE(v) << "no iouscope_advice_finding for sq_thread " << tid;
     EXPECT_EQ(*v, 1);
-    auto saving = find_value(daemon_->scrape(), "uringscope_advice_predicted_cpu_saving_cores",
+    auto saving = find_value(daemon_->scrape(), "iouscope_advice_predicted_cpu_saving_cores",
                              {{"finding", "sq_spinning_without_work"}});
     ASSERT_TRUE(saving);
     EXPECT_GT(*saving, 0.3);
@@ -775,7 +775,7 @@ TEST_F(AdviseSampled, SampledGapsGiveTheSameRecommendationAsEveryGap) {
     REQUIRE_PROBE(*full_, probe_attached(*full_, "work_gaps"), "work_gaps");
     // Only a per-SQE variant is sampled; a per-batch one records every gap in both daemons.
     const auto duty =
-        find_value(sampled_->scrape(), "uringscope_probe_duty_ratio", {{"probe", "work_gaps"}});
+        find_value(sampled_->scrape(), "iouscope_probe_duty_ratio", {{"probe", "work_gaps"}});
     if (!duty) GTEST_SKIP() << "work_gaps runs per batch on this kernel: nothing is sampled";
     EXPECT_DOUBLE_EQ(*duty, 0.5);
     struct Case {
@@ -860,7 +860,7 @@ TEST(AdviseSampledEarly, ABusyWindowClosesEarlyAndItsScaledGapsStayUnbiased) {
     ASSERT_TRUE(full.ready()) << full.startup_log();
     ASSERT_TRUE(sampled.ready()) << sampled.startup_log();
     REQUIRE_PROBE(full, probe_attached(full, "work_gaps"), "work_gaps");
-    if (!find_value(sampled.scrape(), "uringscope_probe_duty_ratio", {{"probe", "work_gaps"}}))
+    if (!find_value(sampled.scrape(), "iouscope_probe_duty_ratio", {{"probe", "work_gaps"}}))
         GTEST_SKIP() << "work_gaps runs per batch on this kernel: nothing is sampled";
     Child load({load_bin(), "--ring", "sqpoll,idle=1000,rate=50000,batch=1", "--duration", "90s"});
     const auto rings = read_load_rings(load, "setup", "started", seconds(30));
@@ -907,9 +907,9 @@ TEST(AdviseSampledEarly, ABusyWindowClosesEarlyAndItsScaledGapsStayUnbiased) {
     // later, then up to one 250 ms look more, and the 1 ms end. The gaps' rate is the load's,
     // which the machine sets: taken from the windows themselves.
     const double min_recorded =
-        std::chrono::duration<double>(uringscope::kMinRecordedPerWindow).count();
-    const double cutoff = std::chrono::duration<double>(uringscope::kGapCutoff).count();
-    const double enough = static_cast<double>(uringscope::kEnoughGaps);
+        std::chrono::duration<double>(iouscope::kMinRecordedPerWindow).count();
+    const double cutoff = std::chrono::duration<double>(iouscope::kGapCutoff).count();
+    const double enough = static_cast<double>(iouscope::kEnoughGaps);
     const double per_window = recorded / windows;
     const double gap_rate = static_cast<double>(s1.gaps - s0.gaps) / recorded;
     const double enough_at = std::max(min_recorded, enough / gap_rate);

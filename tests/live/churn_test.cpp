@@ -27,7 +27,7 @@ std::string key_of(const Series& s) {
 }
 
 bool is_ring_counter(const std::string& name) {
-    return name == "uringscope_ring_sqes_total" || name == "uringscope_ring_cqes_total";
+    return name == "iouscope_ring_sqes_total" || name == "iouscope_ring_cqes_total";
 }
 
 // What every scrape must satisfy, whatever the workload:
@@ -44,9 +44,9 @@ public:
     void check(const std::vector<Series>& scrape) {
         std::map<std::string, double> start;  // by "ring:ID" or "thread:TID"
         for (const auto& s : scrape) {
-            if (s.name == "uringscope_ring_start_time_seconds")
+            if (s.name == "iouscope_ring_start_time_seconds")
                 start["ring:" + s.labels.at("ring")] = s.value;
-            if (s.name == "uringscope_sqthread_start_time_seconds")
+            if (s.name == "iouscope_sqthread_start_time_seconds")
                 start["thread:" + s.labels.at("sq_thread")] = s.value;
         }
         for (const auto& s : scrape) {
@@ -123,7 +123,7 @@ double total(const std::vector<Series>& all, const std::string& name) {
 std::map<std::string, double> map_entries(const std::vector<Series>& all) {
     std::map<std::string, double> m;
     for (const auto& s : all)
-        if (s.name == "uringscope_map_entries") m[s.labels.at("map")] = s.value;
+        if (s.name == "iouscope_map_entries") m[s.labels.at("map")] = s.value;
     return m;
 }
 
@@ -141,7 +141,7 @@ void expect_maps_drained(Daemon& d, const std::map<std::string, double>& before)
     EXPECT_TRUE(drained);
     const auto scrape = d.scrape();
     for (const auto& s : scrape) {
-        if (s.name == "uringscope_map_overflow_total") {
+        if (s.name == "iouscope_map_overflow_total") {
             EXPECT_EQ(s.value, 0) << "map " << s.labels.at("map") << " lost entries";
         }
     }
@@ -172,11 +172,11 @@ TEST_F(Churn, RingsAtReusedAddressesRestartFromTheirOwnCounts) {
     // closes them and opens the next ones in the same process, at the same fds, often at the
     // freed rings' addresses. Before, a reused address read as a wrap: 4294967396.
     constexpr int kCycles = 6;
-    const std::string bin = build_dir() + "/uringscope-load";
+    const std::string bin = build_dir() + "/iouscope-load";
     Child load({bin, "--ring", "plain,count=5000", "--ring", "sqpoll,count=5000,idle=1", "--hold",
                 "600ms", "--cycles", std::to_string(kCycles), "--gap", "100ms"});
     Invariants inv([](const Series& s) -> std::optional<double> {
-        if (s.labels.count("comm") && s.labels.at("comm") == "uringscope-load") return 5000;
+        if (s.labels.count("comm") && s.labels.at("comm") == "iouscope-load") return 5000;
         return std::nullopt;
     });
     // Distinct (ring, start time) pairs that reached their full count: one per cycle and ring.
@@ -185,16 +185,15 @@ TEST_F(Churn, RingsAtReusedAddressesRestartFromTheirOwnCounts) {
         inv.check(scrape);
         std::map<std::string, double> start;
         for (const auto& s : scrape)
-            if (s.name == "uringscope_ring_start_time_seconds")
-                start[s.labels.at("ring")] = s.value;
+            if (s.name == "iouscope_ring_start_time_seconds") start[s.labels.at("ring")] = s.value;
         for (const auto& s : scrape)
-            if (s.name == "uringscope_ring_sqes_total" && s.value == 5000 &&
-                s.labels.at("comm") == "uringscope-load")
+            if (s.name == "iouscope_ring_sqes_total" && s.value == 5000 &&
+                s.labels.at("comm") == "iouscope-load")
                 complete.emplace(s.labels.at("ring"), start[s.labels.at("ring")]);
     });
     ASSERT_EQ(rc, 0) << load.drain(milliseconds(100));
     const auto replaced =
-        find_value(daemon_->scrape(), "uringscope_identities_replaced_total", {{"kind", "ring"}});
+        find_value(daemon_->scrape(), "iouscope_identities_replaced_total", {{"kind", "ring"}});
     std::printf(
         "%d scrapes, %zu ring lives seen complete, %.0f rings took a closed ring's "
         "address\n",
@@ -209,12 +208,12 @@ TEST_F(Churn, ThousandsOfShortLivedRingsAreCountedExactlyAndCheaply) {
     // 6,000 rings, half SQPOLL, 4 NOPs each, most closed before any walk sees them. Before, the
     // sample time grew to seconds (a map re-read per expired thread) and the daemon went blind.
     constexpr int kCycles = 300, kPerCycle = 20;
-    const double created_before = total(daemon_->scrape(), "uringscope_rings_created_total");
-    const std::string bin = build_dir() + "/uringscope-load";
+    const double created_before = total(daemon_->scrape(), "iouscope_rings_created_total");
+    const std::string bin = build_dir() + "/iouscope-load";
     Child load({bin, "--ring", "sqpoll,count=4,n=10", "--ring", "plain,count=4,n=10", "--cycles",
                 std::to_string(kCycles)});
     Invariants inv([](const Series& s) -> std::optional<double> {
-        if (s.labels.count("comm") && s.labels.at("comm") == "uringscope-load") return 4;
+        if (s.labels.count("comm") && s.labels.at("comm") == "iouscope-load") return 4;
         return std::nullopt;
     });
     double worst = 0;
@@ -223,7 +222,7 @@ TEST_F(Churn, ThousandsOfShortLivedRingsAreCountedExactlyAndCheaply) {
         *daemon_, load, seconds(300),
         [&](const auto& scrape) {
             inv.check(scrape);
-            if (auto d = find_value(scrape, "uringscope_sample_duration_seconds", {}))
+            if (auto d = find_value(scrape, "iouscope_sample_duration_seconds", {}))
                 worst = std::max(worst, *d);
         },
         &out);
@@ -236,7 +235,7 @@ TEST_F(Churn, ThousandsOfShortLivedRingsAreCountedExactlyAndCheaply) {
     // io_uring_create saw every ring: the count is exact.
     double created = 0;
     eventually(seconds(3), [&] {
-        created = total(daemon_->scrape(), "uringscope_rings_created_total") - created_before;
+        created = total(daemon_->scrape(), "iouscope_rings_created_total") - created_before;
         return created >= kCycles * kPerCycle;
     });
     std::printf("%d scrapes, rings created %.0f of %d, slowest sample %.1f ms\n", inv.scrapes(),
@@ -252,8 +251,8 @@ TEST_F(Churn, ThousandsOfShortLivedRingsAreCountedExactlyAndCheaply) {
     ASSERT_EQ(rings.size(), 4u);
     for (const auto& r : rings)
         EXPECT_TRUE(eventually(seconds(2), [&] {
-            return find_value(daemon_->scrape(), "uringscope_ring_sqes_total",
-                              {{"ring", r.id()}}) == std::optional<double>(100);
+            return find_value(daemon_->scrape(), "iouscope_ring_sqes_total", {{"ring", r.id()}}) ==
+                   std::optional<double>(100);
         })) << r.id();
     after.signal(SIGTERM);
     after.wait(seconds(5));
@@ -274,7 +273,7 @@ TEST_F(Churn, StressNgIoUringHoldsTheInvariants) {
         inv.check(scrape);
         for (const auto& s : scrape)
             // Each stressor instance is a process of its own, named stress-ng-io-uring.
-            if (s.name == "uringscope_ring_sqes_total" &&
+            if (s.name == "iouscope_ring_sqes_total" &&
                 s.labels.at("comm").rfind("stress-ng", 0) == 0)
                 ++rings_seen;
     });
@@ -292,7 +291,7 @@ TEST_F(Churn, ShortFioJobsHoldTheInvariants) {
     // 113 s with 3,000, against the 120 s a job is given, and 38 to 40 s with 1,000; without
     // SQPOLL a job takes 2 s.
     constexpr int kIos = 1000;
-    char path[] = "/tmp/uringscope-churn-XXXXXX";
+    char path[] = "/tmp/iouscope-churn-XXXXXX";
     const int fd = mkstemp(path);
     ASSERT_GE(fd, 0);
     ASSERT_EQ(ftruncate(fd, 16 << 20), 0);

@@ -1,6 +1,6 @@
 // Container and pod identity from real cgroup v2 hierarchies: each test builds the cgroups that a
 // container runtime would (under a prefix of its own, so the host's are never touched), moves a
-// load generator into them and reads uringscope_process_info.
+// load generator into them and reads iouscope_process_info.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -73,7 +73,7 @@ protected:
         if (geteuid() != 0) GTEST_SKIP() << "needs root to load BPF programs and make cgroups";
         mount_ = cgroup2_mount();
         if (mount_.empty()) GTEST_SKIP() << "no cgroup v2 hierarchy is mounted here";
-        prefix_ = "/uringscope-test-" + std::to_string(getpid());
+        prefix_ = "/iouscope-test-" + std::to_string(getpid());
         if (!daemon_on_host()) return;
         daemon_ = std::make_unique<Daemon>(
             std::vector<std::string>{"--sample.interval=200ms", "--advise.window=5s"});
@@ -111,12 +111,12 @@ protected:
         return pid;
     }
 
-    // uringscope_process_info's labels for pid, once the daemon shows it with a cgroup.
+    // iouscope_process_info's labels for pid, once the daemon shows it with a cgroup.
     std::map<std::string, std::string> process_info(pid_t pid) {
         std::map<std::string, std::string> labels;
         eventually(seconds(10), [&] {
             for (const auto& s : daemon_->scrape())
-                if (s.name == "uringscope_process_info" &&
+                if (s.name == "iouscope_process_info" &&
                     s.labels.at("pid") == std::to_string(pid) &&
                     s.labels.at("cgroup").find(prefix_) == 0) {
                     labels = s.labels;
@@ -138,12 +138,12 @@ TEST_F(Containers, EveryRuntimesLayoutNamesItsContainerAndPod) {
     for (const auto& [shape, pid] : started) {
         SCOPED_TRACE(shape.runtime);
         const auto l = process_info(pid);
-        ASSERT_FALSE(l.empty()) << "no uringscope_process_info for pid " << pid << " in "
+        ASSERT_FALSE(l.empty()) << "no iouscope_process_info for pid " << pid << " in "
                                 << prefix_ + shape.path;
         EXPECT_EQ(l.at("cgroup"), prefix_ + shape.path);
         EXPECT_EQ(l.at("container_id"), shape.container_id);
         EXPECT_EQ(l.at("pod_uid"), shape.pod_uid);
-        EXPECT_EQ(l.at("comm"), "uringscope-load");
+        EXPECT_EQ(l.at("comm"), "iouscope-load");
     }
 }
 
@@ -156,21 +156,21 @@ TEST_F(Containers, TopAndAdviseNameTheContainer) {
     ASSERT_FALSE(process_info(pid).empty());
     const std::string short_id = pod.container_id.substr(pod.container_id.find("://") + 3, 12);
 
-    Child top({build_dir() + "/uringscope", "top", "-b", "-n", "1", "--width", "200", "--filter",
+    Child top({build_dir() + "/iouscope", "top", "-b", "-n", "1", "--width", "200", "--filter",
                short_id, "--daemon", daemon_->url().substr(0, daemon_->url().rfind('/'))});
     const std::string out = top.drain(seconds(20));
     EXPECT_EQ(top.wait(seconds(5)).value_or(-1), 0) << out;
     EXPECT_NE(out.find("CONTAINER"), std::string::npos) << out;
     EXPECT_NE(out.find(short_id), std::string::npos) << out;
     std::size_t rows = 0;
-    for (auto at = out.find("uringscope-l"); at != std::string::npos;
-         at = out.find("uringscope-l", at + 1))
+    for (auto at = out.find("iouscope-l"); at != std::string::npos;
+         at = out.find("iouscope-l", at + 1))
         ++rows;
     EXPECT_EQ(rows, 1u) << "the filter must leave only the container's SQ thread:\n" << out;
 
     nlohmann::json mine;
     eventually(seconds(30), [&] {
-        Child advise({build_dir() + "/uringscope", "advise", "--json", "--daemon",
+        Child advise({build_dir() + "/iouscope", "advise", "--json", "--daemon",
                       daemon_->url().substr(0, daemon_->url().rfind('/'))});
         const auto text = advise.drain(seconds(20));
         advise.wait(seconds(5));
@@ -228,11 +228,11 @@ protected:
         return -1;
     }
 
-    // The pids uringscope_process_info shows with comm uringscope-load.
+    // The pids iouscope_process_info shows with comm iouscope-load.
     std::set<pid_t> load_pids() {
         std::set<pid_t> out;
         for (const auto& s : daemon_->scrape())
-            if (s.name == "uringscope_process_info" && s.labels.at("comm") == "uringscope-load")
+            if (s.name == "iouscope_process_info" && s.labels.at("comm") == "iouscope-load")
                 out.insert(std::stoi(s.labels.at("pid")));
         return out;
     }
@@ -253,7 +253,7 @@ int pid_namespace_depth(pid_t pid) {
 }
 
 // Without hostPID the walk sees the daemon's namespace only: a ring held there, not one held on
-// the host. The daemon must say so, in its log and in uringscope_host_visible.
+// the host. The daemon must say so, in its log and in iouscope_host_visible.
 TEST_F(ContainedDaemon, WithoutHostPidItSeesOnlyItsNamespaceAndSaysSo) {
     const pid_t host_load = start_in("/system.slice/app.service");
     const std::string inner_load =
@@ -274,8 +274,8 @@ TEST_F(ContainedDaemon, WithoutHostPidItSeesOnlyItsNamespaceAndSaysSo) {
             << "the host's load (pid " << host_load << ") must be invisible here";
         std::this_thread::sleep_for(milliseconds(200));
     }
-    EXPECT_EQ(gauge("uringscope_host_visible", "scope", "tasks"), 0);
-    EXPECT_EQ(gauge("uringscope_host_visible", "scope", "cgroups"), 1);
+    EXPECT_EQ(gauge("iouscope_host_visible", "scope", "tasks"), 0);
+    EXPECT_EQ(gauge("iouscope_host_visible", "scope", "cgroups"), 1);
 }
 
 // In its own cgroup namespace the runtime's cgroup2 mount shows the daemon's subtree: another
@@ -294,24 +294,24 @@ TEST_F(ContainedDaemon, InItsOwnCgroupNamespaceItNeedsTheHostHierarchy) {
     std::map<std::string, std::string> seen;
     ASSERT_TRUE(eventually(seconds(10), [&] {
         for (const auto& s : daemon_->scrape())
-            if (s.name == "uringscope_process_info" && s.labels.at("pid") == std::to_string(load))
+            if (s.name == "iouscope_process_info" && s.labels.at("pid") == std::to_string(load))
                 seen = s.labels;
         return !seen.empty();
     })) << "the walk must still see every ring: the daemon shares the host's PID namespace";
     EXPECT_EQ(seen.at("cgroup"), "");
     EXPECT_EQ(seen.at("container_id"), "");
-    EXPECT_EQ(gauge("uringscope_host_visible", "scope", "cgroups"), 0);
-    EXPECT_EQ(gauge("uringscope_host_visible", "scope", "tasks"), 1);
+    EXPECT_EQ(gauge("iouscope_host_visible", "scope", "cgroups"), 0);
+    EXPECT_EQ(gauge("iouscope_host_visible", "scope", "tasks"), 1);
 
     daemon_.reset();
-    host_dir_ = "/tmp/uringscope-test-host-cgroup-" + std::to_string(getpid());
+    host_dir_ = "/tmp/iouscope-test-host-cgroup-" + std::to_string(getpid());
     fs::create_directories(host_dir_);
     start_contained("--cgroup --mount --propagation private",
                     "mount --bind \"$0\" " + host_dir_ + " && " + remount);
     EXPECT_EQ(daemon_->startup_log().find("shows only part"), std::string::npos)
         << daemon_->startup_log();
     const auto l = process_info(load);
-    EXPECT_EQ(gauge("uringscope_host_visible", "scope", "cgroups"), 1);
+    EXPECT_EQ(gauge("iouscope_host_visible", "scope", "cgroups"), 1);
     ASSERT_FALSE(l.empty()) << "pid " << load << " never shown with its cgroup";
     EXPECT_EQ(l.at("cgroup"), prefix_ + pod.path);
     EXPECT_EQ(l.at("container_id"), pod.container_id);

@@ -25,7 +25,7 @@ struct ReportLine {
 };
 
 std::map<std::string, ReportLine> probe_report(const std::vector<std::string>& extra, int& rc) {
-    std::vector<std::string> argv{build_dir() + "/uringscoped", "--probe-report"};
+    std::vector<std::string> argv{build_dir() + "/iouscoped", "--probe-report"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     Child c(argv);
     std::string out = c.drain(seconds(60));
@@ -112,12 +112,12 @@ TEST_F(Deep, NvmeTracepointLinkIsOffWhileItWaitsForNvmeCore) {
     const std::map<std::string, std::string> tp{{"probe", "nvme_uring_cmd_end_io"},
                                                 {"kind", "tp_btf"}};
     const auto m = d.scrape();
-    if (find_value(m, "uringscope_probe_attached", tp).value_or(0) != 1)
+    if (find_value(m, "iouscope_probe_attached", tp).value_or(0) != 1)
         GTEST_SKIP() << "another variant of nvme_uring_cmd_end_io is attached here";
-    const bool waits = find_value(m, "uringscope_probe_waiting", tp).value_or(-1) == 1;
+    const bool waits = find_value(m, "iouscope_probe_waiting", tp).value_or(-1) == 1;
     EXPECT_EQ(waits, !std::filesystem::exists("/sys/module/nvme_core/sections"))
         << "the probe's waiting state disagrees with nvme_core's presence";
-    EXPECT_EQ(links_of(d.process().pid(), "usc_tp_nvme"), waits ? 0 : 1)
+    EXPECT_EQ(links_of(d.process().pid(), "iou_tp_nvme"), waits ? 0 : 1)
         << (waits ? "waiting for nvme_core, yet attached to every block request"
                   : "nvme_core is loaded, yet the tracepoint is not attached");
 }
@@ -170,7 +170,7 @@ TEST_P(DeepIo, IopollCompletionsMatchFio) {
     for (const auto& dev : devices) {
         for (bool sqpoll : {true, false}) {
             std::map<std::string, std::string> any;
-            double before = metric_or_zero(*daemon_, "uringscope_iopoll_host_completions_total",
+            double before = metric_or_zero(*daemon_, "iouscope_iopoll_host_completions_total",
                                            {{"caller", sqpoll ? "sq_thread" : "app"}});
             std::string out;
             auto ios = run_fio(
@@ -182,7 +182,7 @@ TEST_P(DeepIo, IopollCompletionsMatchFio) {
             ASSERT_GE(*ios, 3000u);
             double after = 0;
             eventually(seconds(3), [&] {
-                after = metric_or_zero(*daemon_, "uringscope_iopoll_host_completions_total",
+                after = metric_or_zero(*daemon_, "iouscope_iopoll_host_completions_total",
                                        {{"caller", sqpoll ? "sq_thread" : "app"}});
                 return after - before >= static_cast<double>(*ios);
             });
@@ -209,20 +209,20 @@ TEST_P(DeepIo, NvmePassthroughPolledVersusIrq) {
     int checked_polled = 0, checked_irq = 0;
     for (const auto& [ng, blk] : ngs) {
         const bool poll_queues = read_first_line("/sys/block/" + blk + "/queue/io_poll") == "1";
-        auto polled_before = metric_or_zero(*daemon_, "uringscope_nvme_uring_cmd_completions_total",
+        auto polled_before = metric_or_zero(*daemon_, "iouscope_nvme_uring_cmd_completions_total",
                                             {{"device", blk}, {"polled", "true"}});
-        auto irq_before = metric_or_zero(*daemon_, "uringscope_nvme_uring_cmd_completions_total",
+        auto irq_before = metric_or_zero(*daemon_, "iouscope_nvme_uring_cmd_completions_total",
                                          {{"device", blk}, {"polled", "false"}});
         auto cqes_now = [&] {
-            return metric_or_zero(*daemon_, "uringscope_nvme_uring_cmd_cqes_total",
+            return metric_or_zero(*daemon_, "iouscope_nvme_uring_cmd_cqes_total",
                                   {{"device", blk}});
         };
         auto delays_now = [&] {
-            return metric_or_zero(*daemon_, "uringscope_nvme_uring_cmd_cqe_delay_seconds_count",
+            return metric_or_zero(*daemon_, "iouscope_nvme_uring_cmd_cqe_delay_seconds_count",
                                   {{"device", blk}});
         };
         auto delay_sum_now = [&] {
-            return metric_or_zero(*daemon_, "uringscope_nvme_uring_cmd_cqe_delay_seconds_sum",
+            return metric_or_zero(*daemon_, "iouscope_nvme_uring_cmd_cqe_delay_seconds_sum",
                                   {{"device", blk}});
         };
         const double cqes_before = cqes_now(), delays_before = delays_now();
@@ -235,22 +235,22 @@ TEST_P(DeepIo, NvmePassthroughPolledVersusIrq) {
         ASSERT_TRUE(ios.has_value()) << out;
         double polled = 0, irq = 0, missed = 0;
         auto missed_now = [&] {
-            return metric_or_zero(*daemon_, "uringscope_probe_missed_total",
+            return metric_or_zero(*daemon_, "iouscope_probe_missed_total",
                                   {{"probe", "nvme_uring_cmd_end_io"}});
         };
         const double missed_before = missed_now();
         eventually(seconds(3), [&] {
-            polled = metric_or_zero(*daemon_, "uringscope_nvme_uring_cmd_completions_total",
+            polled = metric_or_zero(*daemon_, "iouscope_nvme_uring_cmd_completions_total",
                                     {{"device", blk}, {"polled", "true"}}) -
                      polled_before;
-            irq = metric_or_zero(*daemon_, "uringscope_nvme_uring_cmd_completions_total",
+            irq = metric_or_zero(*daemon_, "iouscope_nvme_uring_cmd_completions_total",
                                  {{"device", blk}, {"polled", "false"}}) -
                   irq_before;
             missed = missed_now() - missed_before;
             return polled + irq + missed >= static_cast<double>(*ios) &&
                    (!cmd_done || cqes_now() - cqes_before >= static_cast<double>(*ios));
         });
-        auto flag = find_value(daemon_->scrape(), "uringscope_device_iopoll_without_poll_queues",
+        auto flag = find_value(daemon_->scrape(), "iouscope_device_iopoll_without_poll_queues",
                                {{"device", blk}});
         std::printf(
             "%s (io_poll=%d): fio %llu I/Os, polled %.0f, irq %.0f, missed %.0f, "
@@ -296,7 +296,7 @@ TEST_P(DeepIo, PerRingWorkAddsUpToTheThreadsWork) {
     // Before 6.9 (no io_sq_tw) a ring's work is its time in io_submit_sqes, which leaves out the
     // rest of each pass: nothing adds up to compare.
     REQUIRE_PROBE(*daemon_, attached("loop_passes"), "loop_passes");
-    Child load({build_dir() + "/uringscope-load", "--ring", "sqpoll,count=300000", "--ring",
+    Child load({build_dir() + "/iouscope-load", "--ring", "sqpoll,count=300000", "--ring",
                 "sqpoll,share=0,count=100000", "--hold", "inf"});
     auto rings = read_load_rings(load, "ring", "done", seconds(240));
     ASSERT_EQ(rings.size(), 2u);
@@ -306,9 +306,8 @@ TEST_P(DeepIo, PerRingWorkAddsUpToTheThreadsWork) {
     const std::string tid = std::to_string(rings[0].sq_thread);
     double sum = 0, submit = 0, first = 0;
     for (const auto& r : rings) {
-        auto w = find_value(m, "uringscope_ring_sqthread_work_seconds_total", {{"ring", r.id()}});
-        auto sub =
-            find_value(m, "uringscope_ring_sqthread_submit_seconds_total", {{"ring", r.id()}});
+        auto w = find_value(m, "iouscope_ring_sqthread_work_seconds_total", {{"ring", r.id()}});
+        auto sub = find_value(m, "iouscope_ring_sqthread_submit_seconds_total", {{"ring", r.id()}});
         ASSERT_TRUE(w.has_value() && sub.has_value()) << r.id();
         EXPECT_GT(*w, 0);
         EXPECT_LE(*sub, *w) << r.id() << ": a turn contains the ring's io_submit_sqes calls";
@@ -317,13 +316,13 @@ TEST_P(DeepIo, PerRingWorkAddsUpToTheThreadsWork) {
         if (&r == &rings[0]) first = *w;
     }
     auto pass_work =
-        find_value(m, "uringscope_sqthread_pass_work_seconds_total", {{"sq_thread", tid}});
+        find_value(m, "iouscope_sqthread_pass_work_seconds_total", {{"sq_thread", tid}});
     ASSERT_TRUE(pass_work.has_value());
     // Task work (every ring's completions) is the thread's own; the rings' turns are the rest.
     auto task_work =
-        find_value(m, "uringscope_sqthread_task_work_seconds_total", {{"sq_thread", tid}});
+        find_value(m, "iouscope_sqthread_task_work_seconds_total", {{"sq_thread", tid}});
     ASSERT_TRUE(task_work.has_value());
-    auto kernel = find_value(m, "uringscope_sqthread_work_seconds_total", {{"sq_thread", tid}});
+    auto kernel = find_value(m, "iouscope_sqthread_work_seconds_total", {{"sq_thread", tid}});
     const double sqe_share = static_cast<double>(rings[0].sqes) / 400000.0;
     std::printf(
         "SQ thread %s: rings' turns %.4f s + task work %.4f s, pass work %.4f s "
@@ -345,19 +344,19 @@ TEST_P(DeepIo, PerRingWorkAddsUpToTheThreadsWork) {
 // partially inlined io_submit_sqes (static up to 5.19) whose probe attaches and misses sites.
 TEST_P(DeepIo, SubmitProbeCoverageCountsEverySqe) {
     REQUIRE_PROBE(*daemon_, attached("io_submit_sqes"), "io_submit_sqes");
-    Child load({build_dir() + "/uringscope-load", "--ring", "sqpoll,count=200000", "--ring",
+    Child load({build_dir() + "/iouscope-load", "--ring", "sqpoll,count=200000", "--ring",
                 "sqpoll,count=100000,batch=5", "--hold", "inf"});
     auto rings = read_load_rings(load, "ring", "done", seconds(240));
     ASSERT_EQ(rings.size(), 2u);
     std::this_thread::sleep_for(milliseconds(600));  // quiet: both sides stop at the same count
     auto m = daemon_->scrape();
-    const auto probe = find_value(m, "uringscope_probe_coverage_sqes_total",
+    const auto probe = find_value(m, "iouscope_probe_coverage_sqes_total",
                                   {{"probe", "io_submit_sqes"}, {"seen_by", "probe"}});
-    const auto iter = find_value(m, "uringscope_probe_coverage_sqes_total",
+    const auto iter = find_value(m, "iouscope_probe_coverage_sqes_total",
                                  {{"probe", "io_submit_sqes"}, {"seen_by", "iterator"}});
     ASSERT_TRUE(probe && iter);
     const double missed =
-        find_value(m, "uringscope_probe_missed_total", {{"probe", "io_submit_sqes"}}).value_or(0);
+        find_value(m, "iouscope_probe_missed_total", {{"probe", "io_submit_sqes"}}).value_or(0);
     std::printf(
         "io_submit_sqes (%s) coverage: the probe counted %.0f SQEs, the rings' heads "
         "passed %.0f (%.5f) of the 300000 submitted; runs the kernel reports skipped: "
@@ -367,7 +366,7 @@ TEST_P(DeepIo, SubmitProbeCoverageCountsEverySqe) {
     // half done by then); the rest is in both.
     EXPECT_GT(*iter, 100000);
     EXPECT_LE(*iter, 300000);
-    // The walk reads both counts at once (usc_ring_record.probe_sqes): they differ by at most
+    // The walk reads both counts at once (iou_ring_record.probe_sqes): they differ by at most
     // the batch in flight. Read from the map after the walk, the baseline ran up to 6 % ahead
     // under TCG. The probe never sees more than the heads passed.
     EXPECT_LE(*probe, *iter * 1.005);
@@ -375,10 +374,10 @@ TEST_P(DeepIo, SubmitProbeCoverageCountsEverySqe) {
     // on a Debian kernel under TCG) loses one io_submit_sqes call, which submits at most the
     // ring's SQ entries (kDefaultDepth). The probe is short by no more than the misses say; a
     // shortfall they do not explain is a probe missing call sites.
-    const double unexplained = *iter - *probe - missed * uringscope::load::kDefaultDepth;
+    const double unexplained = *iter - *probe - missed * iouscope::load::kDefaultDepth;
     EXPECT_LE(unexplained, *iter * 0.005)
         << "the probe is short by " << *iter - *probe << " SQEs; " << missed
-        << " skipped runs explain at most " << missed * uringscope::load::kDefaultDepth;
+        << " skipped runs explain at most " << missed * iouscope::load::kDefaultDepth;
 
     // With the deep tier on, a measured work figure replaces the estimate; every source this
     // kernel gives is shown beside it, on the same load.
@@ -386,13 +385,13 @@ TEST_P(DeepIo, SubmitProbeCoverageCountsEverySqe) {
     std::string chosen, sources;
     for (const auto& s : m) {
         if (s.labels.count("sq_thread") == 0 || s.labels.at("sq_thread") != tid) continue;
-        if (s.name == "uringscope_sqthread_work_time_source" && s.value == 1)
+        if (s.name == "iouscope_sqthread_work_time_source" && s.value == 1)
             chosen = s.labels.at("source");
-        if (s.name == "uringscope_sqthread_work_by_source_seconds_total")
+        if (s.name == "iouscope_sqthread_work_by_source_seconds_total")
             sources += " " + s.labels.at("source") + "=" + std::to_string(s.value);
     }
     const double cpu =
-        find_value(m, "uringscope_sqthread_cpu_seconds_total", {{"sq_thread", tid}}).value_or(-1);
+        find_value(m, "iouscope_sqthread_cpu_seconds_total", {{"sq_thread", tid}}).value_or(-1);
     std::printf("SQ thread %s work by source (s):%s; CPU %.4f s; the split uses %s\n", tid.c_str(),
                 sources.c_str(), cpu, chosen.c_str());
     EXPECT_NE(chosen, "estimate");
@@ -405,8 +404,8 @@ TEST_P(DeepIo, SubmitProbeCoverageCountsEverySqe) {
 // for sq_thread_idle before it sleeps, and those passes are empty.
 TEST_P(DeepIo, LoopPassesSeparateBusyFromEmpty) {
     REQUIRE_PROBE(*daemon_, attached("loop_passes"), "loop_passes");
-    Child load({build_dir() + "/uringscope-load", "--ring", "sqpoll,count=20000,idle=50", "--hold",
-                "inf"});
+    Child load(
+        {build_dir() + "/iouscope-load", "--ring", "sqpoll,count=20000,idle=50", "--hold", "inf"});
     auto rings = read_load_rings(load, "ring", "done", seconds(240));
     ASSERT_EQ(rings.size(), 1u);
     ASSERT_EQ(rings[0].sqes, 20000u);
@@ -414,18 +413,17 @@ TEST_P(DeepIo, LoopPassesSeparateBusyFromEmpty) {
     std::map<std::string, std::string> by_thread{{"sq_thread", tid}};
     // Settled once the thread sleeps after its idle time.
     ASSERT_TRUE(eventually(seconds(30), [&] {
-        return metric_or_zero(*daemon_, "uringscope_sqthread_sleeps_total", by_thread) >= 1;
+        return metric_or_zero(*daemon_, "iouscope_sqthread_sleeps_total", by_thread) >= 1;
     }));
     std::this_thread::sleep_for(milliseconds(600));
     auto m = daemon_->scrape();
-    auto passes = find_value(m, "uringscope_sqthread_loop_passes_total", by_thread);
-    auto busy = find_value(m, "uringscope_sqthread_busy_loop_passes_total", by_thread);
-    auto batches =
-        find_value(m, "uringscope_ring_sqthread_batches_total", {{"ring", rings[0].id()}});
-    auto sqes = find_value(m, "uringscope_ring_sqes_total", {{"ring", rings[0].id()}});
-    auto pass_work = find_value(m, "uringscope_sqthread_pass_work_seconds_total", by_thread);
+    auto passes = find_value(m, "iouscope_sqthread_loop_passes_total", by_thread);
+    auto busy = find_value(m, "iouscope_sqthread_busy_loop_passes_total", by_thread);
+    auto batches = find_value(m, "iouscope_ring_sqthread_batches_total", {{"ring", rings[0].id()}});
+    auto sqes = find_value(m, "iouscope_ring_sqes_total", {{"ring", rings[0].id()}});
+    auto pass_work = find_value(m, "iouscope_sqthread_pass_work_seconds_total", by_thread);
     auto submit =
-        find_value(m, "uringscope_ring_sqthread_submit_seconds_total", {{"ring", rings[0].id()}});
+        find_value(m, "iouscope_ring_sqthread_submit_seconds_total", {{"ring", rings[0].id()}});
     ASSERT_TRUE(passes && busy && batches && sqes && pass_work && submit);
     std::printf(
         "SQ thread %s: %.0f passes, %.0f busy, %.0f io_submit_sqes calls for %.0f SQEs; "
@@ -433,11 +431,11 @@ TEST_P(DeepIo, LoopPassesSeparateBusyFromEmpty) {
         tid.c_str(), *passes, *busy, *batches, *sqes, *pass_work, *submit);
     // A kprobe run is skipped when an interrupt lands while another kprobe program of ours runs
     // on the CPU; the kernel counts those runs and the daemon reports them
-    // (uringscope_probe_missed_total). A count is exact once its probe's misses are added.
+    // (iouscope_probe_missed_total). A count is exact once its probe's misses are added.
     const double missed_submit =
-        metric_or_zero(*daemon_, "uringscope_probe_missed_total", {{"probe", "io_submit_sqes"}});
+        metric_or_zero(*daemon_, "iouscope_probe_missed_total", {{"probe", "io_submit_sqes"}});
     const double missed_passes =
-        metric_or_zero(*daemon_, "uringscope_probe_missed_total", {{"probe", "loop_passes"}});
+        metric_or_zero(*daemon_, "iouscope_probe_missed_total", {{"probe", "loop_passes"}});
     std::printf("runs the kernel reports skipped: io_submit_sqes %.0f, loop_passes %.0f\n",
                 missed_submit, missed_passes);
     EXPECT_EQ(*sqes, 20000);
@@ -522,7 +520,7 @@ TEST_F(DeepIoAdvice, AdviceForMissingPollQueuesHoldsWhenApplied) {
     auto base = daemon_->url().substr(0, daemon_->url().find('/', 7));
     std::string advice;
     const bool found = eventually(seconds(60), [&] {
-        Child c({build_dir() + "/uringscope", "advise", "--daemon", base, "--json"});
+        Child c({build_dir() + "/iouscope", "advise", "--daemon", base, "--json"});
         advice = c.drain(seconds(20));
         return c.wait(seconds(5)) == 0 &&
                advice.find("\"iopoll_without_poll_queues\"") != std::string::npos &&
@@ -540,18 +538,18 @@ TEST_F(DeepIoAdvice, AdviceForMissingPollQueuesHoldsWhenApplied) {
         }
     } restore{blk, old_param};
     ASSERT_TRUE(set_poll_queues(blk, 1)) << blk << " did not come back with a poll queue";
-    const double polled0 = metric_or_zero(*daemon_, "uringscope_nvme_uring_cmd_completions_total",
+    const double polled0 = metric_or_zero(*daemon_, "iouscope_nvme_uring_cmd_completions_total",
                                           {{"device", blk}, {"polled", "true"}});
-    const double irq0 = metric_or_zero(*daemon_, "uringscope_nvme_uring_cmd_completions_total",
+    const double irq0 = metric_or_zero(*daemon_, "iouscope_nvme_uring_cmd_completions_total",
                                        {{"device", blk}, {"polled", "false"}});
     auto ios = fio(out);
     ASSERT_TRUE(ios.has_value()) << out;
     double polled = 0, irq = 0;
     eventually(seconds(5), [&] {
-        polled = metric_or_zero(*daemon_, "uringscope_nvme_uring_cmd_completions_total",
+        polled = metric_or_zero(*daemon_, "iouscope_nvme_uring_cmd_completions_total",
                                 {{"device", blk}, {"polled", "true"}}) -
                  polled0;
-        irq = metric_or_zero(*daemon_, "uringscope_nvme_uring_cmd_completions_total",
+        irq = metric_or_zero(*daemon_, "iouscope_nvme_uring_cmd_completions_total",
                              {{"device", blk}, {"polled", "false"}}) -
               irq0;
         return polled + irq >= static_cast<double>(*ios);
@@ -573,7 +571,7 @@ TEST(DeepHarness, KernelLacksTellsAbsenceFromRegression) {
     EXPECT_TRUE(
         kernel_lacks("fentry: load failed: Operation not permitted; kprobe: kernel has no "
                      "kprobes (CONFIG_KPROBES)"));
-    EXPECT_TRUE(kernel_lacks("fentry: module nvme_core was not loaded when uringscoped started"));
+    EXPECT_TRUE(kernel_lacks("fentry: module nvme_core was not loaded when iouscoped started"));
     EXPECT_TRUE(kernel_lacks("fentry: io_do_iopoll has 3 parameters, this variant expects 2"));
     EXPECT_TRUE(kernel_lacks("deep tier off (enable with --probes.deep)"));
     EXPECT_FALSE(

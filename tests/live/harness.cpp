@@ -219,15 +219,15 @@ bool eventually(milliseconds timeout, const std::function<bool()>& pred) {
 }
 
 std::string build_dir() {
-    return URINGSCOPE_BUILD_DIR;
+    return IOUSCOPE_BUILD_DIR;
 }
 
 std::string load_bin() {
-    return build_dir() + "/uringscope-load";
+    return build_dir() + "/iouscope-load";
 }
 
 std::string cli_bin() {
-    return build_dir() + "/uringscope";
+    return build_dir() + "/iouscope";
 }
 
 std::string base_url(Daemon& d) {
@@ -236,7 +236,7 @@ std::string base_url(Daemon& d) {
 }
 
 bool probe_attached(Daemon& d, const std::string& probe) {
-    return find_value(d.scrape(), "uringscope_probe_attached", {{"probe", probe}}) ==
+    return find_value(d.scrape(), "iouscope_probe_attached", {{"probe", probe}}) ==
            std::optional<double>(1);
 }
 
@@ -310,7 +310,7 @@ Daemon::Daemon(std::vector<std::string> extra_args) : Daemon(std::move(extra_arg
 Daemon::Daemon(std::vector<std::string> extra_args, std::vector<std::string> wrapper)
     : port_(free_port()) {
     std::vector<std::string> argv = std::move(wrapper);
-    argv.push_back(build_dir() + "/uringscoped");
+    argv.push_back(build_dir() + "/iouscoped");
     argv.push_back("--web.listen-address=127.0.0.1:" + std::to_string(port_));
     argv.insert(argv.end(), extra_args.begin(), extra_args.end());
     child_ = std::make_unique<Child>(argv, /*merge_stderr=*/true);

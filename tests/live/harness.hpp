@@ -99,7 +99,7 @@ bool kernel_lacks(const std::string& reason);
 // Why live tests cannot run here (not root, no BTF, io_uring disabled), or nullopt.
 std::optional<std::string> live_tier_unavailable();
 
-// A running uringscoped on a free loopback port.
+// A running iouscoped on a free loopback port.
 class Daemon {
 public:
     explicit Daemon(std::vector<std::string> extra_args = {});
@@ -125,10 +125,10 @@ std::string load_bin();
 std::string cli_bin();
 std::string base_url(Daemon& d);
 
-// Whether the daemon reports the probe attached (uringscope_probe_attached{probe} == 1).
+// Whether the daemon reports the probe attached (iouscope_probe_attached{probe} == 1).
 bool probe_attached(Daemon& d, const std::string& probe);
 
-// One ring line printed by uringscope-load.
+// One ring line printed by iouscope-load.
 struct LoadRing {
     int index = -1;
     pid_t pid = 0;

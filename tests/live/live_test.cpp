@@ -31,7 +31,7 @@ std::map<unsigned, std::string> loaded_programs() {
 std::set<unsigned> ours(const std::map<unsigned, std::string>& progs) {
     std::set<unsigned> ids;
     for (const auto& [id, name] : progs)
-        if (name.rfind("usc_", 0) == 0) ids.insert(id);
+        if (name.rfind("iou_", 0) == 0) ids.insert(id);
     return ids;
 }
 
@@ -68,7 +68,7 @@ TEST_F(Live, RingCountsEqualTheLoadGeneratorsGroundTruth) {
     bool all_equal = eventually(seconds(5), [&] {
         m = d->scrape();
         for (const auto& r : rings) {
-            auto sqes = find_value(m, "uringscope_ring_sqes_total", {{"ring", r.id()}});
+            auto sqes = find_value(m, "iouscope_ring_sqes_total", {{"ring", r.id()}});
             if (!sqes || *sqes != static_cast<double>(r.sqes)) return false;
         }
         return true;
@@ -77,20 +77,20 @@ TEST_F(Live, RingCountsEqualTheLoadGeneratorsGroundTruth) {
         std::string sq = r.sq_thread > 0 ? std::to_string(r.sq_thread) : "";
         std::map<std::string, std::string> labels{
             {"ring", r.id()}, {"pid", std::to_string(r.pid)}, {"mode", r.mode}, {"sq_thread", sq}};
-        EXPECT_EQ(find_value(m, "uringscope_ring_sqes_total", labels),
+        EXPECT_EQ(find_value(m, "iouscope_ring_sqes_total", labels),
                   std::optional<double>(static_cast<double>(r.sqes)))
             << r.id();
-        EXPECT_EQ(find_value(m, "uringscope_ring_cqes_total", labels),
+        EXPECT_EQ(find_value(m, "iouscope_ring_cqes_total", labels),
                   std::optional<double>(static_cast<double>(r.cqes)))
             << r.id();
-        EXPECT_EQ(find_value(m, "uringscope_ring_sq_backlog", labels), std::optional<double>(0));
+        EXPECT_EQ(find_value(m, "iouscope_ring_sq_backlog", labels), std::optional<double>(0));
     }
     EXPECT_TRUE(all_equal);
     // Two SQ threads: ring 0 and 1 share one, ring 3 has its own.
-    auto shared = find_value(m, "uringscope_sqthread_rings",
+    auto shared = find_value(m, "iouscope_sqthread_rings",
                              {{"sq_thread", std::to_string(rings[0].sq_thread)}});
     EXPECT_EQ(shared, std::optional<double>(2));
-    EXPECT_EQ(find_value(m, "uringscope_sqthread_rings",
+    EXPECT_EQ(find_value(m, "iouscope_sqthread_rings",
                          {{"sq_thread", std::to_string(rings[3].sq_thread)}}),
               std::optional<double>(1));
 }
@@ -110,15 +110,15 @@ TEST_F(Live, SqThreadCpuMatchesSchedstat) {
     std::this_thread::sleep_for(milliseconds(300));  // at least one sample after the read
     auto m = d->scrape();
     std::map<std::string, std::string> l{{"sq_thread", std::to_string(rings[0].sq_thread)}};
-    auto cpu = find_value(m, "uringscope_sqthread_cpu_seconds_total", l);
+    auto cpu = find_value(m, "iouscope_sqthread_cpu_seconds_total", l);
     ASSERT_TRUE(cpu.has_value());
     double want = *truth / 1e9;
     ASSERT_GT(want, 0.25);
     EXPECT_NEAR(*cpu, want, want * 0.05) << "schedstat says " << want << " s";
     std::printf("SQ thread CPU: metric %.6f s, schedstat %.6f s, difference %+.3f%%\n", *cpu, want,
                 (*cpu - want) / want * 100);
-    auto work = find_value(m, "uringscope_sqthread_work_seconds_total", l);
-    auto spin = find_value(m, "uringscope_sqthread_spin_seconds_total", l);
+    auto work = find_value(m, "iouscope_sqthread_work_seconds_total", l);
+    auto spin = find_value(m, "iouscope_sqthread_spin_seconds_total", l);
     ASSERT_TRUE(work && spin);
     EXPECT_NEAR(*work + *spin, *cpu, *cpu * 0.05);
     // It spun for the whole 300 ms idle period at least once.
@@ -139,8 +139,8 @@ TEST_F(Live, SleepsAndWakeupsFollowPausesLongerThanIdle) {
     double sleeps0 = -1, wakeups0 = -1;
     ASSERT_TRUE(eventually(seconds(3), [&] {
         auto m = d->scrape();
-        auto s = find_value(m, "uringscope_sqthread_sleeps_total", l);
-        auto w = find_value(m, "uringscope_sqthread_wakeups_total", l);
+        auto s = find_value(m, "iouscope_sqthread_sleeps_total", l);
+        auto w = find_value(m, "iouscope_sqthread_wakeups_total", l);
         if (!s || !w) return false;
         sleeps0 = *s;
         wakeups0 = *w;
@@ -150,14 +150,14 @@ TEST_F(Live, SleepsAndWakeupsFollowPausesLongerThanIdle) {
     ASSERT_EQ(done.size(), 1u);
     std::this_thread::sleep_for(milliseconds(300));
     auto m = d->scrape();
-    double sleeps = find_value(m, "uringscope_sqthread_sleeps_total", l).value_or(-1);
-    double wakeups = find_value(m, "uringscope_sqthread_wakeups_total", l).value_or(-1);
-    double asleep = find_value(m, "uringscope_sqthread_sleep_seconds_total", l).value_or(-1);
+    double sleeps = find_value(m, "iouscope_sqthread_sleeps_total", l).value_or(-1);
+    double wakeups = find_value(m, "iouscope_sqthread_wakeups_total", l).value_or(-1);
+    double asleep = find_value(m, "iouscope_sqthread_sleep_seconds_total", l).value_or(-1);
     double lat_count =
-        find_value(m, "uringscope_sqthread_wakeup_latency_seconds_count", l).value_or(-1);
+        find_value(m, "iouscope_sqthread_wakeup_latency_seconds_count", l).value_or(-1);
     // Wakeups the scheduler gate kept the programs from seeing (the default, lazy gate: the
     // thread's first, before a walk found it asleep) have no latency.
-    double untraced = find_value(m, "uringscope_sqthread_untraced_wakeups_total", l).value_or(-1);
+    double untraced = find_value(m, "iouscope_sqthread_untraced_wakeups_total", l).value_or(-1);
     // ~100 SQEs over ~2.5 s after the first scrape; demand at least a third of them.
     std::printf(
         "paused load: +%.0f sleeps, +%.0f wakeups, %.3f s asleep, %.0f latencies, %.0f wakeups "
@@ -173,7 +173,7 @@ TEST_F(Live, SleepsAndWakeupsFollowPausesLongerThanIdle) {
     EXPECT_GT(asleep, 1.0);
     // The load generator's ring thread does the wakeups (io_uring_enter with SQ_WAKEUP).
     auto by_waker =
-        find_value(m, "uringscope_sqthread_wakeups_by_waker_total",
+        find_value(m, "iouscope_sqthread_wakeups_by_waker_total",
                    {{"sq_thread", l["sq_thread"]}, {"waker_pid", std::to_string(setup[0].pid)}});
     ASSERT_TRUE(by_waker.has_value());
     EXPECT_GE(*by_waker, 30);
@@ -192,12 +192,12 @@ TEST_F(Live, BusyThreadThatNeverPausesDoesNotSleep) {
     // The first sample that sees the thread; under TCG that can take well over the interval.
     double s0 = -1;
     eventually(seconds(10), [&] {
-        s0 = find_value(d->scrape(), "uringscope_sqthread_sleeps_total", l).value_or(-1);
+        s0 = find_value(d->scrape(), "iouscope_sqthread_sleeps_total", l).value_or(-1);
         return s0 >= 0;
     });
     auto done = read_load_rings(load, "ring", "done", seconds(20));
     ASSERT_EQ(done.size(), 1u);
-    double s1 = find_value(d->scrape(), "uringscope_sqthread_sleeps_total", l).value_or(-1);
+    double s1 = find_value(d->scrape(), "iouscope_sqthread_sleeps_total", l).value_or(-1);
     ASSERT_GE(s0, 0);
     EXPECT_LE(s1 - s0, 3) << "a thread with work every 0.5 ms and 2 s idle slept";
 }
@@ -209,7 +209,7 @@ double median_fairness(Daemon& d, const std::string& tid, int samples) {
     std::vector<double> v;
     for (int i = 0; i < samples; ++i) {
         std::this_thread::sleep_for(milliseconds(520));
-        if (auto f = find_value(d.scrape(), "uringscope_sqthread_fairness", {{"sq_thread", tid}}))
+        if (auto f = find_value(d.scrape(), "iouscope_sqthread_fairness", {{"sq_thread", tid}}))
             v.push_back(*f);
     }
     if (v.empty()) return -1;
@@ -260,7 +260,7 @@ TEST_F(Live, ScrapePassesPromtool) {
     auto r = http_get(d->url());
     ASSERT_EQ(r.status, 200);
     EXPECT_NE(r.body.find(R"(comm="ld\"q\\x")"), std::string::npos);
-    std::string file = std::filesystem::temp_directory_path() / "uringscope-scrape.txt";
+    std::string file = std::filesystem::temp_directory_path() / "iouscope-scrape.txt";
     std::ofstream(file) << r.body;
     EXPECT_EQ(system(("promtool check metrics < " + file + " >/dev/null 2>&1").c_str()), 0)
         << r.body;
@@ -303,12 +303,12 @@ TEST_F(Live, StartupErrorsAreClear) {
     ASSERT_TRUE(first.ready());
     std::string busy = first.url().substr(7);  // 127.0.0.1:PORT/metrics
     busy = busy.substr(0, busy.find('/'));
-    Child second({build_dir() + "/uringscoped", "--web.listen-address=" + busy}, true);
+    Child second({build_dir() + "/iouscoped", "--web.listen-address=" + busy}, true);
     EXPECT_EQ(second.wait(seconds(10)), std::optional<int>(1));
     EXPECT_NE(second.drain(seconds(1)).find("cannot serve on " + busy), std::string::npos);
 
-    Child bad({build_dir() + "/uringscoped",
-               "--web.listen-address=127.0.0.1:" + std::to_string(port), "--frobnicate"},
+    Child bad({build_dir() + "/iouscoped", "--web.listen-address=127.0.0.1:" + std::to_string(port),
+               "--frobnicate"},
               true);
     EXPECT_EQ(bad.wait(seconds(10)), std::optional<int>(2));
     EXPECT_NE(bad.drain(seconds(1)).find("--frobnicate"), std::string::npos);
@@ -316,7 +316,7 @@ TEST_F(Live, StartupErrorsAreClear) {
     // Without privileges: a clear message about root or CAP_BPF, and exit status 1.
     if (system("command -v setpriv >/dev/null 2>&1") == 0) {
         Child unpriv({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                      "--inh-caps=-all", "--bounding-set=-all", build_dir() + "/uringscoped",
+                      "--inh-caps=-all", "--bounding-set=-all", build_dir() + "/iouscoped",
                       "--web.listen-address=127.0.0.1:" + std::to_string(free_port())},
                      true);
         EXPECT_EQ(unpriv.wait(seconds(10)), std::optional<int>(1));

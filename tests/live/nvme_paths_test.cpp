@@ -188,12 +188,12 @@ struct DeviceCounts {
 DeviceCounts device_counts(Daemon& d, const Namespace& ns) {
     const auto all = d.scrape();
     DeviceCounts c;
-    const std::string comp = "uringscope_nvme_uring_cmd_completions_total";
+    const std::string comp = "iouscope_nvme_uring_cmd_completions_total";
     c.completions = device_sum(all, comp, ns.paths, false);
     c.polled = device_sum(all, comp, ns.paths, false, {{"polled", "true"}});
-    c.cqes = device_sum(all, "uringscope_nvme_uring_cmd_cqes_total", ns.paths, false);
-    c.polls = device_sum(all, "uringscope_nvme_uring_cmd_polls_total", ns.paths, false);
-    c.polls_elsewhere = device_sum(all, "uringscope_nvme_uring_cmd_polls_total", ns.paths, true);
+    c.cqes = device_sum(all, "iouscope_nvme_uring_cmd_cqes_total", ns.paths, false);
+    c.polls = device_sum(all, "iouscope_nvme_uring_cmd_polls_total", ns.paths, false);
+    c.polls_elsewhere = device_sum(all, "iouscope_nvme_uring_cmd_polls_total", ns.paths, true);
     return c;
 }
 
@@ -327,13 +327,13 @@ std::optional<Namespace> polled_plain_namespace() {
 }  // namespace
 
 // nvme_core loaded after the daemon started, and reloaded: the tracepoint variant waits for it
-// (uringscope_probe_waiting) and then counts every command. Before, the variant needed the
+// (iouscope_probe_waiting) and then counts every command. Before, the variant needed the
 // module's BTF at start and the probe stayed off; with a weak ksym it would have matched
 // nothing. Unloads the NVMe driver, so it runs only in a throwaway guest of tests/vm/run.
 TEST(NvmeLate, CoreLoadedAfterStartIsFollowed) {
     if (geteuid() != 0) GTEST_SKIP() << "needs root";
-    const char* modules = std::getenv("URINGSCOPE_VM_MODULES");
-    if (!std::getenv("URINGSCOPE_VM") || !modules)
+    const char* modules = std::getenv("IOUSCOPE_VM_MODULES");
+    if (!std::getenv("IOUSCOPE_VM") || !modules)
         GTEST_SKIP() << "unloads the NVMe driver: only in a tests/vm/run guest";
     if (!fs::exists("/sys/module/nvme_core/initstate"))
         GTEST_SKIP() << "nvme_core is not a loadable module here";
@@ -347,12 +347,12 @@ TEST(NvmeLate, CoreLoadedAfterStartIsFollowed) {
     Daemon daemon({"--sample.interval=200ms", "--probes.deep"});
     ASSERT_TRUE(daemon.ready()) << daemon.startup_log();
     const std::map<std::string, std::string> end_io{{"probe", "nvme_uring_cmd_end_io"}};
-    EXPECT_EQ(find_value(daemon.scrape(), "uringscope_probe_attached", end_io), 1)
+    EXPECT_EQ(find_value(daemon.scrape(), "iouscope_probe_attached", end_io), 1)
         << daemon.startup_log();
-    EXPECT_EQ(find_value(daemon.scrape(), "uringscope_probe_waiting", end_io), 1);
+    EXPECT_EQ(find_value(daemon.scrape(), "iouscope_probe_waiting", end_io), 1);
     const pid_t pid = daemon.process().pid();
-    EXPECT_EQ(links_of(pid, "usc_tp_nvme"), 0) << "waiting, yet attached to every block request";
-    EXPECT_EQ(find_value(daemon.scrape(), "uringscope_probe_attached",
+    EXPECT_EQ(links_of(pid, "iou_tp_nvme"), 0) << "waiting, yet attached to every block request";
+    EXPECT_EQ(find_value(daemon.scrape(), "iouscope_probe_attached",
                          {{"probe", "nvme_uring_cmd_iopoll"}}),
               0)
         << "fentry and kprobes on nvme_core need it loaded at start";
@@ -360,17 +360,17 @@ TEST(NvmeLate, CoreLoadedAfterStartIsFollowed) {
         if (round == 2) {
             ASSERT_EQ(unload(), 0);
             ASSERT_TRUE(eventually(seconds(10), [&] {
-                return find_value(daemon.scrape(), "uringscope_probe_waiting", end_io) == 1.0;
+                return find_value(daemon.scrape(), "iouscope_probe_waiting", end_io) == 1.0;
             })) << "nvme_core unloaded, yet the probe does not wait for it";
-            EXPECT_EQ(links_of(pid, "usc_tp_nvme"), 0) << "nvme_core unloaded, link still on";
+            EXPECT_EQ(links_of(pid, "iou_tp_nvme"), 0) << "nvme_core unloaded, link still on";
         }
         ASSERT_TRUE(load()) << "nvme did not come back with a polled namespace";
         ASSERT_TRUE(eventually(
             seconds(10),
-            [&] { return find_value(daemon.scrape(), "uringscope_probe_waiting", end_io) == 0.0; }))
+            [&] { return find_value(daemon.scrape(), "iouscope_probe_waiting", end_io) == 0.0; }))
             << "the probe still waits for nvme_core; daemon said:\n"
             << daemon_output(daemon);
-        EXPECT_EQ(links_of(pid, "usc_tp_nvme"), 1) << "nvme_core loaded, link still off";
+        EXPECT_EQ(links_of(pid, "iou_tp_nvme"), 1) << "nvme_core loaded, link still off";
         auto ns = polled_plain_namespace();
         ASSERT_TRUE(ns);
         for (bool iopoll : {false, true}) {

@@ -76,7 +76,7 @@ std::string raw_request(int port, const std::string& bytes) {
 }
 
 double map_entries(Daemon& d, const std::string& map) {
-    return find_value(d.scrape(), "uringscope_map_entries", {{"map", map}}).value_or(-1);
+    return find_value(d.scrape(), "iouscope_map_entries", {{"map", map}}).value_or(-1);
 }
 
 }  // namespace
@@ -90,13 +90,13 @@ TEST_F(Reliability, SamplesAfterDroppingEveryCapability) {
     EXPECT_EQ(status_field(pid, "CapPrm"), "0000008000000000");
     EXPECT_EQ(status_field(pid, "CapBnd"), "0000000000000000");
     EXPECT_EQ(status_field(pid, "Uid").substr(0, 5), "65534");
-    Child load({build_dir() + "/uringscope-load", "--ring", "sqpoll,count=30000", "--ring",
+    Child load({build_dir() + "/iouscope-load", "--ring", "sqpoll,count=30000", "--ring",
                 "plain,count=777", "--hold", "inf"});
     auto rings = read_load_rings(load, "ring", "done", seconds(60));
     ASSERT_EQ(rings.size(), 2u);
     for (const auto& r : rings)
         EXPECT_TRUE(eventually(seconds(5), [&] {
-            return find_value(d.scrape(), "uringscope_ring_sqes_total", {{"ring", r.id()}}) ==
+            return find_value(d.scrape(), "iouscope_ring_sqes_total", {{"ring", r.id()}}) ==
                    std::optional<double>(static_cast<double>(r.sqes));
         })) << r.id();
 }
@@ -149,7 +149,7 @@ TEST_F(Reliability, BadFlagValuesAreClearErrors) {
         {"--bogus", "bogus"},
     };
     for (const auto& [flag, needle] : cases) {
-        Child c({build_dir() + "/uringscoped", flag}, true);
+        Child c({build_dir() + "/iouscoped", flag}, true);
         EXPECT_EQ(c.wait(seconds(10)), std::optional<int>(2)) << flag;
         EXPECT_NE(c.drain(seconds(1)).find(needle), std::string::npos) << flag;
     }
@@ -160,7 +160,7 @@ TEST_F(Reliability, FiftyConcurrentScrapersSeeNoErrors) {
     ASSERT_TRUE(d.ready());
     // One busy SQPOLL ring and 200 idle rings held open: realistic exposition size without
     // 200 submitting threads starving the machine.
-    Child load({build_dir() + "/uringscope-load", "--ring", "sqpoll,rate=2000", "--ring",
+    Child load({build_dir() + "/iouscope-load", "--ring", "sqpoll,rate=2000", "--ring",
                 "plain,count=1,n=200", "--duration", "70s", "--hold", "inf"});
     ASSERT_EQ(read_load_rings(load, "setup", "started", seconds(30)).size(), 201u);
     const std::string base = d.url().substr(0, d.url().size() - 8);
@@ -193,7 +193,7 @@ TEST_F(Reliability, RingChurnLeavesMemoryAndMapsFlatAndCountsExact) {
     ASSERT_TRUE(d.ready());
     const pid_t dpid = d.process().pid();
     // Rings that persist through the churn: their counts must stay exact.
-    Child keep({build_dir() + "/uringscope-load", "--ring", "sqpoll,count=50000", "--ring",
+    Child keep({build_dir() + "/iouscope-load", "--ring", "sqpoll,count=50000", "--ring",
                 "plain,count=12345", "--hold", "inf"});
     auto kept = read_load_rings(keep, "ring", "done", seconds(60));
     ASSERT_EQ(kept.size(), 2u);
@@ -250,10 +250,10 @@ TEST_F(Reliability, RingChurnLeavesMemoryAndMapsFlatAndCountsExact) {
     EXPECT_LE(rss_later, rss_after + 512) << "RSS still growing after the churn stopped";
     // Only the kept SQ thread (plus any other live one on the host) remains tracked.
     EXPECT_LE(sched_later, 4);
-    EXPECT_EQ(find_value(m, "uringscope_map_overflow_total", {{"map", "sched_state"}}),
+    EXPECT_EQ(find_value(m, "iouscope_map_overflow_total", {{"map", "sched_state"}}),
               std::optional<double>(0));
     for (const auto& r : kept)
-        EXPECT_EQ(find_value(m, "uringscope_ring_sqes_total", {{"ring", r.id()}}),
+        EXPECT_EQ(find_value(m, "iouscope_ring_sqes_total", {{"ring", r.id()}}),
                   std::optional<double>(static_cast<double>(r.sqes)))
             << r.id();
 }
@@ -262,21 +262,21 @@ TEST_F(Reliability, SigkilledOwnersDisappearWithinAFewSamples) {
     Daemon d({"--sample.interval=100ms"});
     ASSERT_TRUE(d.ready());
     auto load = std::make_unique<Child>(std::vector<std::string>{
-        build_dir() + "/uringscope-load", "--ring", "sqpoll,rate=5000", "--ring",
+        build_dir() + "/iouscope-load", "--ring", "sqpoll,rate=5000", "--ring",
         "sqpoll,share=0,rate=100", "--ring", "plain,rate=1000", "--duration", "60s"});
     auto setup = read_load_rings(*load, "setup", "started", seconds(30));
     ASSERT_EQ(setup.size(), 3u);
     const std::string pid = std::to_string(setup[0].pid);
     ASSERT_TRUE(eventually(seconds(5), [&] {
-        return find_value(d.scrape(), "uringscope_ring_sqes_total", {{"pid", pid}}).has_value();
+        return find_value(d.scrape(), "iouscope_ring_sqes_total", {{"pid", pid}}).has_value();
     }));
     load->signal(SIGKILL);
     load->wait(seconds(5));
     auto t0 = steady_clock::now();
     bool gone = eventually(seconds(5), [&] {
         auto m = d.scrape();
-        return !find_value(m, "uringscope_ring_sqes_total", {{"pid", pid}}) &&
-               !find_value(m, "uringscope_sqthread_cpu_seconds_total", {{"pid", pid}});
+        return !find_value(m, "iouscope_ring_sqes_total", {{"pid", pid}}) &&
+               !find_value(m, "iouscope_sqthread_cpu_seconds_total", {{"pid", pid}});
     });
     std::printf(
         "series of a SIGKILLed owner gone after %lld ms\n",
@@ -296,7 +296,7 @@ TEST_F(Reliability, RestartAfterSigkillAttachesCleanly) {
     }
     // Same port right away: nothing of the killed daemon may stand in the way.
     Child second(
-        {build_dir() + "/uringscoped", "--web.listen-address=127.0.0.1:" + std::to_string(port)},
+        {build_dir() + "/iouscoped", "--web.listen-address=127.0.0.1:" + std::to_string(port)},
         true);
     bool ready = false;
     while (auto line = second.read_line(seconds(120)))
@@ -307,7 +307,7 @@ TEST_F(Reliability, RestartAfterSigkillAttachesCleanly) {
     ASSERT_TRUE(ready) << second.drain(seconds(1));
     auto r = http_get("http://127.0.0.1:" + std::to_string(port) + "/metrics");
     EXPECT_EQ(r.status, 200);
-    EXPECT_NE(r.body.find("uringscope_probe_attached{probe=\"iter_rings\",kind=\"iter\"} 1"),
+    EXPECT_NE(r.body.find("iouscope_probe_attached{probe=\"iter_rings\",kind=\"iter\"} 1"),
               std::string::npos);
 }
 
@@ -332,7 +332,7 @@ std::string bcrypt(const std::string& password, int cost = 12) {
 
 TEST_F(Reliability, WebConfigBasicAuthAndItsRefusals) {
     auto dir =
-        std::filesystem::temp_directory_path() / ("uringscope-web-" + std::to_string(getpid()));
+        std::filesystem::temp_directory_path() / ("iouscope-web-" + std::to_string(getpid()));
     std::filesystem::create_directories(dir);
     const auto hash = bcrypt("s3cret");
     ASSERT_EQ(hash.rfind("$2", 0), 0u) << "python3 crypt cannot make bcrypt hashes here";
@@ -357,7 +357,7 @@ TEST_F(Reliability, WebConfigBasicAuthAndItsRefusals) {
         EXPECT_EQ(http_get(url.substr(0, url.size() - 8) + "/api/v1/snapshot").status, 401);
     }
     auto refused = [&](const std::string& path, const std::string& needle) {
-        Child c({build_dir() + "/uringscoped", "--web.config.file=" + path}, true);
+        Child c({build_dir() + "/iouscoped", "--web.config.file=" + path}, true);
         EXPECT_EQ(c.wait(seconds(10)), std::optional<int>(2)) << path;
         EXPECT_NE(c.drain(seconds(1)).find(needle), std::string::npos) << path;
     };
@@ -397,13 +397,13 @@ int sh(const std::string& cmd) {
 TEST_F(Reliability, WebConfigTlsServesHttpsOnlyAndRefusesUnsafeKeys) {
     namespace fs = std::filesystem;
     using P = fs::perms;
-    const auto dir = fs::temp_directory_path() / ("uringscope-tls-" + std::to_string(getpid()));
+    const auto dir = fs::temp_directory_path() / ("iouscope-tls-" + std::to_string(getpid()));
     fs::remove_all(dir);
     fs::create_directories(dir);
     const std::string key = (dir / "key.pem").string(), cert = (dir / "cert.pem").string();
     // Self-signed for 127.0.0.1 and localhost; the key is the owner's only, as deployed.
     ASSERT_EQ(sh("umask 077 && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
-                 "-nodes -days 2 -subj /CN=uringscope-test "
+                 "-nodes -days 2 -subj /CN=iouscope-test "
                  "-addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout '" +
                  key + "' -out '" + cert + "' >/dev/null 2>&1"),
               0)
@@ -436,7 +436,7 @@ TEST_F(Reliability, WebConfigTlsServesHttpsOnlyAndRefusesUnsafeKeys) {
         // (a) HTTPS, certificate verified against our CA, right password: metrics.
         auto ok = https_get(url, cert, "alice:s3cret");
         EXPECT_EQ(ok.status, 200) << ok.error;
-        EXPECT_NE(ok.body.find("uringscope_probe_attached{probe=\"iter_rings\",kind=\"iter\"} 1"),
+        EXPECT_NE(ok.body.find("iouscope_probe_attached{probe=\"iter_rings\",kind=\"iter\"} 1"),
                   std::string::npos);
         auto snap = https_get(base + "/api/v1/snapshot", cert, "alice:s3cret");
         EXPECT_EQ(snap.status, 200) << snap.error;
@@ -457,7 +457,7 @@ TEST_F(Reliability, WebConfigTlsServesHttpsOnlyAndRefusesUnsafeKeys) {
         const int port = port_of(base);
         auto plain = http_get(http_url);
         EXPECT_EQ(plain.status, 0) << "plain HTTP was answered";
-        EXPECT_EQ(plain.body.find("uringscope_"), std::string::npos);
+        EXPECT_EQ(plain.body.find("iouscope_"), std::string::npos);
         EXPECT_EQ(raw_request(port, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"), "");
         EXPECT_EQ(raw_request(port, "GARBAGE\r\n\r\n"), "");
         // ... and the daemon is still alive and serving HTTPS, to many clients at once.
@@ -507,7 +507,7 @@ TEST_F(Reliability, WebConfigTlsServesHttpsOnlyAndRefusesUnsafeKeys) {
 
     // (e) key files that must stop the daemon at start, with a message naming the problem.
     auto refused = [&](const std::string& config, const std::string& needle, int status) {
-        Child c({build_dir() + "/uringscoped",
+        Child c({build_dir() + "/iouscoped",
                  "--web.listen-address=127.0.0.1:" + std::to_string(free_port()),
                  "--web.config.file=" + config},
                 true);

@@ -1,4 +1,4 @@
-// Live tier: what uringscope says about an SQ thread's time in the setups SQPOLL users run:
+// Live tier: what iouscope says about an SQ thread's time in the setups SQPOLL users run:
 // waits that are not idle sleeps (parking, sqd->lock), wakeups from interrupts, and a thread
 // pinned alone on an isolated nohz_full CPU. Each test drives its own ring through liburing, so
 // the ground truth (parks, timeouts, the kernel's own switch counts) is exact.
@@ -89,9 +89,9 @@ protected:
         eventually(seconds(15), [&] {
             seen.clear();
             for (const auto& s : d.scrape()) {
-                if (s.name == "uringscope_samples_total")
+                if (s.name == "iouscope_samples_total")
                     seen += " samples=" + std::to_string(s.value);
-                if (s.name != "uringscope_ring_sqes_total") continue;
+                if (s.name != "iouscope_ring_sqes_total") continue;
                 seen += " ring " + s.labels.at("ring") + " sq_thread=" + s.labels.at("sq_thread");
                 if (s.labels.at("ring") == ring_id_ && !s.labels.at("sq_thread").empty()) {
                     l = {{"sq_thread", s.labels.at("sq_thread")}};
@@ -117,7 +117,7 @@ protected:
                              const std::string& label, const std::string& want) {
         double n = 0;
         for (const auto& s : m)
-            if (s.name == "uringscope_sqthread_wakeups_by_waker_total" &&
+            if (s.name == "iouscope_sqthread_wakeups_by_waker_total" &&
                 s.labels.at("sq_thread") == sq_thread && s.labels.at(label) == want)
                 n += s.value;
         return n;
@@ -145,7 +145,7 @@ protected:
 
     static void expect_interrupts_have_no_waker_pid(const std::vector<Series>& m) {
         for (const auto& s : m)
-            if (s.name == "uringscope_sqthread_wakeups_by_waker_total" &&
+            if (s.name == "iouscope_sqthread_wakeups_by_waker_total" &&
                 s.labels.at("waker_context") != "task") {
                 EXPECT_EQ(s.labels.at("waker_pid"), "0") << "an interrupt has no waker process";
             }
@@ -234,12 +234,12 @@ TEST_F(Sched, ParkingAndLockWaitsAreBlocksNotIdleSleeps) {
     // Quiet: the thread polls (2 s idle) and switches no more; two samples see the same counts.
     std::this_thread::sleep_for(milliseconds(500));
     auto m = d->scrape();
-    const double sleeps = value(m, "uringscope_sqthread_sleeps_total", l);
-    const double blocks = value(m, "uringscope_sqthread_blocks_total", l);
-    const double blocked = value(m, "uringscope_sqthread_blocked_seconds_total", l);
-    const double vcsw = value(m, "uringscope_sqthread_voluntary_switches_total", l);
-    const double cpu = value(m, "uringscope_sqthread_cpu_seconds_total", l);
-    const double spin = value(m, "uringscope_sqthread_spin_seconds_total", l);
+    const double sleeps = value(m, "iouscope_sqthread_sleeps_total", l);
+    const double blocks = value(m, "iouscope_sqthread_blocks_total", l);
+    const double blocked = value(m, "iouscope_sqthread_blocked_seconds_total", l);
+    const double vcsw = value(m, "iouscope_sqthread_voluntary_switches_total", l);
+    const double cpu = value(m, "iouscope_sqthread_cpu_seconds_total", l);
+    const double spin = value(m, "iouscope_sqthread_spin_seconds_total", l);
     std::printf(
         "%d parks, %d buffer registrations: %.0f blocks (%.3f s), %.0f idle sleeps, "
         "%.0f voluntary switches; CPU %.3f s, spin charged %.3f s (as sleeps, the blocks "
@@ -261,7 +261,7 @@ TEST_F(Sched, ParkingAndLockWaitsAreBlocksNotIdleSleeps) {
         EXPECT_GT(blocked, 0);
     }
     // Blocks charge no idle spin. With the kernel's work time (6.18+) the estimate is not used.
-    if (value(m, "uringscope_sqthread_work_time_source",
+    if (value(m, "iouscope_sqthread_work_time_source",
               {{"sq_thread", l.at("sq_thread")}, {"source", "estimate"}}) == 1) {
         EXPECT_LT(spin, sleeps * 2.004 + 0.05);
     }
@@ -325,14 +325,14 @@ TEST_F(Sched, TimerInterruptWakeupsAreNamedAsInterrupts) {
     };
     // The thread is asleep for good now.
     const auto m = settled_scrape(*d, seconds(5), [&](const std::vector<Series>& s) {
-        return std::vector<double>{value(s, "uringscope_sqthread_wakeups_total", l),
+        return std::vector<double>{value(s, "iouscope_sqthread_wakeups_total", l),
                                    wakeups_in(s, "irq"), wakeups_in(s, "task"),
-                                   value(s, "uringscope_sqthread_sleeps_total", l)};
+                                   value(s, "iouscope_sqthread_sleeps_total", l)};
     });
-    const double total = value(m, "uringscope_sqthread_wakeups_total", l);
+    const double total = value(m, "iouscope_sqthread_wakeups_total", l);
     const double irq = wakeups_in(m, "irq"), task = wakeups_in(m, "task");
     // Sleeps that ended with no wakeup traced (the thread sleeps again at the end, hence - 1).
-    const double untraced = value(m, "uringscope_sqthread_sleeps_total", l) - 1 - total;
+    const double untraced = value(m, "iouscope_sqthread_sleeps_total", l) - 1 - total;
     std::printf(
         "%d timeouts, %d submits found the thread asleep: %.0f wakeups, %.0f from interrupts, "
         "%.0f from tasks; %.0f sleeps ended with no wakeup traced\n",
@@ -414,11 +414,11 @@ TEST_F(Sched, NvmeCompletionWakeupsAreNamedAsInterrupts) {
     };
     // The last read's wake may fall inside one sample's reads.
     const auto m = settled_scrape(*d, seconds(5), [&](const std::vector<Series>& s) {
-        const double total = value(s, "uringscope_sqthread_wakeups_total", l);
+        const double total = value(s, "iouscope_sqthread_wakeups_total", l);
         return total > 0 ? std::vector<double>{total, wakeups_in(s, "irq"), wakeups_in(s, "task")}
                          : std::vector<double>{};
     });
-    const double total = value(m, "uringscope_sqthread_wakeups_total", l);
+    const double total = value(m, "iouscope_sqthread_wakeups_total", l);
     const double irq = wakeups_in(m, "irq"), task = wakeups_in(m, "task");
     const double own = wakeups_by(m, l.at("sq_thread"), "waker_pid", std::to_string(::getpid()));
     std::printf(
@@ -435,10 +435,10 @@ TEST_F(Sched, NvmeCompletionWakeupsAreNamedAsInterrupts) {
     expect_interrupts_have_no_waker_pid(m);
 }
 
-// The links process `pid` holds to its sched programs (names usc_sched_*), from its fdinfo: what
+// The links process `pid` holds to its sched programs (names iou_sched_*), from its fdinfo: what
 // the scheduler gate drops and remakes, while the programs stay loaded.
 static int sched_links(pid_t pid) {
-    return links_of(pid, "usc_sched_");
+    return links_of(pid, "iou_sched_");
 }
 
 // The scheduler gate that follows a thread from its birth (--probes.sched-gate=on,
@@ -467,7 +467,7 @@ TEST_F(Sched, GateDetachesWhileTheThreadPollsAndCountsTheSleepItMissed) {
         return false;
     };
     const std::map<std::string, std::string> gate{{"probe", "sched_switch"}};
-    auto gated = [&] { return value(d->scrape(), "uringscope_probe_gated", gate) == 1; };
+    auto gated = [&] { return value(d->scrape(), "iouscope_probe_gated", gate) == 1; };
     // 5 s of polling closes it; a TCG guest's walks come late.
     EXPECT_EQ(sched_links(d->process().pid()), 2);
     ASSERT_TRUE(poll_for(seconds(30), gated)) << "the gate never closed over a polling thread";
@@ -476,10 +476,10 @@ TEST_F(Sched, GateDetachesWhileTheThreadPollsAndCountsTheSleepItMissed) {
         double sleeps, blocks, switches, sleep_s;
     };
     auto counts = [&](const std::vector<Series>& m) {
-        return Counts{value(m, "uringscope_sqthread_sleeps_total", l),
-                      value(m, "uringscope_sqthread_blocks_total", l),
-                      value(m, "uringscope_sqthread_voluntary_switches_total", l),
-                      value(m, "uringscope_sqthread_sleep_seconds_total", l)};
+        return Counts{value(m, "iouscope_sqthread_sleeps_total", l),
+                      value(m, "iouscope_sqthread_blocks_total", l),
+                      value(m, "iouscope_sqthread_voluntary_switches_total", l),
+                      value(m, "iouscope_sqthread_sleep_seconds_total", l)};
     };
     const Counts a = counts(d->scrape());
     ASSERT_GE(a.switches, 0);
@@ -512,7 +512,7 @@ TEST_F(Sched, GateDetachesWhileTheThreadPollsAndCountsTheSleepItMissed) {
     // than the pause, and all of it but the idle time, less a run-queue wait or two.
     EXPECT_LE(slept, pause + 0.05);
     EXPECT_GE(slept, pause - kIdle - 0.1);
-    EXPECT_EQ(value(m, "uringscope_probe_gated", gate), 0) << "the sleep did not open the gate";
+    EXPECT_EQ(value(m, "iouscope_probe_gated", gate), 0) << "the sleep did not open the gate";
     EXPECT_EQ(sched_links(d->process().pid()), 2) << "open, yet not attached again";
 }
 
@@ -545,7 +545,7 @@ TEST_F(Sched, LazyGateFollowsAThreadOnlyOnceItSlept) {
     if (!probe_attached(*d, "sched_switch") || !probe_attached(*d, "sched_waking"))
         GTEST_SKIP() << "the sched tracepoints are not attachable on this kernel";
     const std::map<std::string, std::string> gate{{"probe", "sched_switch"}};
-    auto gated = [&] { return value(d->scrape(), "uringscope_probe_gated", gate) == 1; };
+    auto gated = [&] { return value(d->scrape(), "iouscope_probe_gated", gate) == 1; };
     ASSERT_TRUE(eventually(seconds(10), gated)) << "no SQ thread, yet the gate stayed open";
     EXPECT_EQ(sched_links(d->process().pid()), 0);
 
@@ -575,10 +575,10 @@ TEST_F(Sched, LazyGateFollowsAThreadOnlyOnceItSlept) {
     EXPECT_EQ(sched_links(d->process().pid()), 0);
     auto count = [&](const std::vector<Series>& m, const char* name) { return value(m, name, l); };
     const auto m0 = d->scrape();
-    const double switches0 = count(m0, "uringscope_sqthread_voluntary_switches_total");
-    const double sleeps0 = count(m0, "uringscope_sqthread_sleeps_total");
+    const double switches0 = count(m0, "iouscope_sqthread_voluntary_switches_total");
+    const double sleeps0 = count(m0, "iouscope_sqthread_sleeps_total");
     // Its setup's switches (1 or 2) were counted from its count, as sleeps.
-    EXPECT_EQ(sleeps0 + count(m0, "uringscope_sqthread_blocks_total"), switches0);
+    EXPECT_EQ(sleeps0 + count(m0, "iouscope_sqthread_blocks_total"), switches0);
 
     // Silence: the thread sleeps after its idle time, and the next SQE wakes it.
     std::this_thread::sleep_for(milliseconds(2500));
@@ -587,13 +587,13 @@ TEST_F(Sched, LazyGateFollowsAThreadOnlyOnceItSlept) {
     std::atomic<bool> done{false};
     std::thread poller([&] { poll_for(seconds(60), [&] { return done.load(); }); });
     const auto m = settled_scrape(*d, seconds(10), [&](const std::vector<Series>& s) {
-        return std::vector<double>{count(s, "uringscope_sqthread_sleeps_total"),
-                                   count(s, "uringscope_sqthread_voluntary_switches_total")};
+        return std::vector<double>{count(s, "iouscope_sqthread_sleeps_total"),
+                                   count(s, "iouscope_sqthread_voluntary_switches_total")};
     });
     done = true;
     poller.join();
-    const double sleeps = count(m, "uringscope_sqthread_sleeps_total") - sleeps0;
-    const double switches = count(m, "uringscope_sqthread_voluntary_switches_total") - switches0;
+    const double sleeps = count(m, "iouscope_sqthread_sleeps_total") - sleeps0;
+    const double switches = count(m, "iouscope_sqthread_voluntary_switches_total") - switches0;
     std::printf("setup: %.0f voluntary switch(es); the pause: %.0f sleep(s), %.0f switch(es)\n",
                 switches0, sleeps, switches);
     EXPECT_EQ(switches, 1) << "the thread did not sleep just once in the pause";
@@ -620,7 +620,7 @@ TEST_F(Sched, DeepTierKeepsTheGateOpenOnlyForLoopPasses) {
     if (!probe_attached(*d, "sched_switch") || !probe_attached(*d, "sched_waking"))
         GTEST_SKIP() << "the sched tracepoints are not attachable on this kernel";
     const std::map<std::string, std::string> gate{{"probe", "sched_switch"}};
-    auto gated = [&] { return value(d->scrape(), "uringscope_probe_gated", gate) == 1; };
+    auto gated = [&] { return value(d->scrape(), "iouscope_probe_gated", gate) == 1; };
     if (!probe_attached(*d, "loop_passes")) {
         // No SQ thread: lazy closes at the first complete walk.
         EXPECT_TRUE(eventually(seconds(10), gated)) << "deep tier without loop_passes, not gated";
@@ -654,7 +654,7 @@ TEST_F(Sched, GatedThreadSharingItsCpuIsChargedOnlyItsShare) {
     const std::map<std::string, std::string> gate{{"probe", "sched_switch"}};
     const bool closed = eventually(seconds(30), [&] {
         std::this_thread::sleep_for(milliseconds(100));
-        return value(d->scrape(), "uringscope_probe_gated", gate) == 1;
+        return value(d->scrape(), "iouscope_probe_gated", gate) == 1;
     });
     ASSERT_TRUE(closed) << "the gate never closed over a thread polling all along";
     // The hog starts once the gate is closed: the thread, alone on its CPU until now, was on it
@@ -670,13 +670,13 @@ TEST_F(Sched, GatedThreadSharingItsCpuIsChargedOnlyItsShare) {
     });
     auto sample = [&] {
         const auto m = d->scrape();
-        return std::make_pair(value(m, "uringscope_sqthread_cpu_seconds_total", l),
+        return std::make_pair(value(m, "iouscope_sqthread_cpu_seconds_total", l),
                               schedstat_ns(tid, tid).value_or(0) / 1e9);
     };
     const auto [c0, s0] = sample();
     std::this_thread::sleep_for(seconds(3));
     const auto [c1, s1] = sample();
-    const bool still = value(d->scrape(), "uringscope_probe_gated", gate) == 1;
+    const bool still = value(d->scrape(), "iouscope_probe_gated", gate) == 1;
     stop = true;
     hog.join();
     ASSERT_TRUE(still) << "the gate opened: the thread slept";
@@ -752,7 +752,7 @@ TEST_F(Sched, PinnedThreadOnANohzFullCpuIsChargedItsWallTime) {
     };
     std::vector<Point> points;
     double last_t = -1;
-    const double sleeps_before = value(d->scrape(), "uringscope_sqthread_sleeps_total", l);
+    const double sleeps_before = value(d->scrape(), "iouscope_sqthread_sleeps_total", l);
     // Long enough for a handful of samples in a TCG guest, where the one CPU left for the
     // daemon, the test and everything else gets a sample through every 1 to 2 s.
     const auto end = steady_clock::now() + seconds(14);
@@ -764,8 +764,8 @@ TEST_F(Sched, PinnedThreadOnANohzFullCpuIsChargedItsWallTime) {
             next_nop += seconds(1);
         }
         auto m = d->scrape();
-        const double t = value(m, "uringscope_last_sample_timestamp_seconds", {});
-        const double c = value(m, "uringscope_sqthread_cpu_seconds_total", l);
+        const double t = value(m, "iouscope_last_sample_timestamp_seconds", {});
+        const double c = value(m, "iouscope_sqthread_cpu_seconds_total", l);
         const auto ss = schedstat_ns(tid, tid);
         if (t > last_t && c >= 0 && ss) {
             points.push_back({t, c, *ss / 1e9});
@@ -775,11 +775,11 @@ TEST_F(Sched, PinnedThreadOnANohzFullCpuIsChargedItsWallTime) {
     }
     ASSERT_GE(points.size(), 4u);
     const auto last = d->scrape();
-    EXPECT_EQ(value(last, "uringscope_sqthread_sleeps_total", l), sleeps_before)
+    EXPECT_EQ(value(last, "iouscope_sqthread_sleeps_total", l), sleeps_before)
         << "the thread slept: the test's premise (it polls all along) does not hold";
     // 14 s of polling close the scheduler gate: from then on sched_switch sees no switch-in, and
     // the CPU stays exact only because the switch counts still match the note it left.
-    EXPECT_EQ(value(last, "uringscope_probe_gated", {{"probe", "sched_switch"}}), 1)
+    EXPECT_EQ(value(last, "iouscope_probe_gated", {{"probe", "sched_switch"}}), 1)
         << "the gate did not close over a thread polling all along";
     double lo = 1e9, hi = 0, slo = 1e9, shi = 0;
     for (std::size_t i = 1; i < points.size(); ++i) {

@@ -25,7 +25,7 @@ namespace {
 // A member of a struct in the running kernel's BTF.
 bool kernel_has_member(const std::string& type, const std::string& member) {
     struct btf* b = btf__load_vmlinux_btf();
-    const bool found = uringscope::btf_has_member(b, type, member);
+    const bool found = iouscope::btf_has_member(b, type, member);
     btf__free(b);
     return found;
 }
@@ -143,7 +143,7 @@ TEST_F(Seeds, NanosecondIdleIsExactAndKnownBeforeAnyRingAsks) {
     if (!ns_kernel) return;
     const json* ns = find_by(snap["threads"], "tid", setup[1].sq_thread);
     EXPECT_TRUE(ns->value("idle_ns_granular", false));
-    const auto idle = find_value(d->scrape(), "uringscope_sqthread_idle_setting_seconds",
+    const auto idle = find_value(d->scrape(), "iouscope_sqthread_idle_setting_seconds",
                                  {{"sq_thread", std::to_string(setup[1].sq_thread)}});
     ASSERT_TRUE(idle.has_value());
     EXPECT_DOUBLE_EQ(*idle, 50000 / 1e9);
@@ -203,15 +203,15 @@ TEST_F(Seeds, APerCpuThreadSharedByTwoProcessesIsOneSharedThread) {
     std::vector<Series> m;
     EXPECT_TRUE(eventually(seconds(5), [&] {
         m = d->scrape();
-        return find_value(m, "uringscope_ring_sqes_total", {{"ring", ra[0].id()}}) == 12000.0 &&
-               find_value(m, "uringscope_ring_sqes_total", {{"ring", rb[0].id()}}) == 4000.0;
+        return find_value(m, "iouscope_ring_sqes_total", {{"ring", ra[0].id()}}) == 12000.0 &&
+               find_value(m, "iouscope_ring_sqes_total", {{"ring", rb[0].id()}}) == 4000.0;
     }));
-    EXPECT_EQ(find_value(m, "uringscope_ring_sqes_total",
+    EXPECT_EQ(find_value(m, "iouscope_ring_sqes_total",
                          {{"ring", rb[0].id()}, {"pid", std::to_string(rb[0].pid)}}),
               std::optional<double>(4000));
     EXPECT_EQ(
         find_value(
-            m, "uringscope_sqthread_rings",
+            m, "iouscope_sqthread_rings",
             {{"sq_thread", std::to_string(tid)}, {"shared", "percpu"}, {"pid", ""}, {"comm", ""}}),
         std::optional<double>(2));
 
@@ -240,7 +240,7 @@ TEST_F(Seeds, StatsTurnedOnLateSwitchesTheWorkSourceAndWorkKeepsCounting) {
     ASSERT_EQ(sa.size(), 1u);
     const std::string tid = std::to_string(sa[0].sq_thread);
     auto source = [&](const char* s) {
-        return find_value(d->scrape(), "uringscope_sqthread_work_time_source",
+        return find_value(d->scrape(), "iouscope_sqthread_work_time_source",
                           {{"sq_thread", tid}, {"source", s}}) == 1.0;
     };
     ASSERT_TRUE(eventually(seconds(10), [&] { return source("estimate"); }));
@@ -263,12 +263,12 @@ TEST_F(Seeds, StatsTurnedOnLateSwitchesTheWorkSourceAndWorkKeepsCounting) {
         auto v = [&](const char* name, std::map<std::string, std::string> l) {
             return find_value(m, name, l).value_or(-1);
         };
-        return Reading{v("uringscope_sqthread_work_seconds_total", {{"sq_thread", tid}}),
-                       v("uringscope_sqthread_work_by_source_seconds_total",
+        return Reading{v("iouscope_sqthread_work_seconds_total", {{"sq_thread", tid}}),
+                       v("iouscope_sqthread_work_by_source_seconds_total",
                          {{"sq_thread", tid}, {"source", "kernel"}}),
-                       v("uringscope_ring_sqes_total", {{"ring", sa[0].id()}}),
-                       v("uringscope_ring_sqes_total", {{"ring", sb[0].id()}}),
-                       v("uringscope_sqthread_cpu_seconds_total", {{"sq_thread", tid}})};
+                       v("iouscope_ring_sqes_total", {{"ring", sa[0].id()}}),
+                       v("iouscope_ring_sqes_total", {{"ring", sb[0].id()}}),
+                       v("iouscope_sqthread_cpu_seconds_total", {{"sq_thread", tid}})};
     };
     // At least 4 s, and on until work_time has moved by 50 ms or 12 s have passed (load b
     // runs for 30 s, of which setup and the switch took at most 10 s above).

@@ -1,4 +1,4 @@
-// Live tests of `uringscope top`: batch output against a real daemon, and the interactive view
+// Live tests of `iouscope top`: batch output against a real daemon, and the interactive view
 // driven inside tmux (send-keys, capture-pane).
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -17,7 +17,7 @@ using namespace std::chrono;
 namespace {
 
 std::string top_bin() {
-    return build_dir() + "/uringscope";
+    return build_dir() + "/iouscope";
 }
 
 std::string run_capture(const std::string& cmd) {
@@ -47,7 +47,7 @@ protected:
         ASSERT_TRUE(daemon_->ready()) << daemon_->startup_log();
         base_ = daemon_->url().substr(0, daemon_->url().size() - std::string("/metrics").size());
         load_ = std::make_unique<Child>(
-            std::vector<std::string>{build_dir() + "/uringscope-load", "--ring", "sqpoll,rate=2000",
+            std::vector<std::string>{build_dir() + "/iouscope-load", "--ring", "sqpoll,rate=2000",
                                      "--ring", "sqpoll,share=0,rate=500", "--duration", "20s"});
         auto setup = read_load_rings(*load_, "setup", "started", seconds(10));
         ASSERT_EQ(setup.size(), 2u);
@@ -81,7 +81,7 @@ TEST_F(Top, BatchOutputIsExactAndParseable) {
     ASSERT_EQ(blocks.size(), 2u) << out;
     for (const auto& b : blocks) {
         ASSERT_GE(b.size(), 5u);
-        EXPECT_EQ(b[0].rfind("uringscope top - ", 0), 0u);
+        EXPECT_EQ(b[0].rfind("iouscope top - ", 0), 0u);
         auto head = split_ws(b[3]);
         ASSERT_GE(head.size(), 14u) << b[3];
         EXPECT_EQ(head[0], "TID");
@@ -137,13 +137,13 @@ TEST_F(Top, BadFlagsAndNoSourceAreClearErrors) {
                   "--daemon", "http://127.0.0.1:" + std::to_string(free_port())},
                  true);
     EXPECT_EQ(unpriv.wait(seconds(10)), std::optional<int>(1));
-    EXPECT_NE(unpriv.drain(seconds(1)).find("Start uringscoped, or run uringscope top as root"),
+    EXPECT_NE(unpriv.drain(seconds(1)).find("Start iouscoped, or run iouscope top as root"),
               std::string::npos);
 }
 
 TEST_F(Top, InteractiveInTmuxSortsFiltersAndRestoresTheTerminal) {
     if (system("command -v tmux >/dev/null 2>&1") != 0) GTEST_SKIP() << "tmux not installed";
-    const std::string sock = "uringscope-test-" + std::to_string(getpid());
+    const std::string sock = "iouscope-test-" + std::to_string(getpid());
     const std::string tmux = "tmux -L " + sock + " ";
     auto dir = std::filesystem::temp_directory_path() / sock;
     std::filesystem::create_directories(dir);

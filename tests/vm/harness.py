@@ -1,4 +1,4 @@
-"""uringscope's kernel-matrix harness: boots Debian kernels under QEMU (TCG) and runs a command.
+"""iouscope's kernel-matrix harness: boots Debian kernels under QEMU (TCG) and runs a command.
 
 tests/vm/run is the command-line entry point; this module holds everything so that the unit tests
 (tests/vm/test_harness.py) can import it. docs/VM.md describes the design. Standard library only:
@@ -39,8 +39,8 @@ HERE = Path(__file__).resolve().parent
 CHECKOUT = HERE.parent.parent
 DEFAULT_MATRIX = HERE / "kernels.toml"
 GUEST_DIR = HERE / "guest"
-DEFAULT_CACHE = Path("/var/cache/uringscope-vm")
-DEFAULT_LOGS = Path(tempfile.gettempdir()) / "uringscope-vm-logs"
+DEFAULT_CACHE = Path("/var/cache/iouscope-vm")
+DEFAULT_LOGS = Path(tempfile.gettempdir()) / "iouscope-vm-logs"
 
 # Exit statuses of tests/vm/run besides the command's own (same meaning as in timeout(1) and
 # env(1): 124 timed out, 125 the harness itself failed; 77 is automake's "skipped").
@@ -434,7 +434,7 @@ def find_tool(name: str, package: str) -> str:
 
 
 def qemu_binary() -> str:
-    return find_tool(os.environ.get("URINGSCOPE_VM_QEMU") or "qemu-system-x86_64",
+    return find_tool(os.environ.get("IOUSCOPE_VM_QEMU") or "qemu-system-x86_64",
                      "qemu-system-x86")
 
 
@@ -834,7 +834,7 @@ class KernelStore:
             probe.unlink()
         except OSError as e:
             raise HarnessError(f"cache directory {self.root} is not writable ({e.strerror}); run "
-                               f"as root or set URINGSCOPE_VM_CACHE to a writable directory") from None
+                               f"as root or set IOUSCOPE_VM_CACHE to a writable directory") from None
 
     def lock(self) -> CacheLock:
         return CacheLock(self.root / ".lock")
@@ -999,7 +999,7 @@ class KernelStore:
                 raise HarnessError(f"depmod -b failed for {release}: {r.stderr.strip()}")
 
             cpio = Cpio()
-            for d in ("bin", "dev", "proc", "sys", "host", "tmp", "run", "etc/uringscope-vm"):
+            for d in ("bin", "dev", "proc", "sys", "host", "tmp", "run", "etc/iouscope-vm"):
                 cpio.mkdir(d)
             cpio.chardev("dev/console", 5, 1)
             cpio.chardev("dev/null", 1, 3, 0o666)
@@ -1014,11 +1014,11 @@ class KernelStore:
                          f"with __kconfig externs will not load in this guest")
             cpio.file("bin/busybox", busybox.read_bytes(), 0o755)
             cpio.file("init", init, 0o755)
-            cpio.file("etc/uringscope-vm/kernel", (
+            cpio.file("etc/iouscope-vm/kernel", (
                 f"KERNEL_NAME={shlex.quote(kernel.name)}\n"
                 f"DEB_VERSION={shlex.quote(sel.version)}\n"
                 f"KERNEL_RELEASE={shlex.quote(release)}\n").encode())
-            cpio.file("etc/uringscope-vm/modules", "".join(
+            cpio.file("etc/iouscope-vm/modules", "".join(
                 f"{m} {s}\n" for m, s in plan.status.items()).encode())
             for p in sorted(kmods.rglob("*")):
                 rel = str(p.relative_to(stage))
@@ -1056,7 +1056,7 @@ class KernelStore:
 # Booting
 # ---------------------------------------------------------------------------------------------
 
-MARK = "uringscope-vm: "
+MARK = "iouscope-vm: "
 
 
 @dataclasses.dataclass
@@ -1113,9 +1113,9 @@ def qemu_host_cpu(tcg_thread: str, env: dict[str, str] | None = None) -> int | N
     Threads on one logical CPU see each other's memory operations in program order, so pinning
     the whole QEMU process there closes the race. Multi-threaded TCG emits the barriers but
     patches code across vCPUs unsafely (a stale int3 after text_poke_bp), so it is not the fix.
-    URINGSCOPE_VM_PIN=0 turns pinning off (to measure the race)."""
+    IOUSCOPE_VM_PIN=0 turns pinning off (to measure the race)."""
     env = os.environ if env is None else env
-    if tcg_thread != "single" or env.get("URINGSCOPE_VM_PIN", "1") == "0":
+    if tcg_thread != "single" or env.get("IOUSCOPE_VM_PIN", "1") == "0":
         return None
     allowed = sorted(os.sched_getaffinity(0))
     return allowed[-1] if allowed else None
@@ -1200,7 +1200,7 @@ def qemu_command(qemu: str, p: Prepared, job_dir: Path, disks: list[Path], memor
     # Fixed PCI addresses: the guest's init binds the second controller by address, after
     # switching poll_queues off (guest/init explains why).
     for i, (disk, addr, serial) in enumerate(zip(disks, ("0x10", "0x11"),
-                                                 ("usc-polled", "usc-unpolled"))):
+                                                 ("iou-polled", "iou-unpolled"))):
         cmd += ["-drive", f"file={disk},if=none,id=nvm{i},format=raw,cache=unsafe",
                 "-device", f"nvme,serial={serial},drive=nvm{i},addr={addr}"]
     cmd += nvme_subsystem_devices(subsystem_disks)
@@ -1220,13 +1220,13 @@ def nvme_subsystem_devices(disks: list[Path]) -> list[str]:
     if not disks:
         return []
     plain, meta = disks
-    cmd = ["-device", "nvme-subsys,id=usc-subsys,nqn=usc-multipath"]
+    cmd = ["-device", "nvme-subsys,id=iou-subsys,nqn=iou-multipath"]
     # One serial number for both: it belongs to the subsystem (QEMU refuses two).
     for addr in SUBSYSTEM_ADDRS:
-        cmd += ["-device", f"nvme,serial=usc-shared,subsys=usc-subsys,addr={addr}"]
+        cmd += ["-device", f"nvme,serial=iou-shared,subsys=iou-subsys,addr={addr}"]
     for nsid, (disk, extra) in enumerate(((plain, ""), (meta, ",ms=8,mset=0")), start=1):
-        cmd += ["-drive", f"file={disk},if=none,id=usc-ns{nsid},format=raw,cache=unsafe",
-                "-device", f"nvme-ns,drive=usc-ns{nsid},nsid={nsid},shared=on{extra}"]
+        cmd += ["-drive", f"file={disk},if=none,id=iou-ns{nsid},format=raw,cache=unsafe",
+                "-device", f"nvme-ns,drive=iou-ns{nsid},nsid={nsid},shared=on{extra}"]
     return cmd
 
 
@@ -1270,9 +1270,9 @@ class Guest:
             with open(disk, "wb") as f:
                 f.truncate(256 << 20)
             subsystem_disks.append(disk)
-        env = {"URINGSCOPE_VM": "1", "URINGSCOPE_VM_KERNEL": self.p.kernel.name,
-               "URINGSCOPE_VM_MODULES": "/run/uringscope-vm-modules",
-               "URINGSCOPE_VM_DEB_VERSION": self.p.selection.version, **self.env}
+        env = {"IOUSCOPE_VM": "1", "IOUSCOPE_VM_KERNEL": self.p.kernel.name,
+               "IOUSCOPE_VM_MODULES": "/run/iouscope-vm-modules",
+               "IOUSCOPE_VM_DEB_VERSION": self.p.selection.version, **self.env}
         (job / "job.sh").write_text(job_script(self.argv, CHECKOUT, env))
         # Paths the guest must keep visible even if they lie below a directory it covers with
         # a tmpfs (/tmp, /var/tmp, /run): the checkout and the probe tools.
@@ -1289,9 +1289,9 @@ class Guest:
         (self.logs / "command").write_text(job_script(self.argv, CHECKOUT, env))
         result.log_dir = str(self.logs)
 
-        tcg_thread = os.environ.get("URINGSCOPE_VM_TCG_THREAD") or self.p.kernel.tcg_thread
+        tcg_thread = os.environ.get("IOUSCOPE_VM_TCG_THREAD") or self.p.kernel.tcg_thread
         if tcg_thread not in ("single", "multi"):
-            raise UsageError(f"URINGSCOPE_VM_TCG_THREAD must be single or multi, not {tcg_thread!r}")
+            raise UsageError(f"IOUSCOPE_VM_TCG_THREAD must be single or multi, not {tcg_thread!r}")
         host_cpu = qemu_host_cpu(tcg_thread)
         if host_cpu is not None:
             self.log(f"QEMU pinned to host CPU {host_cpu} (single-threaded TCG; docs/VM.md, "
@@ -1470,8 +1470,8 @@ Every guest has:
                              ng0n1 is the passthrough char device (kernels 5.13 and later)
   /dev/nvme1n1, /dev/ng1n1   a second NVMe controller probed without poll queues (io_poll = 0)
   /dev/nullb0                null_blk, blk-mq, 2 submit queues of which 1 polled
-  $URINGSCOPE_VM_MODULES     a root holding the guest kernel's lib/modules, for
-                             modprobe -d "$URINGSCOPE_VM_MODULES" (/run/uringscope-vm-modules)
+  $IOUSCOPE_VM_MODULES     a root holding the guest kernel's lib/modules, for
+                             modprobe -d "$IOUSCOPE_VM_MODULES" (/run/iouscope-vm-modules)
 With --nvme-subsystem also, bound after the two above (controllers nvme2 and nvme3), both with
 poll queues: two controllers of one NVMe subsystem sharing namespace 1 (plain) and namespace 2
 (8 bytes of metadata per block in a separate buffer); with multipath (Debian's default) each
@@ -1495,15 +1495,15 @@ exit status:
   exits {skip} (automake's convention), and fails otherwise.
 
 environment:
-  URINGSCOPE_VM_CACHE   cache directory (default {cache})
-  URINGSCOPE_VM_QEMU    the QEMU binary (default qemu-system-x86_64 from PATH)
-  URINGSCOPE_VM_TCG_THREAD
+  IOUSCOPE_VM_CACHE   cache directory (default {cache})
+  IOUSCOPE_VM_QEMU    the QEMU binary (default qemu-system-x86_64 from PATH)
+  IOUSCOPE_VM_TCG_THREAD
                         single or multi: overrides tcg_thread of the matrix
-  URINGSCOPE_VM_LOGS    logs, one directory per run (the newest 10 are kept, "latest" links
+  IOUSCOPE_VM_LOGS    logs, one directory per run (the newest 10 are kept, "latest" links
                         to the newest), in it per kernel: console.log, dmesg, capabilities,
                         qemu.cmdline, qemu.stderr, command, status (default {logs})
-  Inside the guest COMMAND sees URINGSCOPE_VM=1, URINGSCOPE_VM_KERNEL=<name>, URINGSCOPE_VM_MODULES,
-  URINGSCOPE_VM_DEB_VERSION=<Debian version> and whatever --env sets; nothing else of the
+  Inside the guest COMMAND sees IOUSCOPE_VM=1, IOUSCOPE_VM_KERNEL=<name>, IOUSCOPE_VM_MODULES,
+  IOUSCOPE_VM_DEB_VERSION=<Debian version> and whatever --env sets; nothing else of the
   caller's environment.
 
 files:
@@ -1700,7 +1700,7 @@ def main(argv: list[str] | None = None) -> int:
     log = Log(verbose=args.verbose)
     try:
         kernels = load_matrix(args.matrix)
-        store = KernelStore(Path(os.environ.get("URINGSCOPE_VM_CACHE") or DEFAULT_CACHE), log,
+        store = KernelStore(Path(os.environ.get("IOUSCOPE_VM_CACHE") or DEFAULT_CACHE), log,
                             offline=args.offline, refresh=args.refresh)
         if args.list:
             list_kernels(kernels, store)
@@ -1719,13 +1719,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tests/vm/run: {e}", file=sys.stderr)
         return EXIT_HARNESS
 
-    logs_root = Path(os.environ.get("URINGSCOPE_VM_LOGS") or DEFAULT_LOGS)
+    logs_root = Path(os.environ.get("IOUSCOPE_VM_LOGS") or DEFAULT_LOGS)
     if not args.prepare_only:
         try:
             logs_root = new_log_dir(logs_root)
         except OSError as e:
             print(f"tests/vm/run: cannot create a log directory under {logs_root}: {e.strerror}; "
-                  f"set URINGSCOPE_VM_LOGS", file=sys.stderr)
+                  f"set IOUSCOPE_VM_LOGS", file=sys.stderr)
             return EXIT_HARNESS
     probes = None
     if not args.prepare_only:

@@ -403,7 +403,7 @@ class Running(unittest.TestCase):
         ctrls = [d for d in devices if d.startswith("nvme,") and f"subsys={subsys_id}" in d]
         self.assertEqual(len(ctrls), 2)
         # One serial for the subsystem (QEMU refuses two), at the addresses guest/init binds.
-        self.assertEqual({re.search(r"serial=([^,]+)", c).group(1) for c in ctrls}, {"usc-shared"})
+        self.assertEqual({re.search(r"serial=([^,]+)", c).group(1) for c in ctrls}, {"iou-shared"})
         self.assertEqual([re.search(r"addr=([^,]+)", c).group(1) for c in ctrls],
                          list(harness.SUBSYSTEM_ADDRS))
         namespaces = [d for d in devices if d.startswith("nvme-ns,")]
@@ -418,7 +418,7 @@ class Running(unittest.TestCase):
         cpu = harness.qemu_host_cpu("single", {})
         self.assertIn(cpu, os.sched_getaffinity(0))
         self.assertIsNone(harness.qemu_host_cpu("multi", {}))
-        self.assertIsNone(harness.qemu_host_cpu("single", {"URINGSCOPE_VM_PIN": "0"}))
+        self.assertIsNone(harness.qemu_host_cpu("single", {"IOUSCOPE_VM_PIN": "0"}))
         k = matrix(MINIMAL)[0]
         p = harness.Prepared(k, harness.Selection("i", "1", []), "r", Path("/v"), Path("/i"))
         cmd = harness.qemu_command("qemu", p, Path("/job"), [], "2G", 2, "single", cpu)
@@ -546,21 +546,21 @@ class CommandLine(unittest.TestCase):
 
     def test_missing_qemu(self):
         r = self.run_cli("--kernel", "sid", "--", "true",
-                         env={"URINGSCOPE_VM_QEMU": "/nonexistent/qemu-system-x86_64"})
+                         env={"IOUSCOPE_VM_QEMU": "/nonexistent/qemu-system-x86_64"})
         self.assertEqual(r.returncode, harness.EXIT_HARNESS, r.stderr)
         self.assertIn("/nonexistent/qemu-system-x86_64 not found", r.stderr)
 
     def test_unwritable_cache(self):
         r = self.run_cli("--kernel", "sid", "--prepare-only",
-                         env={"URINGSCOPE_VM_CACHE": "/proc/uringscope-vm-cache"})
+                         env={"IOUSCOPE_VM_CACHE": "/proc/iouscope-vm-cache"})
         self.assertEqual(r.returncode, harness.EXIT_HARNESS, r.stderr)
         self.assertIn("not writable", r.stderr)
-        self.assertIn("URINGSCOPE_VM_CACHE", r.stderr)
+        self.assertIn("IOUSCOPE_VM_CACHE", r.stderr)
 
     def test_offline_with_an_empty_cache(self):
         with tempfile.TemporaryDirectory() as d:
             r = self.run_cli("--kernel", "bookworm", "--prepare-only", "--offline",
-                             env={"URINGSCOPE_VM_CACHE": d})
+                             env={"IOUSCOPE_VM_CACHE": d})
         self.assertEqual(r.returncode, 1, r.stderr)  # the kernel fails, the summary says why
         self.assertIn("nothing cached and --offline given", r.stdout + r.stderr)
 
@@ -579,14 +579,14 @@ class CommandLine(unittest.TestCase):
             m = Path(d) / "m.toml"
             m.write_text(text)
             r = self.run_cli("--matrix", str(m), "--kernel", "k", "--prepare-only",
-                             env={"URINGSCOPE_VM_CACHE": str(Path(d) / "cache")})
+                             env={"IOUSCOPE_VM_CACHE": str(Path(d) / "cache")})
         self.assertEqual(r.returncode, 1, r.stderr)
         self.assertIn("cannot update the package lists of bookworm", r.stdout)
         self.assertRegex(r.stdout, r"k +- +- +FAIL")
 
     def test_list(self):
         with tempfile.TemporaryDirectory() as d:
-            r = self.run_cli("--list", env={"URINGSCOPE_VM_CACHE": d})
+            r = self.run_cli("--list", env={"IOUSCOPE_VM_CACHE": d})
         self.assertEqual(r.returncode, 0, r.stderr)
         lines = r.stdout.splitlines()
         self.assertEqual(lines[0].split()[:3], ["NAME", "SUITE", "SERIES"])
@@ -598,7 +598,7 @@ class CommandLine(unittest.TestCase):
         r = self.run_cli("--help")
         self.assertEqual(r.returncode, 0)
         for section in ("usage:", "exit status:", "environment:", "files:", "examples:",
-                        "URINGSCOPE_VM_CACHE", "/dev/ng0n1", "--expect-status", "77"):
+                        "IOUSCOPE_VM_CACHE", "/dev/ng0n1", "--expect-status", "77"):
             self.assertIn(section, r.stdout)
         self.assertIn("--append ARGS", r.stdout)
         self.assertIn('--append "nohz_full=1 isolcpus=1"', " ".join(r.stdout.split()))

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * Kernel types shared by every layout in ../layouts/. They are stand-ins written for this test,
- * not copies of kernel headers: only the members usc_iter_rings relocates against are named, the
+ * not copies of kernel headers: only the members iou_iter_rings relocates against are named, the
  * rest is opaque padding that keeps offsets in the right neighbourhood. They are compiled for the
  * host (clang -g, then pahole -J), never for BPF.
  */
-#ifndef USC_CORE_KERNEL_COMMON_H
-#define USC_CORE_KERNEL_COMMON_H
+#ifndef IOU_CORE_KERNEL_COMMON_H
+#define IOU_CORE_KERNEL_COMMON_H
 
 typedef unsigned char u8;
 typedef unsigned short u16;

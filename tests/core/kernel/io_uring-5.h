@@ -1,18 +1,18 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * io_uring's ring header and io_ring_ctx as in fs/io_uring.c of 5.10 .. 5.13 (approximate offsets;
- * only what usc_iter_rings reads is named). struct io_sq_data is left to each layout.
+ * only what iou_iter_rings reads is named). struct io_sq_data is left to each layout.
  *
- * USC_CTX_SQ_THREAD_IDLE_T: type of io_ring_ctx.sq_thread_idle. Seeds patch 002 (IORING_SETUP_IDLE_NS)
+ * IOU_CTX_SQ_THREAD_IDLE_T: type of io_ring_ctx.sq_thread_idle. Seeds patch 002 (IORING_SETUP_IDLE_NS)
  * widens it from unsigned to u64 along with io_sq_data.sq_thread_idle.
  */
-#ifndef USC_CORE_IO_URING_5_H
-#define USC_CORE_IO_URING_5_H
+#ifndef IOU_CORE_IO_URING_5_H
+#define IOU_CORE_IO_URING_5_H
 
 #include "v5.h"
 
-#ifndef USC_CTX_SQ_THREAD_IDLE_T
-#define USC_CTX_SQ_THREAD_IDLE_T unsigned int
+#ifndef IOU_CTX_SQ_THREAD_IDLE_T
+#define IOU_CTX_SQ_THREAD_IDLE_T unsigned int
 #endif
 
 /* Before 6.x head and tail each had a cacheline of their own. */
@@ -50,7 +50,7 @@ struct io_ring_ctx {
 		unsigned int cached_sq_head;
 		unsigned int sq_entries;
 		unsigned int sq_mask;
-		USC_CTX_SQ_THREAD_IDLE_T sq_thread_idle;
+		IOU_CTX_SQ_THREAD_IDLE_T sq_thread_idle;
 		unsigned int cached_sq_dropped;
 		unsigned int cached_cq_overflow;
 		unsigned long sq_check_overflow;

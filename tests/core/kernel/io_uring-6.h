@@ -1,19 +1,19 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * io_uring's ring header and io_ring_ctx as in include/linux/io_uring_types.h around 6.18
- * (approximate offsets; only what usc_iter_rings reads is named). struct io_sq_data is left to
+ * (approximate offsets; only what iou_iter_rings reads is named). struct io_sq_data is left to
  * each layout.
  *
- * USC_CTX_SQ_THREAD_IDLE_T: type of io_ring_ctx.sq_thread_idle; a forward port of seeds patch 002
+ * IOU_CTX_SQ_THREAD_IDLE_T: type of io_ring_ctx.sq_thread_idle; a forward port of seeds patch 002
  * (IORING_SETUP_IDLE_NS) would widen it to u64 as the original does.
  */
-#ifndef USC_CORE_IO_URING_6_H
-#define USC_CORE_IO_URING_6_H
+#ifndef IOU_CORE_IO_URING_6_H
+#define IOU_CORE_IO_URING_6_H
 
 #include "v6.h"
 
-#ifndef USC_CTX_SQ_THREAD_IDLE_T
-#define USC_CTX_SQ_THREAD_IDLE_T unsigned int
+#ifndef IOU_CTX_SQ_THREAD_IDLE_T
+#define IOU_CTX_SQ_THREAD_IDLE_T unsigned int
 #endif
 
 struct io_uring {
@@ -48,7 +48,7 @@ struct io_ring_ctx {
 		int clockid;
 		int clock_offset;
 		int notify_method;
-		USC_CTX_SQ_THREAD_IDLE_T sq_thread_idle;
+		IOU_CTX_SQ_THREAD_IDLE_T sq_thread_idle;
 	} __attribute__((aligned(64)));
 
 	struct {

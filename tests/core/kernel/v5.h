@@ -4,8 +4,8 @@
  * task_struct.state is a `volatile long` right after thread_info. 5.14 renamed it to __state
  * (commit 2f064a59a11f), which is what get_task_state() switches on.
  */
-#ifndef USC_CORE_KERNEL_V5_H
-#define USC_CORE_KERNEL_V5_H
+#ifndef IOU_CORE_KERNEL_V5_H
+#define IOU_CORE_KERNEL_V5_H
 
 #include "common.h"
 

@@ -3,8 +3,8 @@
  * task_struct, sched_entity and file as laid out around 6.18 (x86-64, approximate offsets):
  * task_struct.__state is an unsigned int; struct file starts with f_lock, f_mode, f_op.
  */
-#ifndef USC_CORE_KERNEL_V6_H
-#define USC_CORE_KERNEL_V6_H
+#ifndef IOU_CORE_KERNEL_V6_H
+#define IOU_CORE_KERNEL_V6_H
 
 #include "common.h"
 

@@ -2,7 +2,7 @@
 /*
  * @layout 5.10: sqd without sq_thread_idle/sq_cpu/work_time; task_struct.state
  *
- * The oldest kernel uringscope supports. io_sq_data has none of the fields core_fixes.bpf.h
+ * The oldest kernel iouscope supports. io_sq_data has none of the fields core_fixes.bpf.h
  * probes for, so the idle setting must come from io_ring_ctx, and get_task_state() must take the
  * pre-5.14 `state` path.
  *

@@ -23,7 +23,7 @@
  * so the fallback reads a zeroed u64, and half of 0 is 0 at either end of it.
  * @expect width io_ring_ctx.sq_thread_idle 4/8
  */
-#define USC_CTX_SQ_THREAD_IDLE_T u64
+#define IOU_CTX_SQ_THREAD_IDLE_T u64
 #include "io_uring-5.h"
 
 struct io_sq_data {

@@ -20,7 +20,7 @@
  * Same ctx fallback as layout 20: rings without SQPOLL read 4 of the 8 (zero) bytes.
  * @expect width io_ring_ctx.sq_thread_idle 4/8
  */
-#define USC_CTX_SQ_THREAD_IDLE_T u64
+#define IOU_CTX_SQ_THREAD_IDLE_T u64
 #include "io_uring-6.h"
 
 struct io_sq_data {

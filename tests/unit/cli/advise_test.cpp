@@ -4,8 +4,8 @@
 
 #include <vector>
 
-using namespace uringscope;
-using namespace uringscope::advise;
+using namespace iouscope;
+using namespace iouscope::advise;
 
 namespace {
 
@@ -61,7 +61,7 @@ TEST(AdviseOptions, BadValuesAreRefusedWithExitTwo) {
         auto r = parse(args);
         EXPECT_FALSE(r.options) << args[0];
         EXPECT_EQ(r.exit_code, 2) << args[0];
-        EXPECT_NE(r.output.find("uringscope advise"), std::string::npos) << r.output;
+        EXPECT_NE(r.output.find("iouscope advise"), std::string::npos) << r.output;
     }
 }
 

@@ -1,4 +1,4 @@
-// `uringscope top`'s snapshot source: a worker thread fetches while the drawing loop reads the
+// `iouscope top`'s snapshot source: a worker thread fetches while the drawing loop reads the
 // latest snapshot and the last error. Run under ThreadSanitizer by the test command, where the
 // unguarded error string of before was a data race that failed this test.
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 
 #include "cli/top_source.hpp"
 
-using namespace uringscope;
+using namespace iouscope;
 using namespace std::chrono;
 
 namespace {

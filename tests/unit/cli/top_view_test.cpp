@@ -2,8 +2,8 @@
 
 #include <gtest/gtest.h>
 
-using namespace uringscope;
-using namespace uringscope::top;
+using namespace iouscope;
+using namespace iouscope::top;
 
 namespace {
 

@@ -10,7 +10,7 @@
 
 #include "collect/host_view.hpp"
 
-namespace uringscope {
+namespace iouscope {
 namespace {
 
 namespace fs = std::filesystem;
@@ -24,7 +24,7 @@ std::uint64_t ino(const fs::path& p) {
 class CgroupTree : public ::testing::Test {
 protected:
     void SetUp() override {
-        root_ = fs::temp_directory_path() / ("uringscope-cgroups-" + std::to_string(getpid()));
+        root_ = fs::temp_directory_path() / ("iouscope-cgroups-" + std::to_string(getpid()));
         fs::create_directories(root_ / "kubepods.slice" / "pod-a");
     }
     void TearDown() override { fs::remove_all(root_); }
@@ -133,4 +133,4 @@ TEST_F(CgroupTree, AnIdOutOfViewIsNotWalkedForAgainAndAgain) {
 }
 
 }  // namespace
-}  // namespace uringscope
+}  // namespace iouscope

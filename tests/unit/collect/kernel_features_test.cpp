@@ -1,9 +1,9 @@
-// KernelFeatures reads this machine's own BTF; every kernel uringscope supports has one.
+// KernelFeatures reads this machine's own BTF; every kernel iouscope supports has one.
 #include "collect/kernel_features.hpp"
 
 #include <gtest/gtest.h>
 
-using namespace uringscope;
+using namespace iouscope;
 
 TEST(KernelFeatures, MembersAreFoundByNameInTheirStructOnly) {
     KernelFeatures kf;

@@ -1,5 +1,5 @@
 // The probe table against the BPF object it describes: every program and every map of
-// bpf/uringscope.bpf.c is claimed by exactly one probe, so a program no probe loads, or a map
+// bpf/iouscope.bpf.c is claimed by exactly one probe, so a program no probe loads, or a map
 // whose entries no one frees when their ring or thread goes, fails here. Opening a skeleton
 // parses the object without loading anything: no privileges needed.
 #include <bpf/libbpf.h>
@@ -11,15 +11,15 @@
 #include <string>
 
 #include "collect/bpf_loader.hpp"
-#include "uringscope.skel.h"
+#include "iouscope.skel.h"
 
-namespace uringscope {
+namespace iouscope {
 namespace {
 
 struct Skel {
-    uringscope_bpf* s = uringscope_bpf__open();
+    iouscope_bpf* s = iouscope_bpf__open();
     ~Skel() {
-        if (s) uringscope_bpf__destroy(s);
+        if (s) iouscope_bpf__destroy(s);
     }
 };
 
@@ -37,7 +37,7 @@ TEST(ProbeTable, IdsAreTheTableOrderAndNamesAreUnique) {
 
 TEST(ProbeTable, EveryProgramBelongsToExactlyOneProbe) {
     Skel k;
-    ASSERT_NE(k.s, nullptr) << "uringscope_bpf__open failed";
+    ASSERT_NE(k.s, nullptr) << "iouscope_bpf__open failed";
     std::map<const bpf_program*, std::set<std::string>> owners;
     for (const auto& p : probe_table())
         for (const auto& v : p.variants)
@@ -88,4 +88,4 @@ TEST(ProbeTable, EachFeatureHasOneProvider) {
 }
 
 }  // namespace
-}  // namespace uringscope
+}  // namespace iouscope

@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 
 using namespace std::chrono;
-using uringscope::format_duration;
-using uringscope::parse_duration;
+using iouscope::format_duration;
+using iouscope::parse_duration;
 
 TEST(Duration, ParsesGoStyleUnits) {
     EXPECT_EQ(parse_duration("1s"), nanoseconds(seconds(1)));

@@ -4,12 +4,12 @@
 
 #include <vector>
 
-using namespace uringscope;
+using namespace iouscope;
 
 namespace {
 
 FlagsResult parse(std::vector<const char*> args) {
-    args.insert(args.begin(), "uringscoped");
+    args.insert(args.begin(), "iouscoped");
     return parse_daemon_flags(static_cast<int>(args.size()), args.data());
 }
 

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-using namespace uringscope;
+using namespace iouscope;
 
 namespace {
 
@@ -55,7 +55,7 @@ TEST(Json, RoundTripKeepsEveryField) {
     EXPECT_EQ(out.rings_created_by_mode.at(0).second, 4u);
 }
 
-// The advisor of `uringscope advise --daemon` reads the sampled gaps' recorded time back.
+// The advisor of `iouscope advise --daemon` reads the sampled gaps' recorded time back.
 TEST(Json, GapSamplingRoundTripsAndIsAbsentWhereEveryGapIsRecorded) {
     auto in = sample_snapshot();
     EXPECT_FALSE(snapshot_from_json(snapshot_to_json(in)).gap_sampling);

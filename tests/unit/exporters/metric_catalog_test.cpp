@@ -13,7 +13,7 @@
 
 #include "exporters/prometheus_exporter.hpp"
 
-using namespace uringscope;
+using namespace iouscope;
 
 namespace {
 
@@ -127,12 +127,12 @@ TEST(MetricCatalog, NamesAreUniqueAndFollowPrometheusConventions) {
     std::set<std::string_view> names;
     for (const auto& d : metric_catalog()) {
         EXPECT_TRUE(names.insert(d.name).second) << d.name << " declared twice";
-        EXPECT_TRUE(d.name.starts_with("uringscope_")) << d.name;
+        EXPECT_TRUE(d.name.starts_with("iouscope_")) << d.name;
         EXPECT_EQ(d.kind == MetricKind::counter, d.name.ends_with("_total")) << d.name;
         EXPECT_FALSE(d.help.empty()) << d.name;
         EXPECT_FALSE(d.section.empty()) << d.name;
     }
-    EXPECT_THROW(metric_decl("uringscope_not_declared"), std::out_of_range);
+    EXPECT_THROW(metric_decl("iouscope_not_declared"), std::out_of_range);
 }
 
 TEST(MetricCatalog, EveryFamilyIsRenderedWithItsDeclaredLabelsHelpAndType) {

@@ -5,7 +5,7 @@
 #include <regex>
 #include <sstream>
 
-using namespace uringscope;
+using namespace iouscope;
 
 namespace {
 
@@ -83,41 +83,40 @@ TEST(Sanitize, ReplacesInvalidSequences) {
 TEST(Exposition, ContractMetricsHaveTheirTypesAndLabels) {
     auto text = render_text(one_thread_snapshot("db"));
     for (const char* line :
-         {"# TYPE uringscope_sqthread_cpu_seconds_total counter",
-          "# TYPE uringscope_sqthread_work_seconds_total counter",
-          "# TYPE uringscope_sqthread_spin_seconds_total counter",
-          "# TYPE uringscope_sqthread_sleep_seconds_total counter",
-          "# TYPE uringscope_sqthread_sleeps_total counter",
-          "# TYPE uringscope_sqthread_wakeups_total counter",
-          "# TYPE uringscope_sqthread_wakeup_latency_seconds histogram",
-          "# TYPE uringscope_sqthread_rings gauge", "# TYPE uringscope_sqthread_fairness gauge",
-          "# TYPE uringscope_sqthread_idle_setting_seconds gauge",
-          "# TYPE uringscope_ring_sqes_total counter", "# TYPE uringscope_ring_cqes_total counter",
-          "# TYPE uringscope_ring_sq_backlog gauge", "# TYPE uringscope_ring_sqthread_share gauge",
-          "# TYPE uringscope_probe_attached gauge"})
+         {"# TYPE iouscope_sqthread_cpu_seconds_total counter",
+          "# TYPE iouscope_sqthread_work_seconds_total counter",
+          "# TYPE iouscope_sqthread_spin_seconds_total counter",
+          "# TYPE iouscope_sqthread_sleep_seconds_total counter",
+          "# TYPE iouscope_sqthread_sleeps_total counter",
+          "# TYPE iouscope_sqthread_wakeups_total counter",
+          "# TYPE iouscope_sqthread_wakeup_latency_seconds histogram",
+          "# TYPE iouscope_sqthread_rings gauge", "# TYPE iouscope_sqthread_fairness gauge",
+          "# TYPE iouscope_sqthread_idle_setting_seconds gauge",
+          "# TYPE iouscope_ring_sqes_total counter", "# TYPE iouscope_ring_cqes_total counter",
+          "# TYPE iouscope_ring_sq_backlog gauge", "# TYPE iouscope_ring_sqthread_share gauge",
+          "# TYPE iouscope_probe_attached gauge"})
         EXPECT_NE(text.find(std::string(line) + "\n"), std::string::npos) << line;
     EXPECT_EQ(
         value_of(
             text,
-            R"(uringscope_sqthread_cpu_seconds_total{sq_thread="42",pid="41",comm="db",shared=""})"),
+            R"(iouscope_sqthread_cpu_seconds_total{sq_thread="42",pid="41",comm="db",shared=""})"),
         "2");
     EXPECT_EQ(
         value_of(
             text,
-            R"(uringscope_ring_sqes_total{ring="41:5",pid="41",comm="db",mode="sqpoll",sq_thread="42"})"),
+            R"(iouscope_ring_sqes_total{ring="41:5",pid="41",comm="db",mode="sqpoll",sq_thread="42"})"),
         "1000");
     EXPECT_EQ(
         value_of(
             text,
-            R"(uringscope_ring_cqes_total{ring="41:6",pid="41",comm="db",mode="plain",sq_thread=""})"),
+            R"(iouscope_ring_cqes_total{ring="41:6",pid="41",comm="db",mode="plain",sq_thread=""})"),
         "999");
-    EXPECT_EQ(value_of(text, R"(uringscope_probe_attached{probe="io_uring_create",kind="tp_btf"})"),
+    EXPECT_EQ(value_of(text, R"(iouscope_probe_attached{probe="io_uring_create",kind="tp_btf"})"),
               "0");
-    EXPECT_EQ(value_of(text, R"(uringscope_rings{mode="sqpoll"})"), "1");
-    EXPECT_EQ(value_of(text, R"(uringscope_rings{mode="iopoll"})"), "0");
+    EXPECT_EQ(value_of(text, R"(iouscope_rings{mode="sqpoll"})"), "1");
+    EXPECT_EQ(value_of(text, R"(iouscope_rings{mode="iopoll"})"), "0");
     EXPECT_EQ(
-        value_of(text,
-                 R"(uringscope_sqthread_running{sq_thread="42",pid="41",comm="db",shared=""})"),
+        value_of(text, R"(iouscope_sqthread_running{sq_thread="42",pid="41",comm="db",shared=""})"),
         "1");
 }
 
@@ -126,31 +125,31 @@ TEST(Exposition, APerCpuSharedThreadIsLabelledSharedWithoutAPid) {
     Snapshot s = one_thread_snapshot("iou-sqp-41");
     s.threads[0].shared_percpu = true;
     auto text = render_text(s);
-    EXPECT_EQ(value_of(text, R"(uringscope_sqthread_cpu_seconds_total{sq_thread="42",pid="",)"
+    EXPECT_EQ(value_of(text, R"(iouscope_sqthread_cpu_seconds_total{sq_thread="42",pid="",)"
                              R"(comm="",shared="percpu"})"),
               "2");
 }
 
 TEST(Exposition, PlainRingsHaveNoShare) {
     auto text = render_text(one_thread_snapshot("db"));
-    EXPECT_EQ(text.find(R"(uringscope_ring_sqthread_share{ring="41:6")"), std::string::npos);
-    EXPECT_NE(text.find(R"(uringscope_ring_sqthread_share{ring="41:5")"), std::string::npos);
+    EXPECT_EQ(text.find(R"(iouscope_ring_sqthread_share{ring="41:6")"), std::string::npos);
+    EXPECT_NE(text.find(R"(iouscope_ring_sqthread_share{ring="41:5")"), std::string::npos);
 }
 
 TEST(Exposition, HistogramIsCumulativeWithInf) {
     auto text = render_text(one_thread_snapshot("db"));
     const std::string l = R"(sq_thread="42",pid="41",comm="db",shared="")";
-    EXPECT_EQ(value_of(text, "uringscope_sqthread_wakeup_latency_seconds_bucket{" + l +
-                                 R"(,le="1e-06"})"),
-              "1");
-    EXPECT_EQ(value_of(text, "uringscope_sqthread_wakeup_latency_seconds_bucket{" + l +
-                                 R"(,le="2e-06"})"),
-              "3");
     EXPECT_EQ(
-        value_of(text, "uringscope_sqthread_wakeup_latency_seconds_bucket{" + l + R"(,le="+Inf"})"),
+        value_of(text, "iouscope_sqthread_wakeup_latency_seconds_bucket{" + l + R"(,le="1e-06"})"),
+        "1");
+    EXPECT_EQ(
+        value_of(text, "iouscope_sqthread_wakeup_latency_seconds_bucket{" + l + R"(,le="2e-06"})"),
+        "3");
+    EXPECT_EQ(
+        value_of(text, "iouscope_sqthread_wakeup_latency_seconds_bucket{" + l + R"(,le="+Inf"})"),
         "4");
-    EXPECT_EQ(value_of(text, "uringscope_sqthread_wakeup_latency_seconds_count{" + l + "}"), "4");
-    EXPECT_EQ(value_of(text, "uringscope_sqthread_wakeup_latency_seconds_sum{" + l + "}"), "0.25");
+    EXPECT_EQ(value_of(text, "iouscope_sqthread_wakeup_latency_seconds_count{" + l + "}"), "4");
+    EXPECT_EQ(value_of(text, "iouscope_sqthread_wakeup_latency_seconds_sum{" + l + "}"), "0.25");
 }
 
 TEST(Exposition, HostileCommNamesAreEscaped) {
@@ -176,7 +175,7 @@ TEST(Exposition, EmptyHostStillReportsProbesAndBuild) {
     Snapshot s;
     s.probes.push_back({"iter_rings", "iter", true, ""});
     auto text = render_text(s);
-    EXPECT_EQ(value_of(text, R"(uringscope_probe_attached{probe="iter_rings",kind="iter"})"), "1");
-    EXPECT_EQ(text.find("uringscope_sqthread_cpu_seconds_total"), std::string::npos);
-    EXPECT_NE(text.find("uringscope_build_info{version="), std::string::npos);
+    EXPECT_EQ(value_of(text, R"(iouscope_probe_attached{probe="iter_rings",kind="iter"})"), "1");
+    EXPECT_EQ(text.find("iouscope_sqthread_cpu_seconds_total"), std::string::npos);
+    EXPECT_NE(text.find("iouscope_build_info{version="), std::string::npos);
 }

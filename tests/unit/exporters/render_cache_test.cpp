@@ -11,7 +11,7 @@
 
 #include "model/snapshot_store.hpp"
 
-using namespace uringscope;
+using namespace iouscope;
 
 TEST(RenderCache, RendersEachSnapshotOnceForConcurrentScrapes) {
     std::atomic<int> calls{0};
@@ -81,7 +81,7 @@ TEST(RenderCache, GzipsEachSnapshotsTextOnceAndItInflatesBackToIt) {
     RenderCache cache([](const Snapshot& s) {
         std::string text;
         for (int i = 0; i < 2000; ++i)
-            text += "uringscope_ring_sqes_total{ring=\"" + std::to_string(i) + "\"} " +
+            text += "iouscope_ring_sqes_total{ring=\"" + std::to_string(i) + "\"} " +
                     std::to_string(s.seq * i) + "\n";
         return text;
     });

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-using namespace uringscope::load;
+using namespace iouscope::load;
 using namespace std::chrono;
 
 namespace {

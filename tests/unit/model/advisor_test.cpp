@@ -4,17 +4,17 @@
 
 #include <cmath>
 
-#include "uringscope/records.h"
+#include "iouscope/records.h"
 
-using namespace uringscope;
+using namespace iouscope;
 
 namespace {
 
 // Adds `n` gaps of `ns` each to a cumulative WorkGaps, bucketed as the BPF program does.
 void add_gaps(WorkGaps& g, std::uint64_t ns, std::uint64_t n) {
     if (g.count.empty()) {
-        g.count.assign(USC_GAP_BUCKETS, 0);
-        g.sum_ns.assign(USC_GAP_BUCKETS, 0);
+        g.count.assign(IOU_GAP_BUCKETS, 0);
+        g.sum_ns.assign(IOU_GAP_BUCKETS, 0);
     }
     const auto b = gap_bucket_index(ns);
     g.count[b] += n;
@@ -75,7 +75,7 @@ double figure(const std::vector<Figure>& figs, const std::string& name) {
 
 }  // namespace
 
-// gap_bucket_index() runs the BPF program's own usc_gap_bucket() (include/uringscope/gap_bucket.h),
+// gap_bucket_index() runs the BPF program's own iou_gap_bucket() (include/iouscope/gap_bucket.h),
 // so these pin the layout both sides use.
 TEST(GapBuckets, TheBpfLayout) {
     EXPECT_EQ(gap_bucket_index(0), 0u);
@@ -84,7 +84,7 @@ TEST(GapBuckets, TheBpfLayout) {
     EXPECT_EQ(gap_bucket_index(80), 2u);  // 64 + 16
     EXPECT_EQ(gap_bucket_index(127), 4u);
     EXPECT_EQ(gap_bucket_index(128), 5u);
-    EXPECT_EQ(gap_bucket_index(~0ull), static_cast<std::size_t>(USC_GAP_BUCKETS - 1));
+    EXPECT_EQ(gap_bucket_index(~0ull), static_cast<std::size_t>(IOU_GAP_BUCKETS - 1));
     for (std::uint64_t v : {64ull, 100ull, 5'000ull, 123'456'789ull, 45'050'000ull}) {
         const auto b = gap_bucket_index(v);
         EXPECT_LE(gap_bucket_lower_ns(b), v) << v;
@@ -92,7 +92,7 @@ TEST(GapBuckets, TheBpfLayout) {
         // A quarter octave at most.
         EXPECT_LE(gap_bucket_upper_ns(b) / gap_bucket_lower_ns(b), 1.25 + 1e-9) << v;
     }
-    EXPECT_TRUE(std::isinf(gap_bucket_upper_ns(USC_GAP_BUCKETS - 1)));
+    EXPECT_TRUE(std::isinf(gap_bucket_upper_ns(IOU_GAP_BUCKETS - 1)));
 }
 
 TEST(IdleModel, SpinAndWakesForFixedSpin) {

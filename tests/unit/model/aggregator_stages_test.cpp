@@ -4,7 +4,7 @@
 
 #include "model/aggregator.hpp"
 
-namespace uringscope {
+namespace iouscope {
 
 // The unit tests' door to the private stages (a friend of Aggregator).
 class AggregatorStages {
@@ -16,16 +16,16 @@ public:
                                     std::vector<RingSnapshot>& rings, ThreadSnapshot& ts) {
         Aggregator::shares_and_fairness(m, dsqes, rings, ts);
     }
-    static void thread_gaps(const usc_work_gaps& g, std::uint64_t mono_ns, ThreadSnapshot& ts) {
+    static void thread_gaps(const iou_work_gaps& g, std::uint64_t mono_ns, ThreadSnapshot& ts) {
         RawSample raw;
         raw.mono_ns = mono_ns;
         Aggregator::thread_gaps(g, raw, ts);
     }
-    static void thread_passes(const usc_sq_passes& p, double interval, ThreadState& st,
+    static void thread_passes(const iou_sq_passes& p, double interval, ThreadState& st,
                               ThreadSnapshot& ts) {
         Aggregator::thread_passes(p, interval, st, ts);
     }
-    static void thread_wake_latency(const usc_sched_state& ss, ThreadState& st,
+    static void thread_wake_latency(const iou_sched_state& ss, ThreadState& st,
                                     ThreadSnapshot& ts) {
         Aggregator::thread_wake_latency(ss, st, ts);
     }
@@ -55,7 +55,7 @@ TEST(AggregatorStages, SharesAndFairnessCountRingsThatWantedService) {
 }
 
 TEST(AggregatorStages, GapsCarryTheHistogramAndTheGapStillOpen) {
-    usc_work_gaps g{};
+    iou_work_gaps g{};
     g.count[3] = 7;
     g.sum_ns[3] = 700;
     g.sleep_spins = 2;
@@ -64,7 +64,7 @@ TEST(AggregatorStages, GapsCarryTheHistogramAndTheGapStillOpen) {
     ThreadSnapshot ts;
     S::thread_gaps(g, 12'500'000'000, ts);
     EXPECT_TRUE(ts.has_gaps);
-    ASSERT_EQ(ts.gaps.count.size(), static_cast<std::size_t>(USC_GAP_BUCKETS));
+    ASSERT_EQ(ts.gaps.count.size(), static_cast<std::size_t>(IOU_GAP_BUCKETS));
     EXPECT_EQ(ts.gaps.count[3], 7u);
     EXPECT_EQ(ts.gaps.sum_ns[3], 700u);
     EXPECT_DOUBLE_EQ(ts.gaps.sleep_spin_seconds, 3.0);
@@ -77,7 +77,7 @@ TEST(AggregatorStages, GapsCarryTheHistogramAndTheGapStillOpen) {
 
 TEST(AggregatorStages, PassRatesNeedAPreviousSample) {
     S::ThreadState st;
-    usc_sq_passes p{};
+    iou_sq_passes p{};
     p.passes = 1000;
     p.busy_passes = 250;
     ThreadSnapshot first;
@@ -95,7 +95,7 @@ TEST(AggregatorStages, PassRatesNeedAPreviousSample) {
 
 TEST(AggregatorStages, WakeQuantilesAreThoseOfTheIntervalAlone) {
     S::ThreadState st;
-    usc_sched_state ss{};
+    iou_sched_state ss{};
     ss.lat_hist[20] = 1000;  // ~1 ms wakes before the interval
     ThreadSnapshot before;
     S::thread_wake_latency(ss, st, before);
@@ -107,4 +107,4 @@ TEST(AggregatorStages, WakeQuantilesAreThoseOfTheIntervalAlone) {
 }
 
 }  // namespace
-}  // namespace uringscope
+}  // namespace iouscope

@@ -4,15 +4,15 @@
 
 #include <cstring>
 
-using namespace uringscope;
+using namespace iouscope;
 
 namespace {
 
 constexpr std::uint32_t kSqpoll = 2;
 
-usc_ring_record ring(std::uint64_t ctx, std::uint32_t pid, std::uint32_t fd, std::uint32_t flags,
+iou_ring_record ring(std::uint64_t ctx, std::uint32_t pid, std::uint32_t fd, std::uint32_t flags,
                      std::uint32_t head, std::int32_t tid = -1) {
-    usc_ring_record r{};
+    iou_ring_record r{};
     r.ctx = ctx;
     r.pid = pid;
     r.fd = fd;
@@ -21,20 +21,20 @@ usc_ring_record ring(std::uint64_t ctx, std::uint32_t pid, std::uint32_t fd, std
     r.sq_tail = head;
     r.cq_tail = head;
     r.sq_entries = 64;
-    r.caps = USC_CAP_SQ_TAIL;
+    r.caps = IOU_CAP_SQ_TAIL;
     r.sq_tid = tid;
     r.sq_cpu = -1;
     r.jiffies = 0;
     r.sq_thread_idle = 250;  // 1 s in jiffies at HZ=250
     std::strcpy(r.comm, "app");
     if (tid > 0) {
-        r.caps |= USC_CAP_SQ_THREAD;
+        r.caps |= IOU_CAP_SQ_THREAD;
         r.sqd = 0x5000;
     }
     return r;
 }
 
-RawSample sample(std::uint64_t t_ns, std::vector<usc_ring_record> rings) {
+RawSample sample(std::uint64_t t_ns, std::vector<iou_ring_record> rings) {
     RawSample s;
     s.mono_ns = t_ns;
     s.rings = std::move(rings);
@@ -138,7 +138,7 @@ TEST(Aggregator, KernelWorkTimeSplitsCpu) {
     Aggregator a;
     a.set_hz(250);
     auto r = ring(1, 10, 3, kSqpoll, 0, 50);
-    r.caps |= USC_CAP_WORK_TIME;
+    r.caps |= IOU_CAP_WORK_TIME;
     r.sq_runtime_ns = 2 * kSec;
     r.work_time_us = 500'000;
     RawSample raw = sample(kSec, {r});
@@ -162,7 +162,7 @@ TEST(Aggregator, ProcessWideWorkTimeFallsBackToTheEstimate) {
     Aggregator a;
     a.set_hz(250);
     auto r = ring(1, 10, 3, kSqpoll, 0, 50);
-    r.caps |= USC_CAP_WORK_TIME;
+    r.caps |= IOU_CAP_WORK_TIME;
     r.work_time_us = 123;
     r.sq_runtime_ns = kSec;
     RawSample raw = sample(kSec, {r});
@@ -179,7 +179,7 @@ TEST(Aggregator, ProcessWideWorkTimeFallsBackToTheEstimate) {
     r.sq_runtime_ns = kSec + 400'000'000;
     r.sq_thread_idle = 25;  // 100 ms at HZ=250
     RawSample raw2 = sample(2 * kSec, {r});
-    usc_sched_state ss{};
+    iou_sched_state ss{};
     ss.sleeps = 2;
     raw2.sched.emplace_back(50, ss);
     s = a.update(raw2);
@@ -191,7 +191,7 @@ TEST(Aggregator, ProcessWideWorkTimeFallsBackToTheEstimate) {
 TEST(Aggregator, SleepIncludesTheSleepInProgress) {
     Aggregator a;
     RawSample raw = sample(10 * kSec, {ring(1, 10, 3, kSqpoll, 0, 50)});
-    usc_sched_state ss{};
+    iou_sched_state ss{};
     ss.sleeps = 3;
     ss.wakeups = 2;
     ss.sleep_ns = 2 * kSec;
@@ -216,10 +216,10 @@ TEST(Aggregator, SleepIncludesTheSleepInProgress) {
 
 TEST(Aggregator, ShortLivedRingsAreCountedOnce) {
     Aggregator a;
-    usc_created_ring gone{};
+    iou_created_ring gone{};
     gone.ctx = 99;
     gone.setup_flags = kSqpoll;
-    usc_created_ring stays{};
+    iou_created_ring stays{};
     stays.ctx = 1;
     RawSample raw = sample(kSec, {ring(1, 10, 3, 0, 0)});
     raw.created = {gone, stays};
@@ -229,7 +229,7 @@ TEST(Aggregator, ShortLivedRingsAreCountedOnce) {
     EXPECT_EQ(s.rings_created_by_mode.size(), 2u);
     // The walked ring's record drained one sample late is not short-lived.
     RawSample raw2 = sample(2 * kSec, {ring(1, 10, 3, 0, 0), ring(2, 10, 4, 0, 0)});
-    usc_created_ring late{};
+    iou_created_ring late{};
     late.ctx = 2;
     raw2.created = {late};
     s = a.update(raw2);
@@ -239,13 +239,13 @@ TEST(Aggregator, ShortLivedRingsAreCountedOnce) {
 TEST(Aggregator, VanishedThreadsExpireAfterAFewSamples) {
     Aggregator a;
     RawSample raw = sample(kSec, {ring(1, 10, 3, kSqpoll, 0, 50)});
-    raw.sched.emplace_back(50, usc_sched_state{});
+    raw.sched.emplace_back(50, iou_sched_state{});
     a.update(raw);
     EXPECT_TRUE(a.cleanup().threads.empty());
     std::vector<std::uint32_t> expired;
     for (int i = 0; i < Aggregator::kExpireAfter; ++i) {
         RawSample r = sample((2 + i) * kSec, {});
-        r.sched.emplace_back(50, usc_sched_state{});
+        r.sched.emplace_back(50, iou_sched_state{});
         auto s = a.update(r);
         EXPECT_TRUE(s.threads.empty());
         EXPECT_TRUE(s.rings.empty());
@@ -257,7 +257,7 @@ TEST(Aggregator, VanishedThreadsExpireAfterAFewSamples) {
 TEST(Aggregator, CountersStayMonotonicWhenWorkTimeRunsAhead) {
     Aggregator a;
     auto r = ring(1, 10, 3, kSqpoll, 0, 50);
-    r.caps |= USC_CAP_WORK_TIME;
+    r.caps |= IOU_CAP_WORK_TIME;
     r.sq_runtime_ns = kSec;
     r.work_time_us = 400'000;
     RawSample raw = sample(kSec, {r});
@@ -277,7 +277,7 @@ TEST(Aggregator, CountersStayMonotonicWhenWorkTimeRunsAhead) {
 
 TEST(Aggregator, WakeLatencyQuantilesCoverOnlyTheLastInterval) {
     Aggregator a;
-    usc_sched_state ss{};
+    iou_sched_state ss{};
     ss.lat_hist[20] = 100;  // ~1 ms, all before the second sample
     RawSample r1 = sample(kSec, {ring(1, 10, 3, kSqpoll, 0, 50)});
     r1.sched.emplace_back(50, ss);
@@ -301,10 +301,10 @@ TEST(Aggregator, DeepTierRingWorkAndIopoll) {
     auto r2 = ring(2, 10, 4, kSqpoll | 1, 0, 50);
     RawSample raw = sample(kSec, {r1, r2});
     raw.ring_work = {{1, {300'000'000, 10, 320, 450'000'000}}, {2, {100'000'000, 5, 160, 0}}};
-    raw.iopoll = {{{1, USC_CALLER_SQ_THREAD, 0}, {100, 40, 300, 50'000'000}}};
+    raw.iopoll = {{{1, IOU_CALLER_SQ_THREAD, 0}, {100, 40, 300, 50'000'000}}};
     a.update(raw);
     raw.mono_ns = 2 * kSec;
-    raw.iopoll = {{{1, USC_CALLER_SQ_THREAD, 0}, {300, 140, 700, 90'000'000}}};
+    raw.iopoll = {{{1, IOU_CALLER_SQ_THREAD, 0}, {300, 140, 700, 90'000'000}}};
     auto s = a.update(raw);
     const auto& ring1 = find_ring(s, "10:3");
     EXPECT_TRUE(ring1.has_sqthread_work);
@@ -325,7 +325,7 @@ TEST(Aggregator, DeepTierRingWorkAndIopoll) {
     // A ring that goes away is reported so its BPF state can be dropped.
     raw.mono_ns = 3 * kSec + 1;
     raw.rings = {r1};
-    raw.iopoll.push_back({{2, USC_CALLER_APP, 0}, {10, 1, 40, 0}});
+    raw.iopoll.push_back({{2, IOU_CALLER_APP, 0}, {10, 1, 40, 0}});
     s = a.update(raw);
     EXPECT_EQ(a.cleanup().rings, std::vector<std::uint64_t>{2});
     // Ring 2's final counts stay in the host totals after the sampler drops them.
@@ -341,9 +341,9 @@ TEST(Aggregator, DeepTierRingWorkAndIopoll) {
 TEST(Aggregator, DeviceWithoutPollQueuesIsFlaggedWhileItHappens) {
     Aggregator a;
     auto dev = [](const char* name, std::uint64_t polled, std::uint64_t irq, std::uint64_t intent) {
-        usc_dev_key k{};
+        iou_dev_key k{};
         std::strncpy(k.disk, name, sizeof k.disk - 1);
-        usc_nvme_stats v{};
+        iou_nvme_stats v{};
         v.polled = polled;
         v.irq = irq;
         v.polled_intent_irq = intent;
@@ -372,7 +372,7 @@ TEST(Aggregator, LoopPassesGiveRatesOverTheLastIntervalOnly) {
     Aggregator a;
     auto r = ring(1, 10, 3, kSqpoll, 0, 50);
     auto raw = sample(kSec, {r});
-    usc_sq_passes p{};
+    iou_sq_passes p{};
     p.passes = 1000;
     p.busy_passes = 100;
     p.work_ns = kSec / 4;
@@ -402,9 +402,9 @@ TEST(Aggregator, LoopPassesGiveRatesOverTheLastIntervalOnly) {
 
 TEST(Aggregator, CompletionsHandedToIoUringOnlyWhereTheProbeIsAttached) {
     Aggregator a;
-    usc_dev_key k{};
+    iou_dev_key k{};
     std::strncpy(k.disk, "nvme0n1", sizeof k.disk - 1);
-    usc_nvme_stats v{};
+    iou_nvme_stats v{};
     v.polled = 10;
     v.cqes = 10;
     v.cqe_delay_hist[10] = 4;  // [1024, 2048) ns
@@ -461,7 +461,7 @@ TEST(AggregatorIdentity, ARingAtAReusedAddressStartsFromItsOwnCounts) {
 }
 
 TEST(AggregatorIdentity, ACounterThatGoesBackIsANewRingUnlessTheWrapIsProven) {
-    // Rings created before uringscope attached have no birth time: the counters tell.
+    // Rings created before iouscope attached have no birth time: the counters tell.
     Aggregator a;
     a.update(sample(kSec, {ring(0x1000, 10, 3, 0, 5000)}));
     auto s = a.update(sample(2 * kSec, {ring(0x1000, 10, 3, 0, 100)}));
@@ -488,7 +488,7 @@ TEST(AggregatorIdentity, AThreadUnderAReusedTidStartsAfresh) {
     r.sq_tgid = 10;
     std::strcpy(r.sq_comm, "owner");
     RawSample raw = sample(kSec, {r});
-    usc_sched_state st{};
+    iou_sched_state st{};
     st.owner_start_ns = 111;
     st.sleeps = 40;
     raw.sched = {{50, st}};
@@ -506,8 +506,8 @@ TEST(AggregatorIdentity, AThreadUnderAReusedTidStartsAfresh) {
     std::strcpy(r2.sq_comm, "next");
     RawSample raw2 = sample(2 * kSec, {r2});
     raw2.sched = {{50, st}};
-    raw2.wakers = {{{50, 7, USC_WAKER_TASK, 0}, {111, 9, "old"}},
-                   {{50, 8, USC_WAKER_TASK, 0}, {222, 2, "new"}}};
+    raw2.wakers = {{{50, 7, IOU_WAKER_TASK, 0}, {111, 9, "old"}},
+                   {{50, 8, IOU_WAKER_TASK, 0}, {222, 2, "new"}}};
     s = a.update(raw2);
     ASSERT_EQ(s.threads.size(), 1u);
     EXPECT_EQ(s.threads[0].sleeps, 0u);  // none of the old thread's 40
@@ -541,9 +541,9 @@ TEST(AggregatorIdentity, AThreadIsLabelledWithItsOwnProcess) {
 TEST(AggregatorIdentity, EntriesOfRingsNoWalkSawGoAfterTwoMisses) {
     Aggregator a;
     RawSample raw = sample(kSec, {ring(1, 10, 3, 0, 0)});
-    raw.ring_work = {{7, usc_ring_work{}}};
+    raw.ring_work = {{7, iou_ring_work{}}};
     raw.births = {{7, 123}, {1, 5}};
-    raw.iopoll = {{{7, USC_CALLER_APP, 0}, {4, 1, 3, 10}}};
+    raw.iopoll = {{{7, IOU_CALLER_APP, 0}, {4, 1, 3, 10}}};
     a.update(raw);
     // Ring 7 may have been created after the walk: it gets a second chance.
     EXPECT_TRUE(a.cleanup().rings.empty());
@@ -581,8 +581,8 @@ TEST(AggregatorIdentity, WakersOfExpiredThreadsGoInOnePass) {
     Aggregator a;
     RawSample raw = sample(kSec, {ring(1, 10, 3, kSqpoll, 0, 50), ring(2, 10, 4, kSqpoll, 0, 51)});
     for (std::uint32_t w = 0; w < 100; ++w) {
-        raw.wakers.push_back({{50, w, USC_WAKER_TASK, 0}, {0, 1, "x"}});
-        raw.wakers.push_back({{51, w, USC_WAKER_TASK, 0}, {0, 1, "x"}});
+        raw.wakers.push_back({{50, w, IOU_WAKER_TASK, 0}, {0, 1, "x"}});
+        raw.wakers.push_back({{51, w, IOU_WAKER_TASK, 0}, {0, 1, "x"}});
     }
     a.update(raw);
     std::size_t deleted = 0;
@@ -612,7 +612,7 @@ TEST(AggregatorHz, EveryKconfigHzIsRecognisedAndNothingElse) {
 TEST(AggregatorHz, NoSplitBeforeHzIsKnownThenTheWholeHistory) {
     Aggregator a;
     auto r = ring(1, 10, 3, kSqpoll, 500, 50);
-    r.caps |= USC_CAP_IDLE_IN_SQD;
+    r.caps |= IOU_CAP_IDLE_IN_SQD;
     r.jiffies = 1000;
     r.sq_runtime_ns = 10 * kSec;
     r.sq_nvcsw = 4;
@@ -642,7 +642,7 @@ TEST(AggregatorSleeps, BlocksAreCountedApartAndChargeNoSpin) {
     Aggregator a;
     a.set_hz(1000);
     auto r = ring(1, 10, 3, kSqpoll, 0, 50);
-    r.caps |= USC_CAP_IDLE_IN_SQD;
+    r.caps |= IOU_CAP_IDLE_IN_SQD;
     r.sq_thread_idle = 100;  // 100 ms
     a.update(sample(kSec, {r}));
 
@@ -652,7 +652,7 @@ TEST(AggregatorSleeps, BlocksAreCountedApartAndChargeNoSpin) {
     r.sq_head = r.sq_tail = r.cq_tail = 1000;
     r.sq_runtime_ns = 900'000'000;
     RawSample raw = sample(2 * kSec, {r});
-    usc_sched_state ss{};
+    iou_sched_state ss{};
     ss.sleeps = 1;
     ss.blocks = 40;
     ss.sleep_ns = 50'000'000;
@@ -675,7 +675,7 @@ TEST(AggregatorCpu, RunningTimeNotYetChargedCountsAndCpuNeverGoesBack) {
     Aggregator a;
     a.set_hz(250);
     auto r = ring(1, 10, 3, kSqpoll, 0, 50);
-    r.caps |= USC_CAP_RUNNING;
+    r.caps |= IOU_CAP_RUNNING;
     r.sq_runtime_ns = 5 * kSec;     // the last remote tick's figure
     r.sq_running_ns = 700'000'000;  // run since then
     auto s = a.update(sample(kSec, {r}));
@@ -691,8 +691,8 @@ TEST(AggregatorCpu, RunningTimeNotYetChargedCountsAndCpuNeverGoesBack) {
     s = a.update(sample(2 * kSec + 1'000'000, {r}));
     EXPECT_NEAR(s.threads[0].cpu_seconds, 6.698, 1e-9);
     ASSERT_EQ(s.threads_replaced, 0u);
-    // Without USC_CAP_RUNNING the field is not read.
-    r.caps &= ~USC_CAP_RUNNING;
+    // Without IOU_CAP_RUNNING the field is not read.
+    r.caps &= ~IOU_CAP_RUNNING;
     r.sq_runtime_ns = 8 * kSec;
     r.sq_running_ns = 123;
     s = a.update(sample(3 * kSec, {r}));
@@ -706,7 +706,7 @@ TEST(AggregatorCpu, RunningThreadIsGivenItsTimeAtTheSampleInstantNotAtItsRead) {
     Aggregator a;
     a.set_hz(250);
     auto r = ring(1, 10, 3, kSqpoll, 0, 50);
-    r.caps |= USC_CAP_RUNNING;
+    r.caps |= IOU_CAP_RUNNING;
     r.sq_oncpu_ns = kSec / 2;    // on its CPU since 0.5 s, with 5 s charged then
     r.sq_runtime_ns = 5 * kSec;  // nothing charged since (the remote tick has not run)
     r.read_ns = kSec;            // read at the instant
@@ -742,10 +742,10 @@ TEST(AggregatorSpinModel, NamedAfterTheLoopTheKernelRuns) {
     r.sq_thread_idle = 10;
     EXPECT_EQ(spin_model(r, 100).name, "after_wakeup");  // 5.10: idle only in the ctx
     EXPECT_EQ(spin_model(r, 100).spin_per_sleep_ns, 105'000'000u);
-    r.caps |= USC_CAP_IDLE_IN_SQD;
+    r.caps |= IOU_CAP_IDLE_IN_SQD;
     EXPECT_EQ(spin_model(r, 100).name, "after_last_work");
     EXPECT_FALSE(spin_model(r, 0).known);
-    r.sq_idle_unit = USC_IDLE_NS;
+    r.sq_idle_unit = IOU_IDLE_NS;
     r.sq_thread_idle = 50'000;
     EXPECT_EQ(spin_model(r, 0).name, "ns");
     EXPECT_EQ(spin_model(r, 0).spin_per_sleep_ns, 50'000u);  // no tick rounding
@@ -756,8 +756,8 @@ TEST(AggregatorWakers, InterruptWakersAreNamedByContext) {
     a.set_hz(250);
     RawSample raw = sample(kSec, {ring(1, 10, 3, kSqpoll, 0, 50)});
     // The same pid 0 twice: the interrupted idle task, and the idle task waking it itself.
-    raw.wakers.push_back({{50, 0, USC_WAKER_IRQ, 0}, {0, 7, "swapper/1"}});
-    raw.wakers.push_back({{50, 0, USC_WAKER_TASK, 0}, {0, 2, "swapper/0"}});
+    raw.wakers.push_back({{50, 0, IOU_WAKER_IRQ, 0}, {0, 7, "swapper/1"}});
+    raw.wakers.push_back({{50, 0, IOU_WAKER_TASK, 0}, {0, 2, "swapper/0"}});
     auto s = a.update(raw);
     ASSERT_EQ(s.threads[0].wakers.size(), 2u);
     EXPECT_EQ(s.threads[0].wakers[0].comm, "irq");
@@ -821,12 +821,12 @@ TEST(AggregatorWorkSource, DeepTierReplacesTheEstimateAndEverySourceIsShown) {
         Aggregator a;
         a.set_hz(250);
         auto r = ring(1, 10, 3, kSqpoll, 0, 50);
-        r.caps |= USC_CAP_IDLE_IN_SQD;
+        r.caps |= IOU_CAP_IDLE_IN_SQD;
         RawSample raw = sample(kSec, {r});
         raw.ring_turns = passes;
         raw.submit_probe = true;
-        usc_sq_passes p{};
-        usc_ring_work w{};
+        iou_sq_passes p{};
+        iou_ring_work w{};
         if (passes) raw.passes = {{50, p}};
         raw.ring_work = {{1, w}};
         a.update(raw);
@@ -859,7 +859,7 @@ TEST(AggregatorWorkSource, TimedLoopPassesRuleOverTheKernelsTickSampledWorkTime)
     Aggregator a;
     a.set_hz(250);
     auto r = ring(1, 10, 3, kSqpoll, 0, 50);
-    r.caps |= USC_CAP_WORK_TIME | USC_CAP_IDLE_IN_SQD;
+    r.caps |= IOU_CAP_WORK_TIME | IOU_CAP_IDLE_IN_SQD;
     RawSample raw = sample(kSec, {r});
     raw.kernel.work_time_per_thread = true;
     raw.ring_turns = true;
@@ -870,7 +870,7 @@ TEST(AggregatorWorkSource, TimedLoopPassesRuleOverTheKernelsTickSampledWorkTime)
     raw = sample(2 * kSec, {r});
     raw.kernel.work_time_per_thread = true;
     raw.ring_turns = true;
-    usc_sq_passes p{};
+    iou_sq_passes p{};
     p.work_ns = 200'000'000;  // the passes took 200 ms
     raw.passes = {{50, p}};
     auto s = a.update(raw);
@@ -920,7 +920,7 @@ TEST(AggregatorCgroups, RingsThreadsAndProcessesCarryTheirContainer) {
 TEST(Aggregator, KernelWorkTimeTurnedOnLateContinuesTheSplit) {
     Aggregator a;
     a.set_hz(250);
-    auto r = ring(1, 10, 3, kSqpoll, 0, 50);  // no USC_CAP_WORK_TIME: stats off
+    auto r = ring(1, 10, 3, kSqpoll, 0, 50);  // no IOU_CAP_WORK_TIME: stats off
     r.sq_runtime_ns = kSec;
     auto next = [&](std::uint64_t t) {
         RawSample raw = sample(t, {r});
@@ -933,7 +933,7 @@ TEST(Aggregator, KernelWorkTimeTurnedOnLateContinuesTheSplit) {
     r.sq_runtime_ns = kSec + 400'000'000;
     r.sq_thread_idle = 25;
     RawSample raw2 = next(2 * kSec);
-    usc_sched_state ss{};
+    iou_sched_state ss{};
     ss.sleeps = 2;
     raw2.sched.emplace_back(50, ss);
     s = a.update(raw2);
@@ -941,7 +941,7 @@ TEST(Aggregator, KernelWorkTimeTurnedOnLateContinuesTheSplit) {
     EXPECT_NEAR(s.threads[0].work_seconds, 0.196, 1e-9);
 
     // A ring turns the stats on: work_time starts from 0 and counts 0.1 s of the next 0.5 s.
-    r.caps |= USC_CAP_WORK_TIME;
+    r.caps |= IOU_CAP_WORK_TIME;
     r.work_time_us = 100'000;
     r.sq_runtime_ns = kSec + 900'000'000;
     RawSample raw3 = next(3 * kSec);
@@ -968,8 +968,8 @@ TEST(Aggregator, PerCpuSharedThreadIsMarkedShared) {
     Aggregator a;
     auto r1 = ring(1, 10, 3, kSqpoll, 0, 50);
     auto r2 = ring(2, 20, 4, kSqpoll, 0, 50);
-    r1.caps |= USC_CAP_SQD_PERCPU;
-    r2.caps |= USC_CAP_SQD_PERCPU;
+    r1.caps |= IOU_CAP_SQD_PERCPU;
+    r2.caps |= IOU_CAP_SQD_PERCPU;
     auto s = a.update(sample(kSec, {r1, r2}));
     ASSERT_EQ(s.threads.size(), 1u);
     EXPECT_TRUE(s.threads[0].shared_percpu);
@@ -985,7 +985,7 @@ TEST(AggregatorGate, AThreadIsSwitchedWhenNewBackOrAfterAVoluntarySwitch) {
     auto r = ring(1, 10, 3, kSqpoll, 0, 50);
     r.sq_start_ns = 7;
     r.sq_nvcsw = 5;
-    const auto at = [&](std::uint64_t s, std::vector<usc_ring_record> rings) {
+    const auto at = [&](std::uint64_t s, std::vector<iou_ring_record> rings) {
         a.update(sample(s * kSec, std::move(rings)));
         return a.gate_threads();
     };

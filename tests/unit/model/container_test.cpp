@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace uringscope {
+namespace iouscope {
 namespace {
 
 const std::string kId =
@@ -84,4 +84,4 @@ TEST(ContainerOfCgroup, HostCgroupsAndLookAlikesAreNoContainer) {
 }
 
 }  // namespace
-}  // namespace uringscope
+}  // namespace iouscope

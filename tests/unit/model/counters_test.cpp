@@ -4,7 +4,7 @@
 
 #include <vector>
 
-using namespace uringscope;
+using namespace iouscope;
 
 TEST(WrappingCounter32, FirstObservationIsTheCountSinceCreation) {
     WrappingCounter32 c;

@@ -1,5 +1,5 @@
 // The duty-cycled work-gap probe: its flag, the recorded time of its windows, and the estimator
-// (include/uringscope/gap_sampling.h, the code the BPF program runs) against every gap of the
+// (include/iouscope/gap_sampling.h, the code the BPF program runs) against every gap of the
 // same timeline.
 #include "model/gap_sampling.hpp"
 
@@ -9,10 +9,10 @@
 #include <random>
 #include <vector>
 
+#include "iouscope/gap_sampling.h"
 #include "model/advisor.hpp"
-#include "uringscope/gap_sampling.h"
 
-using namespace uringscope;
+using namespace iouscope;
 using namespace std::chrono_literals;
 
 TEST(GapSamplingFlag, OnSlashPeriodOrOff) {
@@ -89,13 +89,13 @@ std::vector<std::uint64_t> timeline(double seconds, unsigned seed) {
 
 WorkGaps empty_gaps() {
     WorkGaps g;
-    g.count.assign(USC_GAP_BUCKETS, 0);
-    g.sum_ns.assign(USC_GAP_BUCKETS, 0);
+    g.count.assign(IOU_GAP_BUCKETS, 0);
+    g.sum_ns.assign(IOU_GAP_BUCKETS, 0);
     return g;
 }
 
 void add(WorkGaps& g, std::uint64_t gap) {
-    const auto b = std::min<std::size_t>(usc_gap_bucket(gap), USC_GAP_BUCKETS - 1);
+    const auto b = std::min<std::size_t>(iou_gap_bucket(gap), IOU_GAP_BUCKETS - 1);
     g.count[b] += 1;
     g.sum_ns[b] += gap;
 }
@@ -122,14 +122,14 @@ GapWindow sampled(const std::vector<std::uint64_t>& t, double seconds, double on
         const auto end = static_cast<std::uint64_t>((w + on) * kNs);
         recorded += on - cutoff;
         for (; i < t.size() && t[i] < end; ++i) {
-            if (!usc_gap_in_window(t[i], 0, start, end)) continue;
+            if (!iou_gap_in_window(t[i], 0, start, end)) continue;
             if (naive) {
                 if (last >= start) add(g, t[i] - last);
                 last = t[i];
                 continue;
             }
             if (auto gap =
-                    usc_gap_sampled(t[i], &last, start, static_cast<std::uint64_t>(cutoff * kNs)))
+                    iou_gap_sampled(t[i], &last, start, static_cast<std::uint64_t>(cutoff * kNs)))
                 add(g, gap);
         }
     }

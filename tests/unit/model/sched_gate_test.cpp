@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-namespace uringscope {
+namespace iouscope {
 namespace {
 
 constexpr std::uint64_t kSec = 1'000'000'000ull;
@@ -165,4 +165,4 @@ TEST(SchedGateAuto, LazyUnlessTheKernelHasNohzFullCpus) {
 }
 
 }  // namespace
-}  // namespace uringscope
+}  // namespace iouscope

@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-using namespace uringscope;
+using namespace iouscope;
 
 TEST(SnapshotStore, ReadersSeeWholeSnapshotsInOrderWhileOneWriterPublishes) {
     SnapshotStore store;

@@ -16,7 +16,7 @@
 
 #include "model/snapshot_store.hpp"
 
-using namespace uringscope;
+using namespace iouscope;
 
 namespace {
 

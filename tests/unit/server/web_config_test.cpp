@@ -9,9 +9,9 @@
 #include <fstream>
 
 namespace fs = std::filesystem;
-using uringscope::authorized;
-using uringscope::load_web_config;
-using uringscope::WebConfig;
+using iouscope::authorized;
+using iouscope::load_web_config;
+using iouscope::WebConfig;
 
 namespace {
 
@@ -49,7 +49,7 @@ class WebConfigTest : public ::testing::Test {
 protected:
     void SetUp() override {
         dir_ = fs::temp_directory_path() /
-               ("uringscope-webcfg-" + std::to_string(getpid()) + "-" +
+               ("iouscope-webcfg-" + std::to_string(getpid()) + "-" +
                 ::testing::UnitTest::GetInstance()->current_test_info()->name());
         fs::remove_all(dir_);
         fs::create_directories(dir_);

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-// One empty program per attach point that uringscope's deep tier wants. probe-check loads and
+// One empty program per attach point that iouscope's deep tier wants. probe-check loads and
 // attaches them one at a time inside a guest, so the capability report says, per kernel, which
 // of them that kernel accepts. Bodies stay empty: only whether the verifier and the attach
 // succeed is of interest, and an empty body needs no vmlinux.h from the guest kernel.

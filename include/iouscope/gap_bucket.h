@@ -1,28 +1,28 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * The work-gap histogram's bucket for a gap of v ns, compiled into the BPF program (which fills
- * struct usc_work_gaps) and into the daemon (which reads the buckets back and replays gaps in
+ * struct iou_work_gaps) and into the daemon (which reads the buckets back and replays gaps in
  * tests), so the two cannot disagree. Four buckets per power of two from 64 ns: bucket 0 holds
  * gaps below 64 ns, bucket 1 + 4 * (log2(v) - 6) + the next two bits below the top one the rest.
- * Not clamped: callers clamp to USC_GAP_BUCKETS - 1 (the BPF one on the register it indexes
+ * Not clamped: callers clamp to IOU_GAP_BUCKETS - 1 (the BPF one on the register it indexes
  * with, for the verifier).
  */
-#ifndef URINGSCOPE_GAP_BUCKET_H
-#define URINGSCOPE_GAP_BUCKET_H
+#ifndef IOUSCOPE_GAP_BUCKET_H
+#define IOUSCOPE_GAP_BUCKET_H
 
-#include "uringscope/records.h"
+#include "iouscope/records.h"
 
 #ifdef __cplusplus
-#define USC_GAP_INLINE inline
+#define IOU_GAP_INLINE inline
 #else
 #ifndef __always_inline
 #define __always_inline inline __attribute__((always_inline))
 #endif
-#define USC_GAP_INLINE static __always_inline
+#define IOU_GAP_INLINE static __always_inline
 #endif
 
 /* A branchy log2: BPF has no count-leading-zeros instruction. */
-USC_GAP_INLINE __u64 usc_gap_bucket(__u64 v)
+IOU_GAP_INLINE __u64 iou_gap_bucket(__u64 v)
 {
 	if (v < 64)
 		return 0;
@@ -37,4 +37,4 @@ USC_GAP_INLINE __u64 usc_gap_bucket(__u64 v)
 	return (m - 6) * 4 + ((v >> (m - 2)) & 3) + 1;
 }
 
-#endif /* URINGSCOPE_GAP_BUCKET_H */
+#endif /* IOUSCOPE_GAP_BUCKET_H */

@@ -1,4 +1,4 @@
-// uringscope-load: io_uring load generator whose printed per-ring SQE counts are the ground truth
+// iouscope-load: io_uring load generator whose printed per-ring SQE counts are the ground truth
 // the daemon's metrics are tested against. See kHelp for the user-facing contract.
 
 #include <fcntl.h>
@@ -36,12 +36,12 @@
 #include <variant>
 #include <vector>
 
+#include "iouscope/seeds_uapi.h"
 #include "ring_spec.hpp"
-#include "uringscope/seeds_uapi.h"
 
 namespace {
 
-namespace ul = uringscope::load;
+namespace ul = iouscope::load;
 using Clock = std::chrono::steady_clock;
 using std::chrono::nanoseconds;
 using namespace std::chrono_literals;
@@ -49,14 +49,14 @@ using namespace std::chrono_literals;
 constexpr int kExitOk = 0;
 constexpr int kExitFailure = 1;
 constexpr int kExitUsage = 2;
-constexpr const char* kProg = "uringscope-load";
+constexpr const char* kProg = "iouscope-load";
 constexpr std::size_t kBlockSize = 4096;
 
 constexpr const char* kHelp = R"(NAME
-    uringscope-load - io_uring load generator with exact per-ring SQE counts
+    iouscope-load - io_uring load generator with exact per-ring SQE counts
 
 SYNOPSIS
-    uringscope-load [OPTIONS] --ring SPEC [--ring SPEC ...]
+    iouscope-load [OPTIONS] --ring SPEC [--ring SPEC ...]
 
 DESCRIPTION
     Creates one io_uring per ring (in command-line order, so share= can name an earlier ring),
@@ -170,17 +170,17 @@ SIGNALS
 
 EXAMPLES
     Two rings sharing one SQ thread, plus a plain ring:
-        uringscope-load --ring sqpoll,count=100000 --ring sqpoll,share=0,count=5000 \
+        iouscope-load --ring sqpoll,count=100000 --ring sqpoll,share=0,count=5000 \
                         --ring plain,count=7777
     A slow SQPOLL ring whose SQ thread sleeps between SQEs, kept open 3 s afterwards:
-        uringscope-load --ring sqpoll,rate=50,idle=5 --duration 2s --hold 3s
+        iouscope-load --ring sqpoll,rate=50,idle=5 --duration 2s --hold 3s
     Submit for 2 s, pause 1 s, repeat for 10 s, JSON report:
-        uringscope-load --ring sqpoll,rate=10000 --duration 10s --pause-every 2s \
+        iouscope-load --ring sqpoll,rate=10000 --duration 10s --pause-every 2s \
                         --pause-for 1s --json
     1000 plain rings submitting for 1 s, then held open 2 s:
-        uringscope-load --ring plain,n=1000 --duration 1s --hold 2s
+        iouscope-load --ring plain,n=1000 --duration 1s --hold 2s
     O_DIRECT random reads through an SQ thread pinned to CPU 1:
-        uringscope-load --ring sqpoll,cpu=1,count=100000 --op read --file /var/tmp/blob
+        iouscope-load --ring sqpoll,cpu=1,count=100000 --op read --file /var/tmp/blob
 
 EXIT STATUS
     0   success, including a run stopped by SIGINT/SIGTERM
@@ -744,9 +744,9 @@ std::string setup_hint(int err, const ul::RingSpec& spec) {
 }
 
 std::uint32_t seeds_flags(const ul::RingSpec& spec) {
-    return (spec.idle_ns ? USC_SEEDS_SETUP_IDLE_NS : 0U) |
-           (spec.percpu ? USC_SEEDS_SETUP_SQPOLL_PERCPU : 0U) |
-           (spec.stats ? USC_SEEDS_SETUP_SQTHREAD_STATS : 0U);
+    return (spec.idle_ns ? IOU_SEEDS_SETUP_IDLE_NS : 0U) |
+           (spec.percpu ? IOU_SEEDS_SETUP_SQPOLL_PERCPU : 0U) |
+           (spec.stats ? IOU_SEEDS_SETUP_SQTHREAD_STATS : 0U);
 }
 
 // After an EINVAL: does this kernel know the seeds' flags the ring asked for? A ring with only
@@ -759,9 +759,9 @@ std::string seeds_hint(const ul::RingSpec& spec) {
         const char* what;
     };
     constexpr Flag kFlags[] = {
-        {USC_SEEDS_SETUP_IDLE_NS, "idle_ns= (IORING_SETUP_IDLE_NS, seeds patch 002)"},
-        {USC_SEEDS_SETUP_SQPOLL_PERCPU, "percpu (IORING_SETUP_SQPOLL_PERCPU, seeds patch 000)"},
-        {USC_SEEDS_SETUP_SQTHREAD_STATS, "stats (IORING_SETUP_SQTHREAD_STATS, seeds patch 004)"},
+        {IOU_SEEDS_SETUP_IDLE_NS, "idle_ns= (IORING_SETUP_IDLE_NS, seeds patch 002)"},
+        {IOU_SEEDS_SETUP_SQPOLL_PERCPU, "percpu (IORING_SETUP_SQPOLL_PERCPU, seeds patch 000)"},
+        {IOU_SEEDS_SETUP_SQTHREAD_STATS, "stats (IORING_SETUP_SQTHREAD_STATS, seeds patch 004)"},
     };
     std::string missing;
     for (const Flag& f : kFlags) {

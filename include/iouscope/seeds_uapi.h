@@ -9,15 +9,15 @@
  *
  * A kernel without a patch refuses its flag with EINVAL, as it does any unknown setup flag.
  */
-#ifndef URINGSCOPE_SEEDS_UAPI_H
-#define URINGSCOPE_SEEDS_UAPI_H
+#ifndef IOUSCOPE_SEEDS_UAPI_H
+#define IOUSCOPE_SEEDS_UAPI_H
 
 /* Seed 000: rings with SQPOLL | SQ_AFF | SQPOLL_PERCPU share one SQ thread per CPU, across
  * processes (the thread belongs to the process that made it). */
-#define USC_SEEDS_SETUP_SQPOLL_PERCPU (1U << 28)
+#define IOU_SEEDS_SETUP_SQPOLL_PERCPU (1U << 28)
 /* Seed 002: sq_thread_idle is in nanoseconds (still a __u32: at most 4.29 s). */
-#define USC_SEEDS_SETUP_IDLE_NS (1U << 29)
+#define IOU_SEEDS_SETUP_IDLE_NS (1U << 29)
 /* Seed 004: the SQ thread accounts work_time (fdinfo SqWorkTime) only when a ring asks. */
-#define USC_SEEDS_SETUP_SQTHREAD_STATS (1U << 30)
+#define IOU_SEEDS_SETUP_SQTHREAD_STATS (1U << 30)
 
 #endif

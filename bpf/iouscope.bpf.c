@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * uringscope's default tier: zero cost on the I/O path.
+ * iouscope's default tier: zero cost on the I/O path.
  * - iter/task_file samples counters the kernel already keeps for every io_uring file.
  * - tp_btf sched_switch / sched_waking follow SQ threads only; every other task leaves after one
  *   flags test (see is_sq_thread()).
@@ -12,8 +12,8 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
-#include "uringscope/records.h"
-#include "uringscope/gap_sampling.h"
+#include "iouscope/records.h"
+#include "iouscope/gap_sampling.h"
 #include "core_fixes.bpf.h"
 
 #define EEXIST 17
@@ -23,10 +23,10 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 /* Identifies io_uring files: io_uring_fops is in neither kallsyms nor BTF, io_uring_poll is. */
 extern const void io_uring_poll __ksym __weak;
 
-struct usc_stats stats = {};
+struct iou_stats stats = {};
 
 /*
- * Duty-cycled work gaps (include/uringscope/gap_sampling.h): 0 when every gap is recorded. The
+ * Duty-cycled work gaps (include/iouscope/gap_sampling.h): 0 when every gap is recorded. The
  * daemon opens a window by attaching the per-SQE program, then writing gap_start_ns and, last,
  * gap_end_ns; a program reads the end first, so it never pairs a new end with an old start.
  */
@@ -47,23 +47,23 @@ static __always_inline bool last_work_in_window(__u64 last, __u64 now)
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, USC_MAX_SQ_THREADS);
+	__uint(max_entries, IOU_MAX_SQ_THREADS);
 	__type(key, __u32);
-	__type(value, struct usc_sched_state);
+	__type(value, struct iou_sched_state);
 } sched_state SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, USC_MAX_WAKERS);
-	__type(key, struct usc_waker_key);
-	__type(value, struct usc_waker_val);
+	__uint(max_entries, IOU_MAX_WAKERS);
+	__type(key, struct iou_waker_key);
+	__type(value, struct iou_waker_val);
 } wakers SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, USC_MAX_CREATED);
-	__type(key, struct usc_created_key);
-	__type(value, struct usc_created_ring);
+	__uint(max_entries, IOU_MAX_CREATED);
+	__type(key, struct iou_created_key);
+	__type(value, struct iou_created_ring);
 } created_rings SEC(".maps");
 
 /*
@@ -73,7 +73,7 @@ struct {
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, USC_MAX_RINGS);
+	__uint(max_entries, IOU_MAX_RINGS);
 	__type(key, __u64);
 	__type(value, __u64);
 } ring_births SEC(".maps");
@@ -81,16 +81,16 @@ struct {
 /* Deep tier, per ring; declared here because io_uring_create resets them (forget_ring_work). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, USC_MAX_RINGS);
+	__uint(max_entries, IOU_MAX_RINGS);
 	__type(key, __u64);
-	__type(value, struct usc_ring_work);
+	__type(value, struct iou_ring_work);
 } ring_work SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, USC_MAX_RINGS);
-	__type(key, struct usc_iopoll_key);
-	__type(value, struct usc_iopoll_stats);
+	__uint(max_entries, IOU_MAX_RINGS);
+	__type(key, struct iou_iopoll_key);
+	__type(value, struct iou_iopoll_stats);
 } iopoll_stats SEC(".maps");
 
 /*
@@ -99,11 +99,11 @@ struct {
  */
 static __always_inline void forget_ring_work(__u64 ctx)
 {
-	struct usc_iopoll_key key = { .ctx = ctx, .caller = USC_CALLER_APP };
+	struct iou_iopoll_key key = { .ctx = ctx, .caller = IOU_CALLER_APP };
 
 	bpf_map_delete_elem(&ring_work, &ctx);
 	bpf_map_delete_elem(&iopoll_stats, &key);
-	key.caller = USC_CALLER_SQ_THREAD;
+	key.caller = IOU_CALLER_SQ_THREAD;
 	bpf_map_delete_elem(&iopoll_stats, &key);
 }
 
@@ -166,9 +166,9 @@ static __always_inline __u64 current_start_ns(void)
 	return BPF_CORE_READ((struct task_struct *)bpf_get_current_task(), start_time);
 }
 
-static __always_inline struct usc_sched_state *sched_state_get(struct task_struct *t)
+static __always_inline struct iou_sched_state *sched_state_get(struct task_struct *t)
 {
-	static const struct usc_sched_state zero = {};
+	static const struct iou_sched_state zero = {};
 
 	return thread_entry(&sched_state, t->pid, t->start_time, &zero, &stats.sched_dropped);
 }
@@ -178,7 +178,7 @@ static __always_inline __u32 log2_bucket(__u64 v)
 	__u32 b = 0;
 
 	/* Bounded loop: the verifier needs a constant trip count. */
-	for (int i = 0; i < USC_LAT_BUCKETS - 1; i++) {
+	for (int i = 0; i < IOU_LAT_BUCKETS - 1; i++) {
 		if (v < 2)
 			break;
 		v >>= 1;
@@ -187,27 +187,27 @@ static __always_inline __u32 log2_bucket(__u64 v)
 	return b;
 }
 
-/* Deep tier, declared here because sched_switch reads it: see usc_submit_req. */
+/* Deep tier, declared here because sched_switch reads it: see iou_submit_req. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, USC_MAX_SQ_THREADS);
+	__uint(max_entries, IOU_MAX_SQ_THREADS);
 	__type(key, __u32);
-	__type(value, struct usc_work_gaps);
+	__type(value, struct iou_work_gaps);
 } work_gaps SEC(".maps");
 
-/* Deep tier, declared here because sched_switch reads it: see usc_fexit_sq_tw. */
+/* Deep tier, declared here because sched_switch reads it: see iou_fexit_sq_tw. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, USC_MAX_SQ_THREADS);
+	__uint(max_entries, IOU_MAX_SQ_THREADS);
 	__type(key, __u32);
-	__type(value, struct usc_sq_passes);
+	__type(value, struct iou_sq_passes);
 } sq_passes SEC(".maps");
 
 /*
  * Ends the thread's current sleep or block at `now`, charging its time to the one it was. A
  * sleep that began before we attached has no start: only its end is seen.
  */
-static __always_inline void close_sleep(struct usc_sched_state *s, __u64 now)
+static __always_inline void close_sleep(struct iou_sched_state *s, __u64 now)
 {
 	__u64 start = s->sleep_start_ns;
 
@@ -219,7 +219,7 @@ static __always_inline void close_sleep(struct usc_sched_state *s, __u64 now)
 }
 
 SEC("tp_btf/sched_switch")
-int BPF_PROG(usc_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+int BPF_PROG(iou_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
 	bool prev_sq = is_sq_thread_btf(prev);
 	bool next_sq = is_sq_thread_btf(next);
@@ -228,8 +228,8 @@ int BPF_PROG(usc_sched_switch, bool preempt, struct task_struct *prev, struct ta
 		return 0;
 
 	__u64 now = bpf_ktime_get_ns();
-	struct usc_sched_state *s;
-	struct usc_sq_passes *p;
+	struct iou_sched_state *s;
+	struct iou_sq_passes *p;
 
 	/* Deep tier only: time switched out inside a pass's work bracket is not work. */
 	if (prev_sq) {
@@ -271,7 +271,7 @@ int BPF_PROG(usc_sched_switch, bool preempt, struct task_struct *prev, struct ta
 			s->sleep_start_ns = now;
 		}
 		/* Present only with the deep tier: how long it spun after its last SQE. */
-		struct usc_work_gaps *g =
+		struct iou_work_gaps *g =
 			thread_entry_if_owned(&work_gaps, prev->pid, prev->start_time);
 		if (idle && g && g->last_work_ns && now > g->last_work_ns &&
 		    last_work_in_window(g->last_work_ns, now)) {
@@ -304,7 +304,7 @@ int BPF_PROG(usc_sched_switch, bool preempt, struct task_struct *prev, struct ta
 			__u32 b = log2_bucket(lat);
 
 			s->wake_ts_ns = 0;
-			if (b < USC_LAT_BUCKETS)
+			if (b < IOU_LAT_BUCKETS)
 				__sync_fetch_and_add(&s->lat_hist[b], 1);
 			__sync_fetch_and_add(&s->lat_count, 1);
 			__sync_fetch_and_add(&s->lat_sum_ns, lat);
@@ -326,12 +326,12 @@ int BPF_PROG(usc_sched_switch, bool preempt, struct task_struct *prev, struct ta
  * which the NOP benchmarks pay for (docs/BENCHMARKS.md).
  */
 SEC("tp_btf/sched_waking")
-int BPF_PROG(usc_sched_waking, struct task_struct *p)
+int BPF_PROG(iou_sched_waking, struct task_struct *p)
 {
 	if (!is_sq_thread_btf(p))
 		return 0;
 
-	struct usc_sched_state *s = sched_state_get(p);
+	struct iou_sched_state *s = sched_state_get(p);
 
 	if (s) {
 		__u64 now = bpf_ktime_get_ns();
@@ -342,19 +342,19 @@ int BPF_PROG(usc_sched_waking, struct task_struct *p)
 	}
 
 	__u32 context = waker_context();
-	struct usc_waker_key key = {
+	struct iou_waker_key key = {
 		.sq_tid = p->pid,
-		.waker_pid = context == USC_WAKER_TASK ? bpf_get_current_pid_tgid() >> 32 : 0,
+		.waker_pid = context == IOU_WAKER_TASK ? bpf_get_current_pid_tgid() >> 32 : 0,
 		.context = context,
 	};
 	__u64 start = p->start_time;
-	struct usc_waker_val *w = bpf_map_lookup_elem(&wakers, &key);
+	struct iou_waker_val *w = bpf_map_lookup_elem(&wakers, &key);
 	if (w && w->sq_start_ns == start) {
 		__sync_fetch_and_add(&w->count, 1);
 		return 0;
 	}
 	/* New pair, or one left by an exited thread whose tid was reused: start it afresh. */
-	struct usc_waker_val init = { .sq_start_ns = start, .count = 1 };
+	struct iou_waker_val init = { .sq_start_ns = start, .count = 1 };
 	bpf_get_current_comm(init.comm, sizeof(init.comm));
 	long err = bpf_map_update_elem(&wakers, &key, &init, w ? BPF_EXIST : BPF_NOEXIST);
 	if (err && err != -EEXIST)
@@ -363,10 +363,10 @@ int BPF_PROG(usc_sched_waking, struct task_struct *p)
 }
 
 SEC("tp_btf/io_uring_create")
-int BPF_PROG(usc_io_uring_create, int fd, void *ring, __u32 sq_entries, __u32 cq_entries,
+int BPF_PROG(iou_io_uring_create, int fd, void *ring, __u32 sq_entries, __u32 cq_entries,
 	     __u32 flags)
 {
-	struct usc_created_ring r = {
+	struct iou_created_ring r = {
 		.ctx = (__u64)ring,
 		.ts_ns = bpf_ktime_get_ns(),
 		.pid = bpf_get_current_pid_tgid() >> 32,
@@ -376,7 +376,7 @@ int BPF_PROG(usc_io_uring_create, int fd, void *ring, __u32 sq_entries, __u32 cq
 	};
 
 	/* Not the fetch-and-add's result as a key: fetching atomics need 5.12 (BPF_FETCH). */
-	struct usc_created_key key = { .ctx = r.ctx, .ts_ns = r.ts_ns };
+	struct iou_created_key key = { .ctx = r.ctx, .ts_ns = r.ts_ns };
 
 	__sync_fetch_and_add(&stats.rings_created, 1);
 	bpf_get_current_comm(r.comm, sizeof(r.comm));
@@ -391,13 +391,13 @@ int BPF_PROG(usc_io_uring_create, int fd, void *ring, __u32 sq_entries, __u32 cq
 /*
  * CPU time thread tid has run and the scheduler has not yet charged, from the moment sched_switch
  * gave it a CPU (*since): sum_exec_runtime then, plus the time since, less what is charged now.
- * False when the thread has not switched in since uringscope attached, or is off its CPU.
+ * False when the thread has not switched in since iouscope attached, or is off its CPU.
  */
 static __always_inline bool running_since_switch_in(__u32 tid, __u64 start, __u64 charged,
 						    __u64 switches, __u64 now, __u64 *out,
 						    __u64 *since)
 {
-	struct usc_sched_state *s = thread_entry_if_owned(&sched_state, tid, start);
+	struct iou_sched_state *s = thread_entry_if_owned(&sched_state, tid, start);
 
 	if (!s)
 		return false;
@@ -416,7 +416,7 @@ static __always_inline bool running_since_switch_in(__u32 tid, __u64 start, __u6
 }
 
 SEC("iter/task_file")
-int usc_iter_rings(struct bpf_iter__task_file *it)
+int iou_iter_rings(struct bpf_iter__task_file *it)
 {
 	struct file *file = it->file;
 	struct task_struct *task = it->task;
@@ -430,7 +430,7 @@ int usc_iter_rings(struct bpf_iter__task_file *it)
 	if (!ctx)
 		return 0;
 
-	struct usc_ring_record r = {};
+	struct iou_ring_record r = {};
 	r.ctx = (__u64)ctx;
 	r.pid = BPF_CORE_READ(task, tgid);
 	r.fd = it->fd;
@@ -447,34 +447,34 @@ int usc_iter_rings(struct bpf_iter__task_file *it)
 	__u64 *born = bpf_map_lookup_elem(&ring_births, &r.ctx);
 	if (born)
 		r.born_ns = *born;
-	struct usc_ring_work *work = bpf_map_lookup_elem(&ring_work, &r.ctx);
+	struct iou_ring_work *work = bpf_map_lookup_elem(&ring_work, &r.ctx);
 	if (work)
 		r.probe_sqes = work->sqes;
 
 	struct io_rings *rings = BPF_CORE_READ(ctx, rings);
 	if (rings && !bpf_core_read(&r.sq_tail, sizeof(r.sq_tail), &rings->sq.tail))
-		r.caps |= USC_CAP_SQ_TAIL;
+		r.caps |= IOU_CAP_SQ_TAIL;
 
 	struct io_sq_data *sqd = BPF_CORE_READ(ctx, sq_data);
 	r.sqd = (__u64)sqd;
 	r.sq_thread_idle = get_sq_thread_idle(ctx, sqd, &r.sq_idle_unit);
 	if (has_sqd_thread_idle())
-		r.caps |= USC_CAP_IDLE_IN_SQD;
+		r.caps |= IOU_CAP_IDLE_IN_SQD;
 	if (sqd) {
 		struct io_sq_data___v512 *v512 = (void *)sqd;
 		if (bpf_core_field_exists(v512->sq_cpu)) {
-			r.caps |= USC_CAP_SQ_CPU;
+			r.caps |= IOU_CAP_SQ_CPU;
 			r.sq_cpu = get_sqd_cpu(sqd);
 		}
 		if (get_sqd_percpu(sqd))
-			r.caps |= USC_CAP_SQD_PERCPU;
+			r.caps |= IOU_CAP_SQD_PERCPU;
 		if (has_sqd_work_time(sqd)) {
-			r.caps |= USC_CAP_WORK_TIME;
+			r.caps |= IOU_CAP_WORK_TIME;
 			r.work_time_us = get_sqd_work_time_us(sqd);
 		}
 		struct task_struct *t = BPF_CORE_READ(sqd, thread);
 		if (t) {
-			r.caps |= USC_CAP_SQ_THREAD;
+			r.caps |= IOU_CAP_SQ_THREAD;
 			r.sq_tid = BPF_CORE_READ(t, pid);
 			r.sq_start_ns = BPF_CORE_READ(t, start_time);
 			r.sq_runtime_ns = BPF_CORE_READ(t, se.sum_exec_runtime);
@@ -483,7 +483,7 @@ int usc_iter_rings(struct bpf_iter__task_file *it)
 			if (running_since_switch_in(r.sq_tid, r.sq_start_ns, r.sq_runtime_ns,
 						    r.sq_nvcsw + r.sq_nivcsw, r.read_ns,
 						    &r.sq_running_ns, &r.sq_oncpu_ns))
-				r.caps |= USC_CAP_RUNNING;
+				r.caps |= IOU_CAP_RUNNING;
 			r.sq_state = get_task_state(t);
 			r.sq_tgid = BPF_CORE_READ(t, tgid);
 			r.sq_cgroup_id = get_task_cgroup_id(t);
@@ -506,16 +506,16 @@ int usc_iter_rings(struct bpf_iter__task_file *it)
 
 /* Set by the loader from io_do_iopoll's BTF prototype (see core_fixes: no version checks). */
 const volatile bool iopoll_counts_in_arg = false;
-/* Set by the loader when the loop-pass probe (io_sq_tw) is loaded: see usc_fexit_sq_tw. */
+/* Set by the loader when the loop-pass probe (io_sq_tw) is loaded: see iou_fexit_sq_tw. */
 const volatile bool track_passes = false;
-/* Set by the loader when the io_uring_cmd_done probe is loaded: see usc_fentry_cmd_done. */
+/* Set by the loader when the io_uring_cmd_done probe is loaded: see iou_fentry_cmd_done. */
 const volatile bool track_cmd_done = false;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, USC_MAX_DEVICES);
-	__type(key, struct usc_dev_key);
-	__type(value, struct usc_nvme_stats);
+	__uint(max_entries, IOU_MAX_DEVICES);
+	__type(key, struct iou_dev_key);
+	__type(value, struct iou_nvme_stats);
 } nvme_stats SEC(".maps");
 
 /* In-flight entry state between an entry and its exit probe, per thread. */
@@ -529,14 +529,14 @@ struct call_state {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, USC_MAX_INFLIGHT);
+	__uint(max_entries, IOU_MAX_INFLIGHT);
 	__type(key, __u32);
 	__type(value, struct call_state);
 } submit_calls SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, USC_MAX_INFLIGHT);
+	__uint(max_entries, IOU_MAX_INFLIGHT);
 	__type(key, __u32);
 	__type(value, struct call_state);
 } iopoll_calls SEC(".maps");
@@ -555,7 +555,7 @@ static __always_inline bool current_is_sq_thread(void)
 
 /*
  * Counts SQ thread starts. The thread's sqd is not kept: the iterator reads it from each ring
- * (ctx->sq_data) every sample, which also sees threads that started before uringscope.
+ * (ctx->sq_data) every sample, which also sees threads that started before iouscope.
  */
 static __always_inline void note_sq_thread(void *sqd)
 {
@@ -563,14 +563,14 @@ static __always_inline void note_sq_thread(void *sqd)
 }
 
 SEC("fentry/io_sq_thread")
-int BPF_PROG(usc_fentry_sq_thread, void *sqd)
+int BPF_PROG(iou_fentry_sq_thread, void *sqd)
 {
 	note_sq_thread(sqd);
 	return 0;
 }
 
 SEC("kprobe/io_sq_thread")
-int BPF_KPROBE(usc_kprobe_sq_thread, void *sqd)
+int BPF_KPROBE(iou_kprobe_sq_thread, void *sqd)
 {
 	note_sq_thread(sqd);
 	return 0;
@@ -580,8 +580,8 @@ int BPF_KPROBE(usc_kprobe_sq_thread, void *sqd)
 
 static __always_inline void credit_turn(__u64 ctx, __u64 ns)
 {
-	static const struct usc_ring_work zero = {};
-	struct usc_ring_work *w = lookup_or_init(&ring_work, &ctx, &zero, &stats.deep_dropped);
+	static const struct iou_ring_work zero = {};
+	struct iou_ring_work *w = lookup_or_init(&ring_work, &ctx, &zero, &stats.deep_dropped);
 
 	if (w)
 		__sync_fetch_and_add(&w->turn_ns, ns);
@@ -593,11 +593,11 @@ static __always_inline void credit_turn(__u64 ctx, __u64 ns)
  */
 static __always_inline void pass_work_begins(__u32 tid, __u64 now, __u64 ctx)
 {
-	static const struct usc_sq_passes zero = {};
+	static const struct iou_sq_passes zero = {};
 
 	if (!track_passes)
 		return;
-	struct usc_sq_passes *p =
+	struct iou_sq_passes *p =
 		thread_entry(&sq_passes, tid, current_start_ns(), &zero, &stats.deep_dropped);
 	if (!p)
 		return;
@@ -614,9 +614,9 @@ static __always_inline void pass_work_begins(__u32 tid, __u64 now, __u64 ctx)
 }
 
 /* The current SQ thread's pass state, created on its first pass. */
-static __always_inline struct usc_sq_passes *current_passes(void)
+static __always_inline struct iou_sq_passes *current_passes(void)
 {
-	static const struct usc_sq_passes zero = {};
+	static const struct iou_sq_passes zero = {};
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 
 	return thread_entry(&sq_passes, tid, current_start_ns(), &zero, &stats.deep_dropped);
@@ -628,7 +628,7 @@ static __always_inline struct usc_sq_passes *current_passes(void)
  */
 static __always_inline void task_work_begins(void)
 {
-	struct usc_sq_passes *p = current_passes();
+	struct iou_sq_passes *p = current_passes();
 
 	if (!p)
 		return;
@@ -646,7 +646,7 @@ static __always_inline void task_work_begins(void)
  */
 static __always_inline void pass_ends(long task_work)
 {
-	struct usc_sq_passes *p = current_passes();
+	struct iou_sq_passes *p = current_passes();
 
 	if (!p)
 		return;
@@ -675,14 +675,14 @@ static __always_inline void pass_ends(long task_work)
 }
 
 SEC("fentry/io_sq_tw")
-int BPF_PROG(usc_fentry_sq_tw)
+int BPF_PROG(iou_fentry_sq_tw)
 {
 	task_work_begins();
 	return 0;
 }
 
 SEC("kprobe/io_sq_tw")
-int BPF_KPROBE(usc_kprobe_sq_tw)
+int BPF_KPROBE(iou_kprobe_sq_tw)
 {
 	task_work_begins();
 	return 0;
@@ -696,21 +696,21 @@ int BPF_KPROBE(usc_kprobe_sq_tw)
  * position, and the loader picks by the BTF parameter count.
  */
 SEC("fexit/io_sq_tw")
-int BPF_PROG(usc_fexit_sq_tw, void *retry_list, int max_entries, int ret)
+int BPF_PROG(iou_fexit_sq_tw, void *retry_list, int max_entries, int ret)
 {
 	pass_ends(ret);
 	return 0;
 }
 
 SEC("fexit/io_sq_tw")
-int BPF_PROG(usc_fexit_sq_tw_1arg, void *arg, int ret)
+int BPF_PROG(iou_fexit_sq_tw_1arg, void *arg, int ret)
 {
 	pass_ends(ret);
 	return 0;
 }
 
 SEC("kretprobe/io_sq_tw")
-int BPF_KRETPROBE(usc_kretprobe_sq_tw, int ret)
+int BPF_KRETPROBE(iou_kretprobe_sq_tw, int ret)
 {
 	pass_ends(ret);
 	return 0;
@@ -739,8 +739,8 @@ static __always_inline void submit_exit(long ret)
 	__u64 ctx = st->ctx;
 	bpf_map_delete_elem(&submit_calls, &tid);
 
-	static const struct usc_ring_work zero = {};
-	struct usc_ring_work *w = lookup_or_init(&ring_work, &ctx, &zero, &stats.deep_dropped);
+	static const struct iou_ring_work zero = {};
+	struct iou_ring_work *w = lookup_or_init(&ring_work, &ctx, &zero, &stats.deep_dropped);
 	if (!w)
 		return;
 	__sync_fetch_and_add(&w->submit_ns, ns);
@@ -750,28 +750,28 @@ static __always_inline void submit_exit(long ret)
 }
 
 SEC("fentry/io_submit_sqes")
-int BPF_PROG(usc_fentry_submit, void *ring)
+int BPF_PROG(iou_fentry_submit, void *ring)
 {
 	submit_enter(ring);
 	return 0;
 }
 
 SEC("fexit/io_submit_sqes")
-int BPF_PROG(usc_fexit_submit, void *ring, unsigned int nr, int ret)
+int BPF_PROG(iou_fexit_submit, void *ring, unsigned int nr, int ret)
 {
 	submit_exit(ret);
 	return 0;
 }
 
 SEC("kprobe/io_submit_sqes")
-int BPF_KPROBE(usc_kprobe_submit, void *ring)
+int BPF_KPROBE(iou_kprobe_submit, void *ring)
 {
 	submit_enter(ring);
 	return 0;
 }
 
 SEC("kretprobe/io_submit_sqes")
-int BPF_KRETPROBE(usc_kretprobe_submit, int ret)
+int BPF_KRETPROBE(iou_kretprobe_submit, int ret)
 {
 	submit_exit(ret);
 	return 0;
@@ -815,14 +815,14 @@ static __always_inline void iopoll_exit(long ret)
 	} else if (ret > 0) {
 		reaped = ret;
 	}
-	struct usc_iopoll_key key = {
+	struct iou_iopoll_key key = {
 		.ctx = st->ctx,
-		.caller = current_is_sq_thread() ? USC_CALLER_SQ_THREAD : USC_CALLER_APP,
+		.caller = current_is_sq_thread() ? IOU_CALLER_SQ_THREAD : IOU_CALLER_APP,
 	};
 	bpf_map_delete_elem(&iopoll_calls, &tid);
 
-	static const struct usc_iopoll_stats zero = {};
-	struct usc_iopoll_stats *s = lookup_or_init(&iopoll_stats, &key, &zero, &stats.deep_dropped);
+	static const struct iou_iopoll_stats zero = {};
+	struct iou_iopoll_stats *s = lookup_or_init(&iopoll_stats, &key, &zero, &stats.deep_dropped);
 	if (!s)
 		return;
 	__sync_fetch_and_add(&s->calls, 1);
@@ -834,7 +834,7 @@ static __always_inline void iopoll_exit(long ret)
 }
 
 SEC("fentry/io_do_iopoll")
-int BPF_PROG(usc_fentry_iopoll, void *ring, void *arg1)
+int BPF_PROG(iou_fentry_iopoll, void *ring, void *arg1)
 {
 	iopoll_enter(ring, arg1);
 	return 0;
@@ -847,7 +847,7 @@ int BPF_PROG(usc_fentry_iopoll, void *ring, void *arg1)
  * array instead.
  */
 SEC("fentry/io_do_iopoll")
-int usc_fentry_iopoll_v510(__u64 *ctx)
+int iou_fentry_iopoll_v510(__u64 *ctx)
 {
 	__u64 nr_events = 0;
 
@@ -858,28 +858,28 @@ int usc_fentry_iopoll_v510(__u64 *ctx)
 
 /* Two exits: the verifier only lets a program read the return value at its real position. */
 SEC("fexit/io_do_iopoll")
-int BPF_PROG(usc_fexit_iopoll, void *ring, bool force_nonspin, int ret)
+int BPF_PROG(iou_fexit_iopoll, void *ring, bool force_nonspin, int ret)
 {
 	iopoll_exit(ret);
 	return 0;
 }
 
 SEC("fexit/io_do_iopoll")
-int BPF_PROG(usc_fexit_iopoll_v510, void *ring, unsigned int *nr_events, long min, int ret)
+int BPF_PROG(iou_fexit_iopoll_v510, void *ring, unsigned int *nr_events, long min, int ret)
 {
 	iopoll_exit(ret);
 	return 0;
 }
 
 SEC("kprobe/io_do_iopoll")
-int BPF_KPROBE(usc_kprobe_iopoll, void *ring, void *arg1)
+int BPF_KPROBE(iou_kprobe_iopoll, void *ring, void *arg1)
 {
 	iopoll_enter(ring, arg1);
 	return 0;
 }
 
 SEC("kretprobe/io_do_iopoll")
-int BPF_KRETPROBE(usc_kretprobe_iopoll, int ret)
+int BPF_KRETPROBE(iou_kretprobe_iopoll, int ret)
 {
 	iopoll_exit(ret);
 	return 0;
@@ -887,9 +887,9 @@ int BPF_KRETPROBE(usc_kretprobe_iopoll, int ret)
 
 /* --- NVMe passthrough completions ------------------------------------------------------------- */
 
-static __always_inline struct usc_nvme_stats *nvme_stats_get(struct usc_dev_key *key)
+static __always_inline struct iou_nvme_stats *nvme_stats_get(struct iou_dev_key *key)
 {
-	static const struct usc_nvme_stats zero = {};
+	static const struct iou_nvme_stats zero = {};
 
 	return lookup_or_init(&nvme_stats, key, &zero, &stats.deep_dropped);
 }
@@ -902,7 +902,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 16384);
 	__type(key, __u64);
-	__type(value, struct usc_cmd_pending);
+	__type(value, struct iou_cmd_pending);
 } cmd_pending SEC(".maps");
 
 /*
@@ -912,9 +912,9 @@ struct {
  */
 static __always_inline void nvme_end_io(struct request *req)
 {
-	struct usc_dev_key key = {};
+	struct iou_dev_key key = {};
 	get_req_disk_name(req, key.disk, sizeof(key.disk));
-	struct usc_nvme_stats *s = nvme_stats_get(&key);
+	struct iou_nvme_stats *s = nvme_stats_get(&key);
 	if (!s)
 		return;
 	bool on_poll_queue = get_req_on_poll_queue(req);
@@ -928,7 +928,7 @@ static __always_inline void nvme_end_io(struct request *req)
 	if (track_cmd_done) {
 		/* nvme's end_io_data is the io_uring_cmd io_uring_cmd_done will be called with. */
 		__u64 cmd = (__u64)BPF_CORE_READ(req, end_io_data);
-		struct usc_cmd_pending p = { .end_io_ns = now, .dev = key };
+		struct iou_cmd_pending p = { .end_io_ns = now, .dev = key };
 		if (cmd)
 			bpf_map_update_elem(&cmd_pending, &cmd, &p, BPF_ANY);
 	}
@@ -936,7 +936,7 @@ static __always_inline void nvme_end_io(struct request *req)
 	if (start) {
 		__u64 lat = now - start;
 		__u32 b = log2_bucket(lat);
-		if (b < USC_LAT_BUCKETS)
+		if (b < IOU_LAT_BUCKETS)
 			__sync_fetch_and_add(&s->lat_hist[b], 1);
 		__sync_fetch_and_add(&s->lat_count, 1);
 		__sync_fetch_and_add(&s->lat_sum_ns, lat);
@@ -944,7 +944,7 @@ static __always_inline void nvme_end_io(struct request *req)
 }
 
 SEC("fentry/nvme_uring_cmd_end_io")
-int BPF_PROG(usc_fentry_nvme_end_io, struct request *req)
+int BPF_PROG(iou_fentry_nvme_end_io, struct request *req)
 {
 	nvme_end_io(req);
 	return 0;
@@ -952,7 +952,7 @@ int BPF_PROG(usc_fentry_nvme_end_io, struct request *req)
 
 /* 6.1-6.7 complete commands that carry a metadata buffer through a second callback. */
 SEC("fentry/nvme_uring_cmd_end_io_meta")
-int BPF_PROG(usc_fentry_nvme_end_io_meta, struct request *req)
+int BPF_PROG(iou_fentry_nvme_end_io_meta, struct request *req)
 {
 	nvme_end_io(req);
 	return 0;
@@ -976,7 +976,7 @@ volatile __u64 nvme_end_io_meta_fn = 0;
  * guard. The request is a passthrough command of ours if its end_io is one of the two above.
  */
 SEC("tp_btf/block_rq_complete")
-int BPF_PROG(usc_tp_nvme_complete, struct request *req)
+int BPF_PROG(iou_tp_nvme_complete, struct request *req)
 {
 	/*
 	 * A plain load through the tracepoint's trusted pointer, not BPF_CORE_READ: this runs for
@@ -991,14 +991,14 @@ int BPF_PROG(usc_tp_nvme_complete, struct request *req)
 }
 
 SEC("kprobe/nvme_uring_cmd_end_io")
-int BPF_KPROBE(usc_kprobe_nvme_end_io, struct request *req)
+int BPF_KPROBE(iou_kprobe_nvme_end_io, struct request *req)
 {
 	nvme_end_io(req);
 	return 0;
 }
 
 SEC("kprobe/nvme_uring_cmd_end_io_meta")
-int BPF_KPROBE(usc_kprobe_nvme_end_io_meta, struct request *req)
+int BPF_KPROBE(iou_kprobe_nvme_end_io_meta, struct request *req)
 {
 	nvme_end_io(req);
 	return 0;
@@ -1014,47 +1014,47 @@ int BPF_KPROBE(usc_kprobe_nvme_end_io_meta, struct request *req)
 static __always_inline void cmd_done(struct io_uring_cmd *cmd)
 {
 	__u64 key = (__u64)cmd;
-	struct usc_cmd_pending *p = bpf_map_lookup_elem(&cmd_pending, &key);
+	struct iou_cmd_pending *p = bpf_map_lookup_elem(&cmd_pending, &key);
 
 	if (!p)
 		return;
 	__u64 now = bpf_ktime_get_ns();
 	__u64 delay = now > p->end_io_ns ? now - p->end_io_ns : 0;
-	struct usc_dev_key dev = p->dev;
+	struct iou_dev_key dev = p->dev;
 	bpf_map_delete_elem(&cmd_pending, &key);
-	struct usc_nvme_stats *s = nvme_stats_get(&dev);
+	struct iou_nvme_stats *s = nvme_stats_get(&dev);
 	if (!s)
 		return;
 	__u32 b = log2_bucket(delay);
 	__sync_fetch_and_add(&s->cqes, 1);
 	__sync_fetch_and_add(&s->cqe_delay_sum_ns, delay);
-	if (b < USC_LAT_BUCKETS)
+	if (b < IOU_LAT_BUCKETS)
 		__sync_fetch_and_add(&s->cqe_delay_hist[b], 1);
 }
 
 SEC("fentry/io_uring_cmd_done")
-int BPF_PROG(usc_fentry_cmd_done, struct io_uring_cmd *cmd)
+int BPF_PROG(iou_fentry_cmd_done, struct io_uring_cmd *cmd)
 {
 	cmd_done(cmd);
 	return 0;
 }
 
 SEC("fentry/__io_uring_cmd_done")
-int BPF_PROG(usc_fentry_cmd_done_618, struct io_uring_cmd *cmd)
+int BPF_PROG(iou_fentry_cmd_done_618, struct io_uring_cmd *cmd)
 {
 	cmd_done(cmd);
 	return 0;
 }
 
 SEC("kprobe/io_uring_cmd_done")
-int BPF_KPROBE(usc_kprobe_cmd_done, struct io_uring_cmd *cmd)
+int BPF_KPROBE(iou_kprobe_cmd_done, struct io_uring_cmd *cmd)
 {
 	cmd_done(cmd);
 	return 0;
 }
 
 SEC("kprobe/__io_uring_cmd_done")
-int BPF_KPROBE(usc_kprobe_cmd_done_618, struct io_uring_cmd *cmd)
+int BPF_KPROBE(iou_kprobe_cmd_done_618, struct io_uring_cmd *cmd)
 {
 	cmd_done(cmd);
 	return 0;
@@ -1066,22 +1066,22 @@ int BPF_KPROBE(usc_kprobe_cmd_done_618, struct io_uring_cmd *cmd)
  */
 static __always_inline void nvme_poll(struct io_uring_cmd *cmd, bool head_cdev)
 {
-	struct usc_dev_key key = {};
+	struct iou_dev_key key = {};
 	get_uring_cmd_poll_disk_name(cmd, head_cdev, key.disk, sizeof(key.disk));
-	struct usc_nvme_stats *s = nvme_stats_get(&key);
+	struct iou_nvme_stats *s = nvme_stats_get(&key);
 	if (s)
 		__sync_fetch_and_add(&s->polls, 1);
 }
 
 SEC("fentry/nvme_ns_chr_uring_cmd_iopoll")
-int BPF_PROG(usc_fentry_nvme_poll, struct io_uring_cmd *cmd)
+int BPF_PROG(iou_fentry_nvme_poll, struct io_uring_cmd *cmd)
 {
 	nvme_poll(cmd, false);
 	return 0;
 }
 
 SEC("kprobe/nvme_ns_chr_uring_cmd_iopoll")
-int BPF_KPROBE(usc_kprobe_nvme_poll, struct io_uring_cmd *cmd)
+int BPF_KPROBE(iou_kprobe_nvme_poll, struct io_uring_cmd *cmd)
 {
 	nvme_poll(cmd, false);
 	return 0;
@@ -1093,14 +1093,14 @@ int BPF_KPROBE(usc_kprobe_nvme_poll, struct io_uring_cmd *cmd)
  * later ones poll them through nvme_ns_chr_uring_cmd_iopoll too.
  */
 SEC("fentry/nvme_ns_head_chr_uring_cmd_iopoll")
-int BPF_PROG(usc_fentry_nvme_head_poll, struct io_uring_cmd *cmd)
+int BPF_PROG(iou_fentry_nvme_head_poll, struct io_uring_cmd *cmd)
 {
 	nvme_poll(cmd, true);
 	return 0;
 }
 
 SEC("kprobe/nvme_ns_head_chr_uring_cmd_iopoll")
-int BPF_KPROBE(usc_kprobe_nvme_head_poll, struct io_uring_cmd *cmd)
+int BPF_KPROBE(iou_kprobe_nvme_head_poll, struct io_uring_cmd *cmd)
 {
 	nvme_poll(cmd, true);
 	return 0;
@@ -1117,22 +1117,22 @@ static __always_inline void note_work(__u32 tid, __u64 born, bool sampled)
 {
 	__u64 now = bpf_ktime_get_ns();
 	__u64 start = 0;
-	static const struct usc_work_gaps zero = {};
+	static const struct iou_work_gaps zero = {};
 
 	if (sampled) {
 		__u64 end = gap_end_ns; /* the end first: see gap_start_ns */
 
 		start = gap_start_ns;
-		if (!usc_gap_in_window(now, born, start, end))
+		if (!iou_gap_in_window(now, born, start, end))
 			return;
 	}
-	struct usc_work_gaps *g = thread_entry(&work_gaps, tid, born, &zero, &stats.deep_dropped);
+	struct iou_work_gaps *g = thread_entry(&work_gaps, tid, born, &zero, &stats.deep_dropped);
 
 	if (!g)
 		return;
 	__u64 gap;
 	if (sampled) {
-		gap = usc_gap_sampled(now, &g->last_work_ns, start, gap_cutoff_ns);
+		gap = iou_gap_sampled(now, &g->last_work_ns, start, gap_cutoff_ns);
 	} else {
 		__u64 last = g->last_work_ns;
 
@@ -1141,14 +1141,14 @@ static __always_inline void note_work(__u32 tid, __u64 born, bool sampled)
 	}
 	if (!gap)
 		return;
-	__u64 b = usc_gap_bucket(gap);
+	__u64 b = iou_gap_bucket(gap);
 	/*
 	 * Clamped here, on the register used as the index: clang otherwise bounds a zero-extended
 	 * copy and indexes with the original, which verifiers before 6.8 or so reject.
 	 */
 	asm volatile("" : "+r"(b));
-	if (b >= USC_GAP_BUCKETS)
-		b = USC_GAP_BUCKETS - 1;
+	if (b >= IOU_GAP_BUCKETS)
+		b = IOU_GAP_BUCKETS - 1;
 	g->count[b] += 1;
 	g->sum_ns[b] += gap;
 }
@@ -1160,7 +1160,7 @@ static __always_inline void note_work(__u32 tid, __u64 born, bool sampled)
  * below: ~55 ns per NOP, most of it the tracepoint call itself).
  */
 SEC("fexit/io_submit_sqes")
-int BPF_PROG(usc_fexit_submit_gaps, void *ring, unsigned int nr, int ret)
+int BPF_PROG(iou_fexit_submit_gaps, void *ring, unsigned int nr, int ret)
 {
 	if (ret > 0 && current_is_sq_thread())
 		note_work((__u32)bpf_get_current_pid_tgid(), current_start_ns(), false);
@@ -1168,7 +1168,7 @@ int BPF_PROG(usc_fexit_submit_gaps, void *ring, unsigned int nr, int ret)
 }
 
 SEC("kretprobe/io_submit_sqes")
-int BPF_KRETPROBE(usc_kretprobe_submit_gaps, int ret)
+int BPF_KRETPROBE(iou_kretprobe_submit_gaps, int ret)
 {
 	if (ret > 0 && current_is_sq_thread())
 		note_work((__u32)bpf_get_current_pid_tgid(), current_start_ns(), false);
@@ -1187,11 +1187,11 @@ int BPF_KRETPROBE(usc_kretprobe_submit_gaps, int ret)
  * one batch's duration.
  */
 SEC("tp_btf/io_uring_submit_req")
-int BPF_PROG(usc_submit_req, struct io_kiocb *req)
+int BPF_PROG(iou_submit_req, struct io_kiocb *req)
 {
 	struct io_ring_ctx *ring = req->ctx;
 
-	if (!(ring->flags & USC_SETUP_SQPOLL) || !is_first_sqe_of_batch_btf(ring))
+	if (!(ring->flags & IOU_SETUP_SQPOLL) || !is_first_sqe_of_batch_btf(ring))
 		return 0;
 	/*
 	 * The tracepoint is 6.4+, so the BTF task helper (5.11+) is there: the task's pid and start
@@ -1208,7 +1208,7 @@ int BPF_PROG(usc_submit_req, struct io_kiocb *req)
  * (the request); none is read, so the test is on the current task instead.
  */
 SEC("tp_btf/io_uring_submit_sqe")
-int BPF_PROG(usc_submit_sqe)
+int BPF_PROG(iou_submit_sqe)
 {
 	/* Not bpf_get_current_task_btf(): that helper arrived in 5.11. */
 	if (!current_is_sq_thread())

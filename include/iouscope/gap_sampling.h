@@ -17,21 +17,21 @@
  * gap g by W / (W - g) would be too, but only for gaps shorter than the window, and only with
  * each gap's exact length, which the buckets no longer have.
  */
-#ifndef URINGSCOPE_GAP_SAMPLING_H
-#define URINGSCOPE_GAP_SAMPLING_H
+#ifndef IOUSCOPE_GAP_SAMPLING_H
+#define IOUSCOPE_GAP_SAMPLING_H
 
-#include "uringscope/gap_bucket.h"
+#include "iouscope/gap_bucket.h"
 
 /* Whether an SQE at now of a thread that started at born is recorded: inside the window, and by
  * a thread that was there when it opened (a thread's first SQE after its birth ends no gap). */
-USC_GAP_INLINE int usc_gap_in_window(__u64 now, __u64 born, __u64 start, __u64 end)
+IOU_GAP_INLINE int iou_gap_in_window(__u64 now, __u64 born, __u64 start, __u64 end)
 {
 	return start <= now && now < end && born <= start;
 }
 
 /* The gap an SQE at now ends, 0 for none to record; *last (the thread's previous SQE) becomes
  * now. A previous SQE before start belongs to an earlier window: the gap is cut at start. */
-USC_GAP_INLINE __u64 usc_gap_sampled(__u64 now, __u64 *last, __u64 start, __u64 cutoff)
+IOU_GAP_INLINE __u64 iou_gap_sampled(__u64 now, __u64 *last, __u64 start, __u64 cutoff)
 {
 	__u64 prev = *last > start ? *last : start;
 
@@ -41,4 +41,4 @@ USC_GAP_INLINE __u64 usc_gap_sampled(__u64 now, __u64 *last, __u64 start, __u64 
 	return now - prev;
 }
 
-#endif /* URINGSCOPE_GAP_SAMPLING_H */
+#endif /* IOUSCOPE_GAP_SAMPLING_H */

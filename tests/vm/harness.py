@@ -386,6 +386,11 @@ class Log:
     def __call__(self, msg: str) -> None:
         print(f"[{self.prefix}] {msg}", file=sys.stderr, flush=True)
 
+    def for_kernel(self, name: str) -> "Log":
+        other = Log(self.verbose)
+        other.prefix = name
+        return other
+
 
 def human_size(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
@@ -1101,8 +1106,10 @@ def job_script(argv: list[str], cwd: Path, env: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def qemu_host_cpu(tcg_thread: str, env: dict[str, str] | None = None) -> int | None:
+def qemu_host_cpu(tcg_thread: str, env: dict[str, str] | None = None, slot: int = 0) -> int | None:
     """The one host CPU a single-threaded TCG guest runs on, or None to leave QEMU unpinned.
+    Guests that run side by side (--jobs) take slots 0, 1, ...: the last allowed CPU, the one
+    before it, and so on, so each has a CPU of its own.
 
     Debian bookworm's QEMU 7.2 drops the guest's memory barriers under single-threaded TCG
     (`tcg_gen_mb` emits nothing without CF_PARALLEL; QEMU 8.1 changed that), while its device
@@ -1118,7 +1125,7 @@ def qemu_host_cpu(tcg_thread: str, env: dict[str, str] | None = None) -> int | N
     if tcg_thread != "single" or env.get("IOUSCOPE_VM_PIN", "1") == "0":
         return None
     allowed = sorted(os.sched_getaffinity(0))
-    return allowed[-1] if allowed else None
+    return allowed[-1 - slot % len(allowed)] if allowed else None
 
 
 # The words of the guest kernel's command line the harness depends on, and why: --append may
@@ -1230,18 +1237,39 @@ def nvme_subsystem_devices(disks: list[Path]) -> list[str]:
     return cmd
 
 
+# QEMU processes of the guests running now: an interrupt kills them all, whichever thread
+# started them.
+RUNNING: set[subprocess.Popen] = set()
+
+
+def kill_qemu(proc: subprocess.Popen) -> None:
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 class Guest:
     """One boot: streams the console, enforces the timeouts, collects the results."""
 
     def __init__(self, p: Prepared, argv: list[str], env: dict[str, str], cache: Path,
                  logs: Path, log: Log, timeout: int, boot_timeout: int, expect: int,
                  probe_config: dict[str, str], probe_reason: str, memory: str, cpus: int,
-                 extra_append: str = "", nvme_subsystem: bool = False):
+                 extra_append: str = "", nvme_subsystem: bool = False, slot: int = 0,
+                 prefix_output: bool = False):
         self.p, self.argv, self.env, self.cache, self.logs, self.log = p, argv, env, cache, logs, log
         self.timeout, self.boot_timeout, self.expect = timeout, boot_timeout, expect
         self.probe_config, self.probe_reason = probe_config, probe_reason
         self.memory, self.cpus, self.extra_append = memory, cpus, extra_append
         self.nvme_subsystem = nvme_subsystem
+        # With guests side by side, each command line says whose it is ("[bookworm] ...").
+        self.slot = slot
+        self.out_prefix = f"[{p.kernel.name}] " if prefix_output else ""
         self.tail: deque[str] = deque(maxlen=40)
         self.fatal = ""  # the guest's own account of why it failed, if it gave one
 
@@ -1292,7 +1320,7 @@ class Guest:
         tcg_thread = os.environ.get("IOUSCOPE_VM_TCG_THREAD") or self.p.kernel.tcg_thread
         if tcg_thread not in ("single", "multi"):
             raise UsageError(f"IOUSCOPE_VM_TCG_THREAD must be single or multi, not {tcg_thread!r}")
-        host_cpu = qemu_host_cpu(tcg_thread)
+        host_cpu = qemu_host_cpu(tcg_thread, slot=self.slot)
         if host_cpu is not None:
             self.log(f"QEMU pinned to host CPU {host_cpu} (single-threaded TCG; docs/VM.md, "
                      "\"Lost NVMe doorbells\")")
@@ -1306,6 +1334,7 @@ class Guest:
         t0 = time.monotonic()
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=qerr, start_new_session=True)
+        RUNNING.add(proc)
         phase = "boot"  # boot -> command -> shutdown
         t_ready = t_cmd_end = None
         deadline_boot = t0 + self.boot_timeout
@@ -1346,7 +1375,7 @@ class Guest:
                 console.write(line + "\n")
                 self.tail.append(line)
                 if phase == "command":
-                    print(line, flush=True)
+                    print(self.out_prefix + line, flush=True)
         except KeyboardInterrupt:
             self._kill(proc)
             raise
@@ -1354,6 +1383,7 @@ class Guest:
             if timed_out or proc.poll() is None:
                 self._kill(proc)
             proc.wait()
+            RUNNING.discard(proc)
             console.close()
             qerr.close()
 
@@ -1405,7 +1435,7 @@ class Guest:
         if phase == "command":
             if at >= 0 and line[at + len(MARK):].startswith("==== command end"):
                 return "shutdown", t_ready, time.monotonic()
-            print(line, flush=True)
+            print(self.out_prefix + line, flush=True)
             return phase, t_ready, t_cmd_end
         if at < 0:
             if self.log.verbose:
@@ -1429,15 +1459,7 @@ class Guest:
         return phase, t_ready, t_cmd_end
 
     def _kill(self, proc: subprocess.Popen) -> None:
-        if proc.poll() is not None:
-            return
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        kill_qemu(proc)
 
     def _report_tail(self, reason: str) -> None:
         if not self.tail:
@@ -1462,8 +1484,9 @@ an already built build/ directory are visible at the same paths (also when the c
 below /tmp). /tmp, /var/tmp, /run and /dev/shm are empty tmpfs, /boot a tmpfs holding the
 guest kernel's config-RELEASE, everything else is read-only; HOME is /root. proc, sysfs,
 devtmpfs, bpffs, tracefs, debugfs and cgroup2 are the guest's own. Loopback is up; there is no
-other network device. COMMAND's stdout and stderr (one pipe) are streamed to stdout; the
-harness's own messages, prefixed with the kernel's name, go to stderr.
+other network device. COMMAND's stdout and stderr (one pipe) are streamed to stdout, each line
+starting with "[kernel] " when several kernels run; the harness's own messages, prefixed with
+the kernel's name, go to stderr.
 
 Every guest has:
   /dev/nvme0n1, /dev/ng0n1   emulated NVMe whose driver has poll_queues=1 (queue/io_poll = 1);
@@ -1561,6 +1584,12 @@ def build_parser() -> Parser:
                    help="also give the guest an NVMe subsystem of two controllers sharing two "
                         "namespaces, one with 8 bytes of separate metadata per block: Linux "
                         "reaches them through multipath (see 'Every guest has' below)")
+    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="boot up to N kernels at once (default 1), each pinned to a host CPU of "
+                        "its own; needs single-threaded TCG and at most one guest per host CPU")
+    p.add_argument("--results-json", type=Path, metavar="FILE",
+                   help="also write each kernel's result (status, seconds per phase, reason) "
+                        "to FILE as JSON")
     p.add_argument("--prepare-only", action="store_true",
                    help="download and build what the kernels need, boot nothing")
     p.add_argument("--refresh", action="store_true",
@@ -1593,10 +1622,19 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         p.error("no COMMAND given; put it after '--', e.g. tests/vm/run --kernel all -- uname -r")
     if args.refresh and args.offline:
         p.error("--refresh and --offline contradict each other")
-    for opt in ("timeout", "boot_timeout", "cpus"):
+    for opt in ("timeout", "boot_timeout", "cpus", "jobs"):
         v = getattr(args, opt)
         if v is not None and v <= 0:
             p.error(f"--{opt.replace('_', '-')} must be positive")
+    if args.jobs > 1:
+        if os.environ.get("IOUSCOPE_VM_TCG_THREAD", "single") != "single":
+            p.error("--jobs above 1 needs single-threaded TCG: a multi-threaded guest uses "
+                    "every host CPU (unset IOUSCOPE_VM_TCG_THREAD)")
+        if os.environ.get("IOUSCOPE_VM_PIN", "1") == "0":
+            p.error("--jobs above 1 pins each guest to a host CPU of its own; not with IOUSCOPE_VM_PIN=0")
+        ncpu = len(os.sched_getaffinity(0))
+        if args.jobs > ncpu:
+            p.error(f"--jobs {args.jobs}: this process may use {ncpu} host CPU(s), one per guest")
     if args.memory and not re.fullmatch(r"[0-9]+[MG]", args.memory):
         p.error("--memory must look like 2G or 2048M")
     for value in args.kernel_append:
@@ -1662,8 +1700,8 @@ def summary_table(results: list[RunResult]) -> str:
 
 
 def run_one(kernel: Kernel, args: argparse.Namespace, store: KernelStore, log: Log,
-            probes: tuple[dict[str, str], str] | None, logs_root: Path) -> RunResult:
-    log.prefix = kernel.name
+            probes: tuple[dict[str, str], str] | None, logs_root: Path, slot: int = 0) -> RunResult:
+    log = log.for_kernel(kernel.name)
     result = RunResult(kernel=kernel.name)
     t0 = time.monotonic()
     try:
@@ -1681,7 +1719,8 @@ def run_one(kernel: Kernel, args: argparse.Namespace, store: KernelStore, log: L
                           expect=args.expect_status, probe_config=probes[0],
                           probe_reason=probes[1], memory=args.memory or kernel.memory,
                           cpus=args.cpus or kernel.cpus, extra_append=args.kernel_append,
-                          nvme_subsystem=args.nvme_subsystem)
+                          nvme_subsystem=args.nvme_subsystem, slot=slot,
+                          prefix_output=len(getattr(args, "kernels_chosen", ())) > 1)
             guest.run(result)
     except HarnessError as e:
         result.reason = str(e)
@@ -1695,6 +1734,36 @@ def run_one(kernel: Kernel, args: argparse.Namespace, store: KernelStore, log: L
     return result
 
 
+def run_all(chosen: list[Kernel], args: argparse.Namespace, store: KernelStore, log: Log,
+            probes: tuple[dict[str, str], str] | None, logs_root: Path) -> list[RunResult]:
+    """Every chosen kernel, args.jobs guests at a time, results in the matrix's order. Each
+    worker keeps one slot, so the guests it boots run pinned to a host CPU no other guest of this
+    run uses (qemu_host_cpu). Kernels are prepared (downloads, builds) under the cache lock, one
+    at a time."""
+    if args.jobs == 1 or args.prepare_only:
+        return [run_one(k, args, store, log, probes, logs_root) for k in chosen]
+    queue = list(enumerate(chosen))
+    results: dict[int, RunResult] = {}
+    lock = threading.Lock()
+
+    def worker(slot: int) -> None:
+        while True:
+            with lock:
+                if not queue:
+                    return
+                i, k = queue.pop(0)
+            results[i] = run_one(k, args, store, log, probes, logs_root, slot=slot)
+
+    workers = [threading.Thread(target=worker, args=(slot,), daemon=True)
+               for slot in range(min(args.jobs, len(chosen)))]
+    for w in workers:
+        w.start()
+    for w in workers:
+        while w.is_alive():
+            w.join(0.5)  # a timed join, so that SIGINT/SIGTERM reach the main thread
+    return [results[i] for i in range(len(chosen))]
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     log = Log(verbose=args.verbose)
@@ -1706,6 +1775,7 @@ def main(argv: list[str] | None = None) -> int:
             list_kernels(kernels, store)
             return 0
         chosen = select_kernels(kernels, args.kernel)
+        args.kernels_chosen = chosen
         # Check the tools before downloading hundreds of megabytes.
         if not args.prepare_only:
             qemu_binary()
@@ -1741,11 +1811,11 @@ def main(argv: list[str] | None = None) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, interrupted)
-    results = []
     try:
-        for k in chosen:
-            results.append(run_one(k, args, store, log, probes, logs_root))
+        results = run_all(chosen, args, store, log, probes, logs_root)
     except KeyboardInterrupt:
+        for proc in list(RUNNING):
+            kill_qemu(proc)
         print("\ntests/vm/run: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
@@ -1753,6 +1823,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout = open(os.devnull, "w")
         return 141
 
+    if args.results_json:
+        args.results_json.write_text(json.dumps([dataclasses.asdict(r) for r in results], indent=1))
     if len(chosen) == 1 and not args.prepare_only:
         return results[0].exit_code()
     print()

@@ -15,6 +15,7 @@ import tempfile
 import textwrap
 import unittest
 from pathlib import Path
+from unittest import mock
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -423,6 +424,27 @@ class Running(unittest.TestCase):
         p = harness.Prepared(k, harness.Selection("i", "1", []), "r", Path("/v"), Path("/i"))
         cmd = harness.qemu_command("qemu", p, Path("/job"), [], "2G", 2, "single", cpu)
         self.assertEqual(cmd[:4], ["taskset", "--cpu-list", str(cpu), "qemu"])
+
+    def test_guests_side_by_side_get_a_host_cpu_each(self):
+        # --jobs 2: two pinned guests must not share a CPU, or both run at half speed.
+        allowed = sorted(os.sched_getaffinity(0))
+        cpus = [harness.qemu_host_cpu("single", {}, slot) for slot in range(len(allowed))]
+        self.assertEqual(sorted(cpus), allowed)
+        self.assertEqual(cpus[0], harness.qemu_host_cpu("single", {}))
+
+    def test_parse_args_checks_jobs(self):
+        self.assertEqual(harness.parse_args(["--kernel", "all", "--", "true"]).jobs, 1)
+        ncpu = len(os.sched_getaffinity(0))
+        self.assertEqual(harness.parse_args(["--kernel", "all", "--jobs", str(ncpu), "--",
+                                             "true"]).jobs, ncpu)
+        for bad in ("0", str(ncpu + 1)):
+            with self.assertRaises(SystemExit) as e, contextlib.redirect_stderr(io.StringIO()):
+                harness.parse_args(["--kernel", "all", "--jobs", bad, "--", "true"])
+            self.assertEqual(e.exception.code, harness.EXIT_USAGE)
+        if ncpu > 1:
+            with mock.patch.dict(os.environ, {"IOUSCOPE_VM_TCG_THREAD": "multi"}), \
+                    self.assertRaises(SystemExit), contextlib.redirect_stderr(io.StringIO()):
+                harness.parse_args(["--kernel", "all", "--jobs", "2", "--", "true"])
 
     def kernel_cmdline(self, cmd):
         return cmd[cmd.index("-append") + 1]

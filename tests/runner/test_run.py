@@ -1,0 +1,100 @@
+"""Unit tests of tests/run, the test command's tier runner: what it counts, selects and digests.
+Run by its own tier (tests/run --tier runner)."""
+
+import importlib.machinery
+import importlib.util
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+_loader = importlib.machinery.SourceFileLoader("tests_run", str(HERE.parent / "run"))
+_spec = importlib.util.spec_from_loader("tests_run", _loader)
+run = importlib.util.module_from_spec(_spec)
+sys.modules["tests_run"] = run  # dataclasses look their module up there
+_loader.exec_module(run)
+
+
+def count(lines):
+    per: dict[str, run.Counts] = {}
+    for line in lines:
+        m = run.LINE.match(line)
+        per.setdefault(m.group("kernel") or "", run.Counts()).add_line(m.group("text"))
+    return per
+
+
+class CountsTest(unittest.TestCase):
+    def test_gtest_summaries_of_two_kernels_side_by_side_stay_apart(self):
+        per = count([
+            "[sid] [==========] 20 tests from 4 test suites ran. (100 ms total)",
+            "[bookworm] [==========] 7 tests from 1 test suite ran. (1 ms total)",
+            "[sid] [  PASSED  ] 18 tests.",
+            "[bookworm] [  PASSED  ] 6 tests.",
+            "[sid] [  SKIPPED ] 1 test, listed below:",
+            "[sid] [  SKIPPED ] Live.Something",
+            "[sid] [  FAILED  ] 1 test, listed below:",
+            "[sid] [  FAILED  ] Live.Other",
+            "[bookworm] [  FAILED  ] 1 test, listed below:",
+        ])
+        sid, bookworm = per["sid"], per["bookworm"]
+        self.assertEqual((sid.run, sid.passed, sid.skipped, sid.failed), (20, 18, 1, 1))
+        self.assertEqual((bookworm.run, bookworm.passed, bookworm.failed), (7, 6, 1))
+        self.assertNotIn("", per)
+
+    def test_ctest_verbose_prefix_and_smoke_checks_count(self):
+        per = count(["4: [==========] 3 tests from 1 test suite ran. (5 ms total)",
+                     "4: [  PASSED  ] 3 tests.", "smoke: ok    /dev/nvme0n1 is a block device",
+                     "smoke: FAIL  nvme1n1 io_poll=0 (is 1)", "smoke: note  nothing"])
+        c = per[""]
+        self.assertEqual((c.run, c.passed, c.failed), (5, 4, 1))
+
+    def test_checker_totals_count_only_from_their_own_summary_lines(self):
+        per = count(["dashboards: 270 passed, 0 failed, 22 skipped",
+                     "tests/deploy/run: 130 passed, 1 failed, 0 skipped",
+                     "some test said: 5 passed, 5 failed"])
+        c = per[""]
+        self.assertEqual((c.run, c.passed, c.failed, c.skipped), (423, 400, 1, 22))
+
+
+class SelectTest(unittest.TestCase):
+    def test_a_tier_brings_what_it_needs_in_table_order(self):
+        names = [t.name for t in run.select(run.tiers(), "vm,unit", False)]
+        self.assertEqual(names, ["build", "unit", "vm-prepare", "vm"])
+
+    def test_check_is_the_inner_loop(self):
+        names = [t.name for t in run.select(run.tiers(), None, True)]
+        self.assertEqual(names, ["build", "format", "structure", "runner", "unit"])
+
+    def test_no_selection_runs_every_tier(self):
+        self.assertEqual(len(run.select(run.tiers(), None, False)), len(run.tiers()))
+
+    def test_an_unknown_tier_is_a_clear_error(self):
+        with self.assertRaises(SystemExit) as e:
+            run.select(run.tiers(), "unit,lvie", False)
+        self.assertIn("no tier 'lvie'", str(e.exception.code))
+
+    def test_every_tier_needs_only_tiers_listed_before_it(self):
+        seen = set()
+        for t in run.tiers():
+            self.assertLessEqual(set(t.needs), seen, t.name)
+            seen.add(t.name)
+
+
+class DigestTest(unittest.TestCase):
+    def test_a_failure_keeps_its_own_kernels_lines(self):
+        with tempfile.TemporaryDirectory() as d:
+            (Path(d) / "vm.log").write_text("\n".join([
+                "[sid] live_test.cpp:10: Failure",
+                "[bookworm] [ RUN      ] Live.Unrelated",
+                "[sid] Expected: 1 == 2",
+                "[sid] [  FAILED  ] Live.A (5 ms)",
+                "[sid] after the failed line",
+            ]) + "\n")
+            out = run.failure_digest(Path(d), ["vm"]).splitlines()
+        self.assertEqual(out, ["==> tier vm", "[sid] live_test.cpp:10: Failure",
+                               "[sid] Expected: 1 == 2", "[sid] [  FAILED  ] Live.A (5 ms)"])
+
+
+if __name__ == "__main__":
+    unittest.main()

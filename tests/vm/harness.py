@@ -871,9 +871,15 @@ class KernelStore:
                 return cached
         return (resolve_source if kernel.source else resolve_selection)(kernel, apt.show)
 
-    def prepare(self, kernel: Kernel) -> Prepared:
+    def prepare(self, kernel: Kernel, log: Log | None = None) -> Prepared:
+        """Downloads and builds what the kernel needs, under the cache lock; messages go to log
+        (the kernel's own, so that guests side by side keep their names) or the store's."""
         with self.lock():
-            return self._prepare(kernel)
+            saved, self.log = self.log, log or self.log
+            try:
+                return self._prepare(kernel)
+            finally:
+                self.log = saved
 
     def _prepare(self, kernel: Kernel) -> Prepared:
         t0 = time.monotonic()
@@ -1705,7 +1711,7 @@ def run_one(kernel: Kernel, args: argparse.Namespace, store: KernelStore, log: L
     result = RunResult(kernel=kernel.name)
     t0 = time.monotonic()
     try:
-        p = store.prepare(kernel)
+        p = store.prepare(kernel, log)
         result.version, result.release = p.selection.version, p.release
         result.seconds_prepare = time.monotonic() - t0
         log(f"kernel {p.release} (Debian {p.selection.version}) ready in "

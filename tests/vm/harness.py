@@ -455,7 +455,8 @@ class CacheLock:
         try:
             fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            print(f"[vm] waiting for another run holding {self.path}", file=sys.stderr, flush=True)
+            print(f"[vm] waiting for {self.path}: another kernel is being prepared (by this run "
+                  "or another)", file=sys.stderr, flush=True)
             fcntl.flock(self.fd, fcntl.LOCK_EX)
         return self
 

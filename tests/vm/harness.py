@@ -1384,11 +1384,11 @@ class Guest:
                 if phase == "command":
                     print(self.out_prefix + line, flush=True)
         except KeyboardInterrupt:
-            self._kill(proc)
+            kill_qemu(proc)
             raise
         finally:
             if timed_out or proc.poll() is None:
-                self._kill(proc)
+                kill_qemu(proc)
             proc.wait()
             RUNNING.discard(proc)
             console.close()
@@ -1464,9 +1464,6 @@ class Guest:
         if not msg.startswith("==== "):
             self.log(msg)
         return phase, t_ready, t_cmd_end
-
-    def _kill(self, proc: subprocess.Popen) -> None:
-        kill_qemu(proc)
 
     def _report_tail(self, reason: str) -> None:
         if not self.tail:
@@ -1707,7 +1704,8 @@ def summary_table(results: list[RunResult]) -> str:
 
 
 def run_one(kernel: Kernel, args: argparse.Namespace, store: KernelStore, log: Log,
-            probes: tuple[dict[str, str], str] | None, logs_root: Path, slot: int = 0) -> RunResult:
+            probes: tuple[dict[str, str], str] | None, logs_root: Path, slot: int = 0,
+            label_output: bool = False) -> RunResult:
     log = log.for_kernel(kernel.name)
     result = RunResult(kernel=kernel.name)
     t0 = time.monotonic()
@@ -1727,7 +1725,7 @@ def run_one(kernel: Kernel, args: argparse.Namespace, store: KernelStore, log: L
                           probe_reason=probes[1], memory=args.memory or kernel.memory,
                           cpus=args.cpus or kernel.cpus, extra_append=args.kernel_append,
                           nvme_subsystem=args.nvme_subsystem, slot=slot,
-                          prefix_output=len(getattr(args, "kernels_chosen", ())) > 1)
+                          prefix_output=label_output)
             guest.run(result)
     except HarnessError as e:
         result.reason = str(e)
@@ -1747,8 +1745,10 @@ def run_all(chosen: list[Kernel], args: argparse.Namespace, store: KernelStore, 
     worker keeps one slot, so the guests it boots run pinned to a host CPU no other guest of this
     run uses (qemu_host_cpu). Kernels are prepared (downloads, builds) under the cache lock, one
     at a time."""
+    label = len(chosen) > 1
     if args.jobs == 1 or args.prepare_only:
-        return [run_one(k, args, store, log, probes, logs_root) for k in chosen]
+        return [run_one(k, args, store, log, probes, logs_root, label_output=label)
+                for k in chosen]
     queue = list(enumerate(chosen))
     results: dict[int, RunResult] = {}
     lock = threading.Lock()
@@ -1759,7 +1759,8 @@ def run_all(chosen: list[Kernel], args: argparse.Namespace, store: KernelStore, 
                 if not queue:
                     return
                 i, k = queue.pop(0)
-            results[i] = run_one(k, args, store, log, probes, logs_root, slot=slot)
+            results[i] = run_one(k, args, store, log, probes, logs_root, slot=slot,
+                                 label_output=label)
 
     workers = [threading.Thread(target=worker, args=(slot,), daemon=True)
                for slot in range(min(args.jobs, len(chosen)))]
@@ -1782,7 +1783,6 @@ def main(argv: list[str] | None = None) -> int:
             list_kernels(kernels, store)
             return 0
         chosen = select_kernels(kernels, args.kernel)
-        args.kernels_chosen = chosen
         # Check the tools before downloading hundreds of megabytes.
         if not args.prepare_only:
             qemu_binary()

@@ -1739,6 +1739,45 @@ def run_one(kernel: Kernel, args: argparse.Namespace, store: KernelStore, log: L
     return result
 
 
+class RunDurations:
+    """How long each kernel's guest took the last time this command ran, kept in the cache
+    (durations.json), so that guests run side by side start longest first: with two slots, the
+    longest guest left for last would run alone at the end. Only the order depends on it; a
+    missing or unreadable file gives the matrix's order, and a guest that failed is not recorded.
+    Keyed by kernel and by the guest command with its options, which set what a guest runs."""
+
+    def __init__(self, path: Path, args: argparse.Namespace):
+        self.path = path
+        key = [*args.command, str(getattr(args, "kernel_append", "")),
+               str(getattr(args, "nvme_subsystem", False))]
+        self.command = hashlib.sha256("\0".join(key).encode()).hexdigest()[:16]
+        try:
+            self.table = json.loads(path.read_text())
+            if not isinstance(self.table, dict):
+                self.table = {}
+        except (OSError, ValueError):
+            self.table = {}
+
+    def last(self, kernel: Kernel) -> float:
+        value = self.table.get(self.command, {}).get(kernel.name, 0.0)
+        return float(value) if isinstance(value, (int, float)) else 0.0
+
+    def longest_first(self, queue: list[tuple[int, Kernel]]) -> list[tuple[int, Kernel]]:
+        return sorted(queue, key=lambda item: -self.last(item[1]))  # stable: ties keep order
+
+    def record(self, results: list[RunResult]) -> None:
+        mine = self.table.setdefault(self.command, {})
+        for r in results:
+            if r.result == "pass":
+                mine[r.kernel] = round(r.seconds_total, 1)
+        tmp = self.path.with_suffix(".tmp")
+        try:
+            tmp.write_text(json.dumps(self.table, indent=1, sort_keys=True) + "\n")
+            tmp.replace(self.path)
+        except OSError:
+            pass  # an order hint only: the next run falls back to the matrix's order
+
+
 def run_all(chosen: list[Kernel], args: argparse.Namespace, store: KernelStore, log: Log,
             probes: tuple[dict[str, str], str] | None, logs_root: Path) -> list[RunResult]:
     """Every chosen kernel, args.jobs guests at a time, results in the matrix's order. Each
@@ -1749,7 +1788,11 @@ def run_all(chosen: list[Kernel], args: argparse.Namespace, store: KernelStore, 
     if args.jobs == 1 or args.prepare_only:
         return [run_one(k, args, store, log, probes, logs_root, label_output=label)
                 for k in chosen]
-    queue = list(enumerate(chosen))
+    durations = RunDurations(store.root / "durations.json", args)
+    queue = durations.longest_first(list(enumerate(chosen)))
+    known = [f"{k.name} {durations.last(k):.0f} s" for _, k in queue if durations.last(k)]
+    if known:
+        log(f"longest first, by the last run of this command: {', '.join(known)}")
     results: dict[int, RunResult] = {}
     lock = threading.Lock()
 
@@ -1769,6 +1812,7 @@ def run_all(chosen: list[Kernel], args: argparse.Namespace, store: KernelStore, 
     for w in workers:
         while w.is_alive():
             w.join(0.5)  # a timed join, so that SIGINT/SIGTERM reach the main thread
+    durations.record([results[i] for i in range(len(chosen))])
     return [results[i] for i in range(len(chosen))]
 
 

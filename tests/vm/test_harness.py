@@ -446,6 +446,27 @@ class Running(unittest.TestCase):
                     self.assertRaises(SystemExit), contextlib.redirect_stderr(io.StringIO()):
                 harness.parse_args(["--kernel", "all", "--jobs", "2", "--", "true"])
 
+    def test_side_by_side_guests_start_longest_first_by_the_last_run(self):
+        ks = matrix(MINIMAL + MINIMAL.replace('"k1"', '"k2"') + MINIMAL.replace('"k1"', '"k3"'))
+        args = harness.parse_args(["--kernel", "all", "--", "tests/vm/guest-suite", "smoke"])
+        other = harness.parse_args(["--kernel", "all", "--append", "nohz_full=1", "--",
+                                    "tests/vm/guest-suite", "smoke"])
+        with tempfile.TemporaryDirectory() as d:
+            path = Path(d) / "durations.json"
+            first = harness.RunDurations(path, args)
+            queue = list(enumerate(ks))
+            self.assertEqual(first.longest_first(queue), queue)  # nothing known: matrix order
+            done = [harness.RunResult(kernel="k1", result="pass", seconds_total=10),
+                    harness.RunResult(kernel="k2", result="fail", seconds_total=99),
+                    harness.RunResult(kernel="k3", result="pass", seconds_total=30)]
+            first.record(done)
+            again = harness.RunDurations(path, args)
+            self.assertEqual([k.name for _, k in again.longest_first(queue)], ["k3", "k1", "k2"])
+            # Another command (here, other kernel words) has durations of its own.
+            self.assertEqual(harness.RunDurations(path, other).longest_first(queue), queue)
+            path.write_text("not json")
+            self.assertEqual(harness.RunDurations(path, args).longest_first(queue), queue)
+
     def kernel_cmdline(self, cmd):
         return cmd[cmd.index("-append") + 1]
 

@@ -98,8 +98,10 @@ TEST_F(Live, RingCountsEqualTheLoadGeneratorsGroundTruth) {
 TEST_F(Live, SqThreadCpuMatchesSchedstat) {
     auto d = start_daemon();
     ASSERT_TRUE(d->ready());
-    // A busy ring, then 300 ms of idle spinning before the thread sleeps: well over 0.3 s of CPU.
-    Child load({load_bin(), "--ring", "sqpoll,idle=300,count=400000", "--hold", "inf"});
+    // Half a second of SQEs as fast as they go, then 300 ms of idle spinning before the thread
+    // sleeps: 0.8 s of CPU. Bounded by time, not by a count, so that a TCG guest, 50 times
+    // slower, spends as long on it as this host does.
+    Child load({load_bin(), "--ring", "sqpoll,idle=300", "--duration", "500ms", "--hold", "inf"});
     auto rings = read_load_rings(load, "ring", "done", seconds(120));
     ASSERT_EQ(rings.size(), 1u);
     ASSERT_GT(rings[0].sq_thread, 0);

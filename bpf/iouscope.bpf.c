@@ -204,6 +204,60 @@ struct {
 } sq_passes SEC(".maps");
 
 /*
+ * Deep tier, declared here because sched_switch reads them: in-flight entry state between an
+ * entry and its exit probe (io_submit_sqes, io_do_iopoll), per thread.
+ */
+struct call_state {
+	__u64 ts; /* the call's start, moved later by the time the thread spent switched out */
+	__u64 ctx;
+	__u64 nr_events_ptr; /* io_do_iopoll's unsigned int *nr_events, old prototype only */
+	__u64 off_cpu_ns;    /* when the thread was switched out inside the call; 0 if it is not */
+	__u32 nr_before;
+	__u32 _pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, IOU_MAX_INFLIGHT);
+	__type(key, __u32);
+	__type(value, struct call_state);
+} submit_calls SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, IOU_MAX_INFLIGHT);
+	__type(key, __u32);
+	__type(value, struct call_state);
+} iopoll_calls SEC(".maps");
+
+/* Set by the loader when io_submit_sqes or io_do_iopoll is timed: see calls_switch(). */
+const volatile bool track_call_cpu = false;
+
+/*
+ * A call's time is the SQ thread's on-CPU time inside it, as a loop pass's is: time switched out
+ * (preempted, or waiting inside the call) moves the call's start later. Wall time let a call
+ * inside a pass outlast the pass itself.
+ */
+static __always_inline void calls_switch(void *map, __u32 prev_tid, __u32 next_tid, __u64 now)
+{
+	struct call_state *st;
+
+	if (prev_tid) {
+		st = bpf_map_lookup_elem(map, &prev_tid);
+		if (st)
+			st->off_cpu_ns = now;
+	}
+	if (next_tid) {
+		st = bpf_map_lookup_elem(map, &next_tid);
+		if (st && st->off_cpu_ns) {
+			if (now > st->off_cpu_ns)
+				st->ts += now - st->off_cpu_ns;
+			st->off_cpu_ns = 0;
+		}
+	}
+}
+
+/*
  * Ends the thread's current sleep or block at `now`, charging its time to the one it was. A
  * sleep that began before we attached has no start: only its end is seen.
  */
@@ -231,6 +285,12 @@ int BPF_PROG(iou_sched_switch, bool preempt, struct task_struct *prev, struct ta
 	struct iou_sched_state *s;
 	struct iou_sq_passes *p;
 
+	if (track_call_cpu) {
+		__u32 prev_tid = prev_sq ? prev->pid : 0, next_tid = next_sq ? next->pid : 0;
+
+		calls_switch(&submit_calls, prev_tid, next_tid, now);
+		calls_switch(&iopoll_calls, prev_tid, next_tid, now);
+	}
 	/* Deep tier only: time switched out inside a pass's work bracket is not work. */
 	if (prev_sq) {
 		p = thread_entry_if_owned(&sq_passes, prev->pid, prev->start_time);
@@ -517,29 +577,6 @@ struct {
 	__type(key, struct iou_dev_key);
 	__type(value, struct iou_nvme_stats);
 } nvme_stats SEC(".maps");
-
-/* In-flight entry state between an entry and its exit probe, per thread. */
-struct call_state {
-	__u64 ts;
-	__u64 ctx;
-	__u64 nr_events_ptr; /* io_do_iopoll's unsigned int *nr_events, old prototype only */
-	__u32 nr_before;
-	__u32 _pad;
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, IOU_MAX_INFLIGHT);
-	__type(key, __u32);
-	__type(value, struct call_state);
-} submit_calls SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, IOU_MAX_INFLIGHT);
-	__type(key, __u32);
-	__type(value, struct call_state);
-} iopoll_calls SEC(".maps");
 
 /* Entry state for the exit probe; a call that cannot be paired is counted, not guessed. */
 static __always_inline void call_enter(void *map, __u32 tid, struct call_state *st)

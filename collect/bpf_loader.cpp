@@ -371,6 +371,11 @@ bool selects(const Selection& sel, Feature f) {
                        [&](const auto& s) { return provides(probe_table()[s.first], f); });
 }
 
+bool selects(const Selection& sel, ProbeId id) {
+    return std::any_of(sel.begin(), sel.end(),
+                       [&](const auto& s) { return probe_table()[s.first].id == id; });
+}
+
 // Opens a fresh skeleton with only the selected variants' programs autoloaded and loads it.
 int try_load(const Selection& sel, const LoadConstants& k, SkelPtr& out) {
     SkelPtr skel(iouscope_bpf__open());
@@ -386,6 +391,9 @@ int try_load(const Selection& sel, const LoadConstants& k, SkelPtr& out) {
     // commands for io_uring_cmd_done only when something will take them off.
     skel->rodata->track_passes = selects(sel, Feature::ring_turns);
     skel->rodata->track_cmd_done = selects(sel, Feature::cmd_cqes);
+    // sched_switch keeps the SQ thread's time switched out of these calls out of their time.
+    skel->rodata->track_call_cpu =
+        selects(sel, ProbeId::io_submit_sqes) || selects(sel, ProbeId::io_do_iopoll);
     bpf_program* prog = nullptr;
     bpf_object__for_each_program(prog, skel->obj) bpf_program__set_autoload(prog, on.count(prog));
     int err = iouscope_bpf__load(skel.get());

@@ -89,7 +89,8 @@ const std::vector<MetricDecl>& metric_catalog() {
         {"iouscope_ring_sqthread_work_seconds_total", MetricKind::counter, "ring", kRing,
          "SQ thread on-CPU time spent on this ring. Where iouscope_probe_attached{probe=\"loop_passes\"} is 1: the ring's turns in the thread's loop passes, which add up to iouscope_sqthread_pass_work_seconds_total; elsewhere its time submitting (io_submit_sqes) and polling (io_do_iopoll). Deep tier."},
         {"iouscope_ring_sqthread_submit_seconds_total", MetricKind::counter, "ring", kRing,
-         "SQ thread time inside io_submit_sqes for this ring. Deep tier."},
+         "SQ thread on-CPU time inside io_submit_sqes for this ring (time switched out inside a "
+         "call is left out). Deep tier."},
         {"iouscope_ring_sqthread_batches_total", MetricKind::counter, "ring", kRing,
          "io_submit_sqes calls made by the SQ thread for this ring. Deep tier."},
         {"iouscope_iopoll_calls_total", MetricKind::counter, "ring_iopoll", {"ring", "pid", "comm", "caller"},
@@ -99,7 +100,8 @@ const std::vector<MetricDecl>& metric_catalog() {
         {"iouscope_iopoll_completions_total", MetricKind::counter, "ring_iopoll", {"ring", "pid", "comm", "caller"},
          "Completions reaped by io_do_iopoll. Deep tier."},
         {"iouscope_iopoll_seconds_total", MetricKind::counter, "ring_iopoll", {"ring", "pid", "comm", "caller"},
-         "Time spent in io_do_iopoll. Deep tier."},
+         "Time spent in io_do_iopoll; the SQ thread's (caller=\"sq_thread\") is its on-CPU "
+         "time. Deep tier."},
         {"iouscope_rings", MetricKind::gauge, "ring_count", {"mode"},
          "Live io_uring instances by mode."},
         {"iouscope_rings_created_total", MetricKind::counter, "ring_count", {"mode"},

@@ -6,6 +6,7 @@ import importlib.util
 import sys
 import tempfile
 import unittest
+import unittest.mock
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -79,6 +80,40 @@ class SelectTest(unittest.TestCase):
         for t in run.tiers():
             self.assertLessEqual(set(t.needs), seen, t.name)
             seen.add(t.name)
+
+    def test_tiers_alongside_each_other_need_none_of_their_batch(self):
+        for batch in run.batches(run.tiers()):
+            names = {t.name for t in batch}
+            for t in batch:
+                self.assertFalse(set(t.needs) & names, t.name)
+
+    def test_only_neighbours_that_may_run_alongside_share_a_batch(self):
+        t = lambda name, alongside: run.Tier(name, "", [], alongside=alongside)  # noqa: E731
+        got = run.batches([t("a", True), t("b", False), t("c", True), t("d", True), t("e", False)])
+        self.assertEqual([[x.name for x in b] for b in got], [["a"], ["b"], ["c", "d"], ["e"]])
+
+
+class BatchTest(unittest.TestCase):
+    def test_tiers_alongside_run_at_once_and_each_keeps_its_own_log(self):
+        with tempfile.TemporaryDirectory() as d, open(Path(d) / "run.log", "w") as run_log:
+            logs = Path(d)
+            # Each waits for the other's file: one after the other, both would time out.
+            wait = ("import pathlib, sys, time\n"
+                    "pathlib.Path(sys.argv[1]).touch()\n"
+                    "t = time.time()\n"
+                    "while not pathlib.Path(sys.argv[2]).exists():\n"
+                    "    if time.time() - t > 10: sys.exit(1)\n"
+                    "    time.sleep(0.01)\n"
+                    "print(sys.argv[1], 'done')\n")
+            a, b = str(logs / "a.flag"), str(logs / "b.flag")
+            batch = [run.Tier("one", "", [[sys.executable, "-c", wait, a, b]], alongside=True),
+                     run.Tier("two", "", [[sys.executable, "-c", wait, b, a]], alongside=True)]
+            with unittest.mock.patch.object(run, "vm_results", lambda n: logs / f"{n}.vm.json"), \
+                    unittest.mock.patch("sys.stdout"), unittest.mock.patch("sys.stderr"):
+                rows = run.run_batch(batch, logs, run_log)
+            self.assertEqual([r[0].result for r in rows], ["passed", "passed"])
+            self.assertEqual((logs / "one.log").read_text(), f"{a} done\n")
+            self.assertEqual((logs / "two.log").read_text(), f"{b} done\n")
 
 
 class DigestTest(unittest.TestCase):

@@ -1743,7 +1743,8 @@ class RunDurations:
     """How long each kernel's guest took the last time this command ran, kept in the cache
     (durations.json), so that guests run side by side start longest first: with two slots, the
     longest guest left for last would run alone at the end. Only the order depends on it; a
-    missing or unreadable file gives the matrix's order, and a guest that failed is not recorded.
+    missing or unreadable file gives the matrix's order. A guest that failed keeps its earlier
+    figure (a failure can end a guest early), and a kernel without one starts first.
     Keyed by kernel and by the guest command with its options, which set what a guest runs."""
 
     def __init__(self, path: Path, args: argparse.Namespace):
@@ -1763,7 +1764,9 @@ class RunDurations:
         return float(value) if isinstance(value, (int, float)) else 0.0
 
     def longest_first(self, queue: list[tuple[int, Kernel]]) -> list[tuple[int, Kernel]]:
-        return sorted(queue, key=lambda item: -self.last(item[1]))  # stable: ties keep order
+        """Kernels without a figure first (any of them may be the longest), then by their last
+        time, longest first; ties keep the matrix's order."""
+        return sorted(queue, key=lambda item: -(self.last(item[1]) or float("inf")))
 
     def record(self, results: list[RunResult]) -> None:
         mine = self.table.setdefault(self.command, {})

@@ -461,7 +461,12 @@ class Running(unittest.TestCase):
                     harness.RunResult(kernel="k3", result="pass", seconds_total=30)]
             first.record(done)
             again = harness.RunDurations(path, args)
-            self.assertEqual([k.name for _, k in again.longest_first(queue)], ["k3", "k1", "k2"])
+            # k2 failed, so it has no figure: it may be the longest, and starts first.
+            self.assertEqual([k.name for _, k in again.longest_first(queue)], ["k2", "k3", "k1"])
+            again.record([harness.RunResult(kernel="k2", result="pass", seconds_total=20),
+                          harness.RunResult(kernel="k3", result="fail", seconds_total=1)])
+            third = harness.RunDurations(path, args)
+            self.assertEqual([k.name for _, k in third.longest_first(queue)], ["k3", "k2", "k1"])
             # Another command (here, other kernel words) has durations of its own.
             self.assertEqual(harness.RunDurations(path, other).longest_first(queue), queue)
             path.write_text("not json")

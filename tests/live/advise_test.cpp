@@ -289,6 +289,17 @@ std::string apply_advice(const std::vector<std::string>& args, const json& advic
     return rows;
 }
 
+// Runs one case of a test that runs its cases side by side. In a thread of its own an exception
+// would end the whole binary: it fails the test instead.
+template <class F>
+void run_guarded(const char* label, F&& run) {
+    try {
+        run();
+    } catch (const std::exception& e) {
+        ADD_FAILURE() << label << ": " << e.what();
+    }
+}
+
 class Advise : public ::testing::Test {
 protected:
     void SetUp() override {
@@ -723,13 +734,8 @@ TEST_F(Advise, WorkloadMatrixGetsExactlyTheLabelledFindings) {
         std::snprintf(cpu, sizeof cpu, "      process CPU %.3f cores\n", before);
         return "  " + label + " " + (ids.empty() ? "-" : ids) + "\n" + cpu + applied;
     };
-    // In a thread of its own, an exception would end the whole binary: it fails the test instead.
     auto guarded = [&](const Case& c, std::string& out) {
-        try {
-            out = run_case(c);
-        } catch (const std::exception& e) {
-            ADD_FAILURE() << c.label << ": " << e.what();
-        }
+        run_guarded(c.label, [&] { out = run_case(c); });
     };
     std::vector<std::string> rows(cases.size());
     std::vector<std::size_t> light;
@@ -925,13 +931,8 @@ TEST_F(AdviseSampled, SampledGapsGiveTheSameRecommendationAsEveryGap) {
         }
         return table;
     };
-    // In a thread of its own, an exception would end the whole binary: it fails the test instead.
     auto guarded = [&](const Case& c, std::string& out) {
-        try {
-            out = run_case(c);
-        } catch (const std::exception& e) {
-            ADD_FAILURE() << c.label << ": " << e.what();
-        }
+        run_guarded(c.label, [&] { out = run_case(c); });
     };
     std::vector<std::string> rows(cases.size());
     for (std::size_t i = 0; i < cases.size(); ++i) {

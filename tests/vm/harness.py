@@ -1815,8 +1815,9 @@ def run_all(chosen: list[Kernel], args: argparse.Namespace, store: KernelStore, 
     for w in workers:
         while w.is_alive():
             w.join(0.5)  # a timed join, so that SIGINT/SIGTERM reach the main thread
-    durations.record([results[i] for i in range(len(chosen))])
-    return [results[i] for i in range(len(chosen))]
+    ordered = [results[i] for i in range(len(chosen))]
+    durations.record(ordered)
+    return ordered
 
 
 def main(argv: list[str] | None = None) -> int:

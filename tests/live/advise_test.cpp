@@ -845,7 +845,7 @@ class AdviseSampled : public ::testing::Test {
 protected:
     void SetUp() override {
         if (auto why = live_tier_unavailable()) GTEST_SKIP() << *why;
-        const std::vector<std::string> common = {"--sample.interval=1s", "--advise.window=30s",
+        const std::vector<std::string> common = {"--sample.interval=1s", "--advise.window=20s",
                                                  "--probes.deep"};
         auto with = [&](const char* sampling) {
             auto a = common;
@@ -897,7 +897,7 @@ TEST_F(AdviseSampled, SampledGapsGiveTheSameRecommendationAsEveryGap) {
             return {};
         }
         const std::vector<std::string> pid = {"--pid", std::to_string(rings[0].pid)};
-        std::this_thread::sleep_for(seconds(31));  // one full window of 30 s after the start
+        std::this_thread::sleep_for(seconds(21));  // one full window of 20 s after the start
         Judged full, sampled;
         const bool done = eventually(seconds(30), [&] {
             auto [fa, frc] = advise_cli(*full_, pid);
@@ -926,7 +926,7 @@ TEST_F(AdviseSampled, SampledGapsGiveTheSameRecommendationAsEveryGap) {
             if (s == sampled.cpu_by_setting_us.end()) continue;
             std::snprintf(line, sizeof line, "    %8ld us  %.4f  %.4f cores\n", us, cpu, s->second);
             table += line;
-            // A tenth of the CPU or 0.01 cores: one second in six recorded, over 30 s.
+            // A tenth of the CPU or 0.01 cores: one second in six recorded, over 20 s.
             EXPECT_NEAR(s->second, cpu, 0.1 * cpu + 0.01) << "sq_thread_idle " << us << " us";
         }
         return table;

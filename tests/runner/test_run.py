@@ -116,6 +116,64 @@ class BatchTest(unittest.TestCase):
             self.assertEqual((logs / "two.log").read_text(), f"{b} done\n")
 
 
+class PoolTest(unittest.TestCase):
+    def test_pooled_vm_tiers_share_a_batch_apart_from_the_others(self):
+        t = lambda name, pool=False, alongside=False: run.Tier(  # noqa: E731
+            name, "", [], alongside=alongside, pool=["--kernel", "k", "--", "x"] if pool else None)
+        got = run.batches([t("a", alongside=True), t("v", pool=True), t("n", pool=True), t("z"),
+                           t("w", pool=True)])
+        self.assertEqual([[x.name for x in b] for b in got], [["a"], ["v", "n"], ["z"], ["w"]])
+        # The table's own: vm and vm-nvme in one pool; vm-nohz (one guest at a time) apart.
+        pools = [[x.name for x in b] for b in run.batches(run.tiers()) if b[0].pool]
+        self.assertEqual(pools, [["vm", "vm-nvme"]])
+
+    def test_a_pool_splits_its_lines_counts_and_results_by_tier(self):
+        # A stand-in for tests/vm/run --batch: it reads the batch file, prints each guest's lines
+        # with its [TIER/kernel] prefix and writes each run's --results-json.
+        fake = ("import json, shlex, sys\n"
+                "lines = open(sys.argv[sys.argv.index('--batch') + 1]).read().splitlines()\n"
+                "print('[vm] longest first')\n"
+                "for line in lines:\n"
+                "    w = shlex.split(line)\n"
+                "    label = w[w.index('--label') + 1]\n"
+                "    out = w[w.index('--results-json') + 1]\n"
+                "    ks = w[w.index('--kernel') + 1].split(',')\n"
+                "    res = []\n"
+                "    for k in ks:\n"
+                "        bad = (label, k) == ('two', 'k2')\n"
+                "        print(f'[{label}/{k}] [==========] 3 tests from 1 test suite ran.')\n"
+                "        print(f'[{label}/{k}] [  PASSED  ] {2 if bad else 3} tests.')\n"
+                "        if bad: print(f'[{label}/{k}] [  FAILED  ] 1 test, listed below:')\n"
+                "        res.append({'kernel': k, 'result': 'fail' if bad else 'pass',\n"
+                "                    'seconds_total': 5.0})\n"
+                "    json.dump(res, open(out, 'w'))\n"
+                "sys.exit(1)\n")
+        with tempfile.TemporaryDirectory() as d, open(Path(d) / "run.log", "w") as run_log:
+            logs = Path(d)
+            results = lambda n: logs / f"{n}.vm.json"  # noqa: E731
+            tier = lambda name, ks: run.Tier(  # noqa: E731
+                name, "", [], vm=(ks, []),
+                pool=["--kernel", ks, "--results-json", str(results(name)), "--", "cmd", "a b"])
+            batch = [tier("one", "k1,k2"), tier("two", "k1,k2")]
+            with unittest.mock.patch.object(run, "vm_results", results), \
+                    unittest.mock.patch.object(run, "vm_run",
+                                               lambda *a: [sys.executable, "-c", fake, *a]), \
+                    unittest.mock.patch("sys.stdout"), unittest.mock.patch("sys.stderr"):
+                rows = run.run_batch(batch, logs, run_log)
+            written = (logs / "vm-pool.batch").read_text().splitlines()
+            self.assertEqual(written[0], f"--kernel k1,k2 --results-json {results('one')} "
+                                         f"--label one -- cmd 'a b'")
+            one, two = rows
+            self.assertEqual([(r.kernel, r.result, r.tests, r.passed) for r in one],
+                             [("", "passed", 6, 6), ("k1", "passed", 3, 3), ("k2", "passed", 3, 3)])
+            self.assertEqual([(r.kernel, r.result, r.failed) for r in two],
+                             [("", "failed", 1), ("k1", "passed", 0), ("k2", "failed", 1)])
+            log_one = (logs / "one.log").read_text()
+            self.assertIn("[vm] longest first", log_one)  # a line of no guest goes to both
+            self.assertIn("[one/k2]", log_one)
+            self.assertNotIn("[two/", log_one)
+
+
 class DigestTest(unittest.TestCase):
     def test_a_failure_keeps_its_own_kernels_lines(self):
         with tempfile.TemporaryDirectory() as d:

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 import kbuild
+import pool
 
 HERE = Path(__file__).resolve().parent
 CHECKOUT = HERE.parent.parent
@@ -1268,15 +1269,16 @@ class Guest:
                  logs: Path, log: Log, timeout: int, boot_timeout: int, expect: int,
                  probe_config: dict[str, str], probe_reason: str, memory: str, cpus: int,
                  extra_append: str = "", nvme_subsystem: bool = False, slot: int = 0,
-                 prefix_output: bool = False):
+                 prefix_output: str = ""):
         self.p, self.argv, self.env, self.cache, self.logs, self.log = p, argv, env, cache, logs, log
         self.timeout, self.boot_timeout, self.expect = timeout, boot_timeout, expect
         self.probe_config, self.probe_reason = probe_config, probe_reason
         self.memory, self.cpus, self.extra_append = memory, cpus, extra_append
         self.nvme_subsystem = nvme_subsystem
-        # With guests side by side, each command line says whose it is ("[bookworm] ...").
+        # With guests side by side, each command line says whose it is ("[bookworm] ...", or
+        # "[vm-nvme/bookworm] ..." for a labelled run of a batch).
         self.slot = slot
-        self.out_prefix = f"[{p.kernel.name}] " if prefix_output else ""
+        self.out_prefix = f"[{prefix_output}] " if prefix_output else ""
         self.tail: deque[str] = deque(maxlen=40)
         self.fatal = ""  # the guest's own account of why it failed, if it gave one
 
@@ -1594,6 +1596,17 @@ def build_parser() -> Parser:
     p.add_argument("--results-json", type=Path, metavar="FILE",
                    help="also write each kernel's result (status, seconds per phase, reason) "
                         "to FILE as JSON")
+    p.add_argument("--label", metavar="NAME",
+                   help="name this run: its guests' lines read [NAME/kernel] and their logs go "
+                        "to LOGS/NAME/kernel (for the runs of --batch, which each need one)")
+    p.add_argument("--batch", type=Path, metavar="FILE",
+                   help="run several runs in one pool of --jobs guests, longest guest first: "
+                        "FILE holds one run per line, the arguments of a tests/vm/run of its "
+                        "own (shell-quoted, with --kernel, --label and -- COMMAND; '#' starts a "
+                        "comment line), without the pool's options (--jobs, --offline, "
+                        "--refresh, -v, --matrix). Exits 0 when every guest of every run passed "
+                        "or skipped, 1 otherwise; each run writes its own --results-json and "
+                        "summary")
     p.add_argument("--prepare-only", action="store_true",
                    help="download and build what the kernels need, boot nothing")
     p.add_argument("--refresh", action="store_true",
@@ -1615,14 +1628,27 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         cmd = cmd[1:]
     args.command = cmd
     if args.list:
-        if args.kernel or cmd or args.prepare_only:
-            p.error("--list takes no --kernel, --prepare-only or COMMAND")
+        if args.kernel or cmd or args.prepare_only or args.batch:
+            p.error("--list takes no --kernel, --prepare-only, --batch or COMMAND")
         return args
-    if not args.kernel:
+    if args.label is not None and not pool.LABEL.fullmatch(args.label):
+        p.error(f"--label {args.label!r}: letters, digits, '_', '.' and '-' only")
+    if args.batch:
+        per_run = [opt for opt, v in (
+            ("--kernel", args.kernel), ("COMMAND", cmd), ("--prepare-only", args.prepare_only),
+            ("--label", args.label), ("--results-json", args.results_json),
+            ("--timeout", args.timeout), ("--boot-timeout", args.boot_timeout),
+            ("--expect-status", args.expect_status), ("--env", args.env),
+            ("--memory", args.memory), ("--cpus", args.cpus), ("--append", args.kernel_append),
+            ("--nvme-subsystem", args.nvme_subsystem)) if v]
+        if per_run:
+            p.error(f"--batch takes each run's options from its FILE, not {', '.join(per_run)}")
+        args.runs = batch_runs(p, args)
+    elif not args.kernel:
         p.error("--kernel is required (a name from --list, a comma-separated list, or 'all')")
-    if args.prepare_only and cmd:
+    elif args.prepare_only and cmd:
         p.error("--prepare-only takes no COMMAND")
-    if not args.prepare_only and not cmd:
+    elif not args.prepare_only and not cmd:
         p.error("no COMMAND given; put it after '--', e.g. tests/vm/run --kernel all -- uname -r")
     if args.refresh and args.offline:
         p.error("--refresh and --offline contradict each other")
@@ -1654,6 +1680,30 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         env[name] = value
     args.env = env
     return args
+
+
+def batch_runs(p: Parser, args: argparse.Namespace) -> list[argparse.Namespace]:
+    """The runs of --batch FILE, each parsed as a tests/vm/run command line of its own."""
+    try:
+        lines = pool.batch_lines(args.batch.read_text())
+    except OSError as e:
+        p.error(f"--batch {args.batch}: {e.strerror}")
+    except ValueError as e:
+        p.error(f"--batch {args.batch}: {e}")
+    runs, labels = [], set()
+    for words in lines:
+        try:
+            run = parse_args(words)
+        except SystemExit:
+            print(f"tests/vm/run: in --batch {args.batch}: {shlex.join(words)}", file=sys.stderr)
+            raise
+        if not run.label:
+            p.error(f"--batch {args.batch}: each run needs a --label: {shlex.join(words)}")
+        if run.label in labels:
+            p.error(f"--batch {args.batch}: two runs are labelled {run.label!r}")
+        labels.add(run.label)
+        runs.append(run)
+    return runs
 
 
 KEEP_LOG_RUNS = 10
@@ -1703,10 +1753,12 @@ def summary_table(results: list[RunResult]) -> str:
     return "\n".join(lines)
 
 
-def run_one(kernel: Kernel, args: argparse.Namespace, store: KernelStore, log: Log,
+def run_one(job: pool.Job, store: KernelStore, log: Log,
             probes: tuple[dict[str, str], str] | None, logs_root: Path, slot: int = 0,
             label_output: bool = False) -> RunResult:
-    log = log.for_kernel(kernel.name)
+    """One guest: prepares its kernel, boots it and runs its run's command."""
+    kernel, args, name = job.kernel, job.args, pool.name(job)
+    log = log.for_kernel(name)
     result = RunResult(kernel=kernel.name)
     t0 = time.monotonic()
     try:
@@ -1718,14 +1770,14 @@ def run_one(kernel: Kernel, args: argparse.Namespace, store: KernelStore, log: L
         if args.prepare_only:
             result.result, result.status = "pass", 0
         else:
-            guest = Guest(p, args.command, args.env, store.root, logs_root / kernel.name, log,
+            guest = Guest(p, args.command, args.env, store.root, logs_root / name, log,
                           timeout=args.timeout or kernel.timeout,
                           boot_timeout=args.boot_timeout or kernel.boot_timeout,
                           expect=args.expect_status, probe_config=probes[0],
                           probe_reason=probes[1], memory=args.memory or kernel.memory,
                           cpus=args.cpus or kernel.cpus, extra_append=args.kernel_append,
                           nvme_subsystem=args.nvme_subsystem, slot=slot,
-                          prefix_output=label_output)
+                          prefix_output=name if label_output else "")
             guest.run(result)
     except HarnessError as e:
         result.reason = str(e)
@@ -1739,85 +1791,17 @@ def run_one(kernel: Kernel, args: argparse.Namespace, store: KernelStore, log: L
     return result
 
 
-class RunDurations:
-    """How long each kernel's guest took the last time this command ran, kept in the cache
-    (durations.json), so that guests run side by side start longest first: with two slots, the
-    longest guest left for last would run alone at the end. Only the order depends on it; a
-    missing or unreadable file gives the matrix's order. A guest that failed keeps its earlier
-    figure (a failure can end a guest early), and a kernel without one starts first.
-    Keyed by kernel and by the guest command with its options, which set what a guest runs."""
-
-    def __init__(self, path: Path, args: argparse.Namespace):
-        self.path = path
-        key = [*args.command, str(getattr(args, "kernel_append", "")),
-               str(getattr(args, "nvme_subsystem", False))]
-        self.command = hashlib.sha256("\0".join(key).encode()).hexdigest()[:16]
-        try:
-            self.table = json.loads(path.read_text())
-            if not isinstance(self.table, dict):
-                self.table = {}
-        except (OSError, ValueError):
-            self.table = {}
-
-    def last(self, kernel: Kernel) -> float:
-        value = self.table.get(self.command, {}).get(kernel.name, 0.0)
-        return float(value) if isinstance(value, (int, float)) else 0.0
-
-    def longest_first(self, queue: list[tuple[int, Kernel]]) -> list[tuple[int, Kernel]]:
-        """Kernels without a figure first (any of them may be the longest), then by their last
-        time, longest first; ties keep the matrix's order."""
-        return sorted(queue, key=lambda item: -(self.last(item[1]) or float("inf")))
-
-    def record(self, results: list[RunResult]) -> None:
-        mine = self.table.setdefault(self.command, {})
-        for r in results:
-            if r.result == "pass":
-                mine[r.kernel] = round(r.seconds_total, 1)
-        tmp = self.path.with_suffix(".tmp")
-        try:
-            tmp.write_text(json.dumps(self.table, indent=1, sort_keys=True) + "\n")
-            tmp.replace(self.path)
-        except OSError:
-            pass  # an order hint only: the next run falls back to the matrix's order
-
-
-def run_all(chosen: list[Kernel], args: argparse.Namespace, store: KernelStore, log: Log,
+def run_all(jobs: list[pool.Job], slots: int, store: KernelStore, log: Log,
             probes: tuple[dict[str, str], str] | None, logs_root: Path) -> list[RunResult]:
-    """Every chosen kernel, args.jobs guests at a time, results in the matrix's order. Each
-    worker keeps one slot, so the guests it boots run pinned to a host CPU no other guest of this
-    run uses (qemu_host_cpu). Kernels are prepared (downloads, builds) under the cache lock, one
-    at a time."""
-    label = len(chosen) > 1
-    if args.jobs == 1 or args.prepare_only:
-        return [run_one(k, args, store, log, probes, logs_root, label_output=label)
-                for k in chosen]
-    durations = RunDurations(store.root / "durations.json", args)
-    queue = durations.longest_first(list(enumerate(chosen)))
-    known = [f"{k.name} {durations.last(k):.0f} s" for _, k in queue if durations.last(k)]
-    if known:
-        log(f"longest first, by the last run of this command: {', '.join(known)}")
-    results: dict[int, RunResult] = {}
-    lock = threading.Lock()
-
-    def worker(slot: int) -> None:
-        while True:
-            with lock:
-                if not queue:
-                    return
-                i, k = queue.pop(0)
-            results[i] = run_one(k, args, store, log, probes, logs_root, slot=slot,
-                                 label_output=label)
-
-    workers = [threading.Thread(target=worker, args=(slot,), daemon=True)
-               for slot in range(min(args.jobs, len(chosen)))]
-    for w in workers:
-        w.start()
-    for w in workers:
-        while w.is_alive():
-            w.join(0.5)  # a timed join, so that SIGINT/SIGTERM reach the main thread
-    ordered = [results[i] for i in range(len(chosen))]
-    durations.record(ordered)
-    return ordered
+    """Every job, `slots` guests at a time (tests/vm/pool.py), results in the jobs' order.
+    Kernels are prepared (downloads, builds) under the cache lock, one at a time."""
+    label = len(jobs) > 1
+    if slots == 1 or jobs[0].args.prepare_only:
+        return [run_one(job, store, log, probes, logs_root, label_output=label) for job in jobs]
+    durations = pool.RunDurations(store.root / "durations.json")
+    return pool.run_pool(jobs, slots, durations,
+                         lambda job, slot: run_one(job, store, log, probes, logs_root, slot=slot,
+                                                   label_output=label), log)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1830,7 +1814,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.list:
             list_kernels(kernels, store)
             return 0
-        chosen = select_kernels(kernels, args.kernel)
+        runs = args.runs if args.batch else [args]
+        jobs = [pool.Job(i, run, k) for i, run in enumerate(runs)
+                for k in select_kernels(kernels, run.kernel)]
         # Check the tools before downloading hundreds of megabytes.
         if not args.prepare_only:
             qemu_binary()
@@ -1867,7 +1853,7 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, interrupted)
     try:
-        results = run_all(chosen, args, store, log, probes, logs_root)
+        results = run_all(jobs, args.jobs, store, log, probes, logs_root)
     except KeyboardInterrupt:
         for proc in list(RUNNING):
             kill_qemu(proc)
@@ -1878,10 +1864,15 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout = open(os.devnull, "w")
         return 141
 
-    if args.results_json:
-        args.results_json.write_text(json.dumps([dataclasses.asdict(r) for r in results], indent=1))
-    if len(chosen) == 1 and not args.prepare_only:
-        return results[0].exit_code()
-    print()
-    print(summary_table(results))
+    for i, run in enumerate(runs):
+        mine = [r for job, r in zip(jobs, results) if job.run == i]
+        if run.results_json:
+            run.results_json.write_text(json.dumps([dataclasses.asdict(r) for r in mine],
+                                                   indent=1))
+        if len(jobs) == 1 and not args.prepare_only and not args.batch:
+            return results[0].exit_code()
+        print()
+        if args.batch:
+            print(f"{run.label}:")
+        print(summary_table(mine))
     return 0 if all(r.result in ("pass", "skip") for r in results) else 1

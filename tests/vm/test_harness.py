@@ -446,31 +446,40 @@ class Running(unittest.TestCase):
                     self.assertRaises(SystemExit), contextlib.redirect_stderr(io.StringIO()):
                 harness.parse_args(["--kernel", "all", "--jobs", "2", "--", "true"])
 
-    def test_side_by_side_guests_start_longest_first_by_the_last_run(self):
-        ks = matrix(MINIMAL + MINIMAL.replace('"k1"', '"k2"') + MINIMAL.replace('"k1"', '"k3"'))
-        args = harness.parse_args(["--kernel", "all", "--", "tests/vm/guest-suite", "smoke"])
-        other = harness.parse_args(["--kernel", "all", "--append", "nohz_full=1", "--",
-                                    "tests/vm/guest-suite", "smoke"])
+    def test_parse_args_takes_a_batch_of_labelled_runs(self):
         with tempfile.TemporaryDirectory() as d:
-            path = Path(d) / "durations.json"
-            first = harness.RunDurations(path, args)
-            queue = list(enumerate(ks))
-            self.assertEqual(first.longest_first(queue), queue)  # nothing known: matrix order
-            done = [harness.RunResult(kernel="k1", result="pass", seconds_total=10),
-                    harness.RunResult(kernel="k2", result="fail", seconds_total=99),
-                    harness.RunResult(kernel="k3", result="pass", seconds_total=30)]
-            first.record(done)
-            again = harness.RunDurations(path, args)
-            # k2 failed, so it has no figure: it may be the longest, and starts first.
-            self.assertEqual([k.name for _, k in again.longest_first(queue)], ["k2", "k3", "k1"])
-            again.record([harness.RunResult(kernel="k2", result="pass", seconds_total=20),
-                          harness.RunResult(kernel="k3", result="fail", seconds_total=1)])
-            third = harness.RunDurations(path, args)
-            self.assertEqual([k.name for _, k in third.longest_first(queue)], ["k3", "k2", "k1"])
-            # Another command (here, other kernel words) has durations of its own.
-            self.assertEqual(harness.RunDurations(path, other).longest_first(queue), queue)
-            path.write_text("not json")
-            self.assertEqual(harness.RunDurations(path, args).longest_first(queue), queue)
+            batch = Path(d) / "runs"
+            batch.write_text("# two runs\n"
+                             "--kernel all --label vm --expect-status 42 -- tests/vm/guest-suite smoke\n"
+                             "\n"
+                             "--kernel sid --label nvme --nvme-subsystem -- 'a b' c\n")
+            args = harness.parse_args(["--batch", str(batch)])
+            self.assertEqual([r.label for r in args.runs], ["vm", "nvme"])
+            self.assertEqual(args.runs[0].expect_status, 42)
+            self.assertTrue(args.runs[1].nvme_subsystem)
+            self.assertEqual(args.runs[1].command, ["a b", "c"])
+
+            def refused(text, *outer):
+                batch.write_text(text)
+                err = io.StringIO()
+                with self.assertRaises(SystemExit) as e, contextlib.redirect_stderr(err):
+                    harness.parse_args([*outer, "--batch", str(batch)])
+                self.assertEqual(e.exception.code, harness.EXIT_USAGE)
+                return err.getvalue()
+
+            ok = "--kernel sid --label a -- true\n"
+            self.assertIn("needs a --label", refused("--kernel sid -- true\n"))
+            self.assertIn("two runs are labelled 'a'", refused(ok + ok))
+            self.assertIn("--jobs is the pool's", refused("--kernel sid --label a --jobs 2 -- true\n"))
+            self.assertIn("no run in it", refused("# nothing\n"))
+            self.assertIn("--label 'a/b'", refused("--kernel sid --label a/b -- true\n"))
+            self.assertIn("in --batch", refused("--kernel nope --label a --bogus -- true\n"))
+            self.assertIn("not --kernel", refused(ok, "--kernel", "sid"))
+            self.assertIn("not --append", refused(ok, "--append", "quiet"))
+            # A pool-wide word after the run's -- is its command's, not the pool's.
+            batch.write_text("--kernel sid --label a -- echo --jobs\n")
+            self.assertEqual(harness.parse_args(["--batch", str(batch)]).runs[0].command,
+                             ["echo", "--jobs"])
 
     def kernel_cmdline(self, cmd):
         return cmd[cmd.index("-append") + 1]

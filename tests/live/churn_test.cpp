@@ -305,9 +305,8 @@ TEST_F(Churn, ShortFioJobsHoldTheInvariants) {
     for (const char* sqpoll : {"0", "1", "0", "1"}) {
         Child fio({"/usr/bin/fio", "--name=churn", "--filename=" + std::string(path),
                    "--ioengine=io_uring", "--rw=randread", "--bs=4k", "--size=16M", "--numjobs=4",
-                   "--iodepth=16",
-                   "--number_ios=" + std::to_string(kIos), std::string("--sqthread_poll=") + sqpoll,
-                   "--output-format=terse"},
+                   "--iodepth=16", "--number_ios=" + std::to_string(kIos),
+                   std::string("--sqthread_poll=") + sqpoll, "--output-format=terse"},
                   true);
         const auto t0 = steady_clock::now();
         const int rc = scrape_until_exit(*daemon_, fio, seconds(120),

@@ -207,11 +207,14 @@ TEST_F(Churn, RingsAtReusedAddressesRestartFromTheirOwnCounts) {
 TEST_F(Churn, ThousandsOfShortLivedRingsAreCountedExactlyAndCheaply) {
     // 6,000 rings, half SQPOLL, 4 NOPs each, most closed before any walk sees them. Before, the
     // sample time grew to seconds (a map re-read per expired thread) and the daemon went blind.
-    constexpr int kCycles = 300, kPerCycle = 20;
+    // In a TCG guest 6,000 took 58 s (6.1) and 38 s (7.2) of the kernel's one boot: 2,000 there
+    // count the kernel's ring lifecycle as exactly, and the host keeps the 6,000.
+    const int cycles = in_vm_guest() ? 100 : 300;
+    constexpr int kPerCycle = 20;
     const double created_before = total(daemon_->scrape(), "iouscope_rings_created_total");
     const std::string bin = build_dir() + "/iouscope-load";
     Child load({bin, "--ring", "sqpoll,count=4,n=10", "--ring", "plain,count=4,n=10", "--cycles",
-                std::to_string(kCycles)});
+                std::to_string(cycles)});
     Invariants inv([](const Series& s) -> std::optional<double> {
         if (s.labels.count("comm") && s.labels.at("comm") == "iouscope-load") return 4;
         return std::nullopt;
@@ -230,17 +233,17 @@ TEST_F(Churn, ThousandsOfShortLivedRingsAreCountedExactlyAndCheaply) {
     // The load generator's own count of the rings it set up is the ground truth.
     const auto setups = std::count_if(out.begin(), out.end(),
                                       [](const auto& l) { return l.rfind("setup ", 0) == 0; });
-    ASSERT_EQ(setups, kCycles * kPerCycle);
+    ASSERT_EQ(setups, cycles * kPerCycle);
     for (const auto& v : inv.violations()) ADD_FAILURE() << v;
     // io_uring_create saw every ring: the count is exact.
     double created = 0;
     eventually(seconds(3), [&] {
         created = total(daemon_->scrape(), "iouscope_rings_created_total") - created_before;
-        return created >= kCycles * kPerCycle;
+        return created >= cycles * kPerCycle;
     });
     std::printf("%d scrapes, rings created %.0f of %d, slowest sample %.1f ms\n", inv.scrapes(),
-                created, kCycles * kPerCycle, worst * 1e3);
-    EXPECT_EQ(created, kCycles * kPerCycle);
+                created, cycles * kPerCycle, worst * 1e3);
+    EXPECT_EQ(created, cycles * kPerCycle);
     // Milliseconds on the host (about 1.5 ms measured); the bound leaves room for TCG guests and
     // still fails the seconds that a per-expired-thread map scan took.
     EXPECT_LT(worst, 0.5);

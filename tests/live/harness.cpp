@@ -209,6 +209,11 @@ std::optional<std::string> live_tier_unavailable() {
     return std::nullopt;
 }
 
+bool in_vm_guest() {
+    const char* vm = std::getenv("IOUSCOPE_VM");
+    return vm != nullptr && std::string(vm) == "1";
+}
+
 bool eventually(milliseconds timeout, const std::function<bool()>& pred) {
     auto deadline = steady_clock::now() + timeout;
     for (;;) {

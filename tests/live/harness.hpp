@@ -99,6 +99,11 @@ bool kernel_lacks(const std::string& reason);
 // Why live tests cannot run here (not root, no BTF, io_uring disabled), or nullopt.
 std::optional<std::string> live_tier_unavailable();
 
+// Inside a tests/vm/run guest (IOUSCOPE_VM=1), where TCG runs everything 10 to 50 times slower.
+// A test sized by a count may run a smaller one there, with the same assertions, where the
+// count's size is proven on the host and the guests check the kernel's side of it.
+bool in_vm_guest();
+
 // A running iouscoped on a free loopback port.
 class Daemon {
 public:

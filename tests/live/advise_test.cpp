@@ -969,7 +969,7 @@ TEST(AdviseSampledEarly, ABusyWindowClosesEarlyAndItsScaledGapsStayUnbiased) {
         a.push_back(sampling);
         return a;
     };
-    Daemon full(with("--probes.gap-sampling=off")), sampled(with("--probes.gap-sampling=10s/20s"));
+    Daemon full(with("--probes.gap-sampling=off")), sampled(with("--probes.gap-sampling=10s/12s"));
     ASSERT_TRUE(full.ready()) << full.startup_log();
     ASSERT_TRUE(sampled.ready()) << sampled.startup_log();
     REQUIRE_PROBE(full, probe_attached(full, "work_gaps"), "work_gaps");
@@ -1004,7 +1004,7 @@ TEST(AdviseSampledEarly, ABusyWindowClosesEarlyAndItsScaledGapsStayUnbiased) {
     std::this_thread::sleep_for(seconds(9));
     GapReading f0, s0, f1, s1;
     ASSERT_TRUE(between(f0, s0)) << last;
-    std::this_thread::sleep_for(seconds(44));  // two periods and more: at least two windows
+    std::this_thread::sleep_for(seconds(26));  // two periods and more: at least two windows
     ASSERT_TRUE(between(f1, s1)) << last;
     const double elapsed = f1.at - f0.at;  // between the full-rate daemon's two samples
     ASSERT_GT(elapsed, 20);

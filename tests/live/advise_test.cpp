@@ -314,40 +314,30 @@ protected:
 
     bool attached(const std::string& probe) { return probe_attached(*daemon_, probe); }
 
-    // Runs one SQPOLL ring, measures its SQ thread for 6 s, then waits for the advisor's `id`
-    // about it. The load keeps running in load_.
-    json measure_then_advise(const std::string& spec, const std::string& id, Measured& before) {
-        std::vector<LoadRing> rings;
+    // Runs one SQPOLL ring (`spec`) and, for advice to drop SQPOLL, the change already applied
+    // beside it: the same SQEs from a plain ring (`plain`), in a process of its own, whose one
+    // thread submits them itself. At these rates that takes under a tenth of a core, so the
+    // spinning SQ thread keeps its CPU, and the advisor judges each process apart. Measures the
+    // SQ thread (`before`) and the plain ring's thread (`plain_cpu`, cores) over the same 6 s,
+    // then waits for the advisor's `id` about the SQPOLL ring. The loads keep running.
+    json advise_beside_plain(const std::string& spec, const std::string& plain,
+                             const std::string& id, Measured& before, double& plain_cpu) {
+        std::vector<LoadRing> rings, plain_rings;
         load_ = start_load({"--ring", spec, "--duration", "120s"}, rings);
+        beside_ = start_load({"--ring", plain, "--duration", "120s"}, plain_rings);
         if (rings.size() != 1u) return {{"error", "load started " + std::to_string(rings.size())}};
+        if (plain_rings.size() != 1u || plain_rings[0].sq_thread > 0)
+            return {{"error", plain + ": expected one ring without an SQ thread"}};
         std::this_thread::sleep_for(seconds(2));
+        const pid_t p = plain_rings[0].pid;
+        std::thread other([&] { plain_cpu = measure(p, {p}, seconds(6)).cpu; });
         before = measure(rings[0].pid, {rings[0].sq_thread}, seconds(6));
+        other.join();
         return wait_for_finding(*daemon_, id, seconds(30), {"--pid", std::to_string(rings[0].pid)});
     }
 
-    // The advice applied: the same load as a plain ring, which has no SQ thread. Returns its
-    // submitting thread's CPU, in cores, over 6 s.
-    double plain_ring_cpu(const std::string& spec) {
-        const auto rings = restart_load({"--ring", spec, "--duration", "120s"});
-        if (rings.size() != 1u || rings[0].sq_thread > 0) {
-            ADD_FAILURE() << spec << ": expected one ring without an SQ thread";
-            return NAN;
-        }
-        return measure(rings[0].pid, {rings[0].pid}, seconds(6)).cpu;
-    }
-
-    // load_ replaced by a load of `args`, given 2 s to settle once it has started; its rings
-    // (none if it did not start).
-    std::vector<LoadRing> restart_load(const std::vector<std::string>& args) {
-        load_.reset();
-        std::vector<LoadRing> rings;
-        load_ = start_load(args, rings);
-        if (!rings.empty()) std::this_thread::sleep_for(seconds(2));
-        return rings;
-    }
-
     std::unique_ptr<Daemon> daemon_;
-    std::unique_ptr<Child> load_;
+    std::unique_ptr<Child> load_, beside_;
 };
 
 const std::vector<std::string> kBursty = {"--duration", "120s",        "--pause-every",
@@ -460,9 +450,13 @@ TEST_F(Advise, IdleTooLongPredictsTheCpuAndWakesOfTheRecommendedSetting) {
 
 // One SQE per second on a thread that spins 5 s before sleeping.
 TEST_F(Advise, SpinningWithoutWorkPredictsTheSavingOfDroppingSqpoll) {
+    // There is no SQ thread left to burn anything without SQPOLL; the application's own thread
+    // does the one submission per second (the plain ring beside it).
     Measured before;
+    double after_cpu = NAN;
     const json advice =
-        measure_then_advise("sqpoll,idle=5000,rate=1,batch=1", "sq_spinning_without_work", before);
+        advise_beside_plain("sqpoll,idle=5000,rate=1,batch=1", "plain,rate=1,batch=1",
+                            "sq_spinning_without_work", before, after_cpu);
     const json* f = finding(advice, "sq_spinning_without_work");
     ASSERT_NE(f, nullptr) << advice.dump();
     EXPECT_NE((*f)["change"].get<std::string>().find("without IORING_SETUP_SQPOLL"),
@@ -470,9 +464,6 @@ TEST_F(Advise, SpinningWithoutWorkPredictsTheSavingOfDroppingSqpoll) {
     const double pred_saving = figure(*f, "predicted", "cpu_cores_saved");
     const double pred_wakes = figure(*f, "predicted", "wakeups_per_second");
 
-    // There is no SQ thread left to burn anything; the application's own thread does the one
-    // submission per second.
-    const double after_cpu = plain_ring_cpu("plain,rate=1,batch=1");
     std::printf(
         "SQPOLL at 1 SQE/s: CPU %.3f cores -> %.4f cores without SQPOLL; saving "
         "measured %.3f predicted %.3f; wakes/s predicted %.1f\n",
@@ -551,9 +542,12 @@ TEST_F(Advise, BacklogOnASaturatedSharedThreadIsReported) {
 // any idle the kernel allows. The thread burns a core; without SQPOLL the same SQEs cost a
 // system call each.
 TEST_F(Advise, OverpricedThreadIsPricedAndDroppingSqpollSavesWhatWasPredicted) {
+    // Applied, beside it: the application's thread submits each SQE itself.
     Measured before;
+    double after_cpu = NAN;
     const json advice =
-        measure_then_advise("sqpoll,idle=1000,rate=1500,batch=1", "sq_thread_overpriced", before);
+        advise_beside_plain("sqpoll,idle=1000,rate=1500,batch=1", "plain,rate=1500,batch=1",
+                            "sq_thread_overpriced", before, after_cpu);
     const json* f = finding(advice, "sq_thread_overpriced");
     ASSERT_NE(f, nullptr) << advice.dump();
     EXPECT_EQ(advice["findings"].size(), 1u) << advice.dump(2);
@@ -567,8 +561,6 @@ TEST_F(Advise, OverpricedThreadIsPricedAndDroppingSqpollSavesWhatWasPredicted) {
     const double pred_cpu = alt["no_sqpoll"]["cpu_cores"].get<double>();
     const double pred_saving = figure(*f, "predicted", "cpu_cores_saved");
 
-    // Applied: the application's thread submits each SQE itself.
-    const double after_cpu = plain_ring_cpu("plain,rate=1500,batch=1");
     std::printf(
         "SQPOLL, idle 1 s, 1,500 SQEs/s: CPU %.3f cores -> %.4f without SQPOLL (predicted "
         "%.4f); saving measured %.3f predicted %.3f\n",

@@ -1795,7 +1795,8 @@ def run_all(jobs: list[pool.Job], slots: int, store: KernelStore, log: Log,
             probes: tuple[dict[str, str], str] | None, logs_root: Path) -> list[RunResult]:
     """Every job, `slots` guests at a time (tests/vm/pool.py), results in the jobs' order.
     Kernels are prepared (downloads, builds) under the cache lock, one at a time."""
-    label = len(jobs) > 1
+    # Several guests, or a labelled run (every run of --batch): each line says whose it is.
+    label = len(jobs) > 1 or bool(getattr(jobs[0].args, "label", None))
     if slots == 1 or jobs[0].args.prepare_only:
         return [run_one(job, store, log, probes, logs_root, label_output=label) for job in jobs]
     durations = pool.RunDurations(store.root / "durations.json")

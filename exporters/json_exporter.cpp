@@ -3,7 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "exporters/prometheus_exporter.hpp"
+#include "exporters/utf8.hpp"
 
 namespace iouscope {
 

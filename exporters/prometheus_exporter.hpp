@@ -12,9 +12,6 @@
 
 namespace iouscope {
 
-// comm names are 16 arbitrary bytes; exposition must be UTF-8. Invalid sequences become U+FFFD.
-std::string sanitize_utf8(std::string_view in);
-
 std::vector<prometheus::MetricFamily> to_metric_families(const Snapshot& snap);
 
 // Text exposition format 0.0.4 of a snapshot, as served on /metrics.

@@ -19,8 +19,17 @@ from unittest import mock
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+import boot  # noqa: E402
+import cli  # noqa: E402
+import common  # noqa: E402
 import harness  # noqa: E402
+import initramfs  # noqa: E402
 import kbuild  # noqa: E402
+import matrix  # noqa: E402
+import packages  # noqa: E402
+import qemu  # noqa: E402
+import results  # noqa: E402
+import store  # noqa: E402
 
 RUN = HERE / "run"
 
@@ -32,8 +41,8 @@ series = "6.1"
 """
 
 
-def matrix(text: str):
-    return harness.parse_matrix(textwrap.dedent(text), "test.toml")
+def matrix_of(text: str):
+    return matrix.parse_matrix(textwrap.dedent(text), "test.toml")
 
 
 class SourceBuild(unittest.TestCase):
@@ -74,7 +83,7 @@ class SourceBuild(unittest.TestCase):
 
 class MatrixFile(unittest.TestCase):
     def test_the_projects_matrix_covers_the_four_suites_and_the_seeds(self):
-        kernels = harness.load_matrix(harness.DEFAULT_MATRIX)
+        kernels = matrix.load_matrix(common.DEFAULT_MATRIX)
         self.assertEqual([k.name for k in kernels],
                          ["bullseye", "bookworm", "trixie", "sid", "seeds"])
         self.assertEqual([k.series for k in kernels], ["5.10", "6.1", "6.12", "7", "6.12"])
@@ -92,32 +101,32 @@ class MatrixFile(unittest.TestCase):
             self.assertEqual((k.memory, k.cpus), ("2G", 2))
 
     def test_source_and_patches_go_together_and_name_a_fragment(self):
-        with self.assertRaisesRegex(harness.MatrixError, "'source' and 'patches' go together"):
-            matrix(MINIMAL + 'source = "linux-source-6.12"\n')
-        with self.assertRaisesRegex(harness.MatrixError, "no directory with a config fragment"):
-            matrix(MINIMAL + 'source = "linux-source-6.12"\npatches = "no/such/dir"\n')
-        k = matrix(MINIMAL + 'source = "linux-source-6.12"\npatches = "kernels/seeds"\n')[0]
+        with self.assertRaisesRegex(matrix.MatrixError, "'source' and 'patches' go together"):
+            matrix_of(MINIMAL + 'source = "linux-source-6.12"\n')
+        with self.assertRaisesRegex(matrix.MatrixError, "no directory with a config fragment"):
+            matrix_of(MINIMAL + 'source = "linux-source-6.12"\npatches = "no/such/dir"\n')
+        k = matrix_of(MINIMAL + 'source = "linux-source-6.12"\npatches = "kernels/seeds"\n')[0]
         self.assertEqual((k.source, k.patches), ("linux-source-6.12", "kernels/seeds"))
 
     def test_source_selection_takes_the_source_package(self):
-        k = matrix(MINIMAL + 'source = "linux-source-6.12"\npatches = "kernels/seeds"\n')[0]
+        k = matrix_of(MINIMAL + 'source = "linux-source-6.12"\npatches = "kernels/seeds"\n')[0]
         stanza = ("Package: linux-source-6.12\nVersion: 6.12.118-1\nArchitecture: all\n"
                   "Size: 153476148\n")
-        sel = harness.resolve_source(k, lambda pkg: stanza if pkg == "linux-source-6.12" else "")
+        sel = packages.resolve_source(k, lambda pkg: stanza if pkg == "linux-source-6.12" else "")
         self.assertEqual(sel.image, "linux-source-6.12")
         self.assertEqual(sel.packages[0]["file"], "linux-source-6.12_6.12.118-1_all.deb")
-        with self.assertRaisesRegex(harness.HarnessError, "linux-source-6.12 is not in"):
-            harness.resolve_source(k, lambda pkg: "")
+        with self.assertRaisesRegex(common.HarnessError, "linux-source-6.12 is not in"):
+            packages.resolve_source(k, lambda pkg: "")
 
     def test_minimal_entry_takes_the_builtin_defaults(self):
-        (k,) = matrix(MINIMAL)
+        (k,) = matrix_of(MINIMAL)
         self.assertEqual(k.archives, ("bookworm",))
         self.assertEqual(k.metapackage, "linux-image-amd64")
-        self.assertEqual(k.modules, tuple(harness.BUILTIN_DEFAULTS["modules"]))
-        self.assertEqual(k.timeout, harness.BUILTIN_DEFAULTS["timeout"])
+        self.assertEqual(k.modules, tuple(matrix.BUILTIN_DEFAULTS["modules"]))
+        self.assertEqual(k.timeout, matrix.BUILTIN_DEFAULTS["timeout"])
 
     def test_defaults_table_and_per_kernel_overrides(self):
-        (k,) = matrix("""
+        (k,) = matrix_of("""
             [defaults]
             timeout = 60
             modules = ["a", "b"]
@@ -132,7 +141,7 @@ class MatrixFile(unittest.TestCase):
         self.assertEqual(k.modules, ("a", "b", "c"))
 
     def test_security_archives_come_from_the_security_mirror(self):
-        (k,) = matrix("""
+        (k,) = matrix_of("""
             [[kernel]]
             name = "k"
             suite = "bookworm"
@@ -146,8 +155,8 @@ class MatrixFile(unittest.TestCase):
         self.assertIn("signed-by=/usr/share/keyrings/debian-archive-keyring.gpg", lines[0])
 
     def assertMatrixError(self, text, *fragments):
-        with self.assertRaises(harness.MatrixError) as cm:
-            matrix(text)
+        with self.assertRaises(matrix.MatrixError) as cm:
+            matrix_of(text)
         for f in fragments:
             self.assertIn(f, str(cm.exception))
 
@@ -171,21 +180,21 @@ class MatrixFile(unittest.TestCase):
         self.assertMatrixError(MINIMAL + 'tcg_thread = "many"\n', "'tcg_thread'")
 
     def test_series_matches_whole_version_components(self):
-        k = matrix(MINIMAL)[0]
+        k = matrix_of(MINIMAL)[0]
         self.assertTrue(k.matches_series("6.1.192"))
         self.assertTrue(k.matches_series("6.1"))
         self.assertFalse(k.matches_series("6.12.118"))
-        seven = matrix(MINIMAL.replace('"6.1"', '"7"'))[0]
+        seven = matrix_of(MINIMAL.replace('"6.1"', '"7"'))[0]
         self.assertTrue(seven.matches_series("7.2.13"))
         self.assertFalse(seven.matches_series("70.1"))
 
     def test_select_kernels(self):
-        kernels = harness.load_matrix(harness.DEFAULT_MATRIX)
-        self.assertEqual(len(harness.select_kernels(kernels, "all")), 5)
-        self.assertEqual([k.name for k in harness.select_kernels(kernels, "sid,bullseye,sid")],
+        kernels = matrix.load_matrix(common.DEFAULT_MATRIX)
+        self.assertEqual(len(matrix.select_kernels(kernels, "all")), 5)
+        self.assertEqual([k.name for k in matrix.select_kernels(kernels, "sid,bullseye,sid")],
                          ["sid", "bullseye"])
-        with self.assertRaises(harness.UsageError) as cm:
-            harness.select_kernels(kernels, "bookworm,nosuch")
+        with self.assertRaises(common.UsageError) as cm:
+            matrix.select_kernels(kernels, "bookworm,nosuch")
         self.assertIn("unknown kernel 'nosuch'", str(cm.exception))
         self.assertIn("bullseye, bookworm, trixie, sid", str(cm.exception))
 
@@ -222,47 +231,47 @@ SID = {
 
 class PackageSelection(unittest.TestCase):
     def setUp(self):
-        self.kernel = matrix(MINIMAL)[0]
+        self.kernel = matrix_of(MINIMAL)[0]
 
     def test_stanzas_and_depends(self):
-        (s,) = harness.parse_stanzas("Package: a\nDescription: x\n more\n\n")
+        (s,) = packages.parse_stanzas("Package: a\nDescription: x\n more\n\n")
         self.assertEqual(s["Description"], "x\nmore")
-        self.assertEqual(harness.depends_names("a (>= 1) | b:any, c"), ["a", "b", "c"])
+        self.assertEqual(packages.depends_names("a (>= 1) | b:any, c"), ["a", "b", "c"])
 
     def test_versions_and_file_names(self):
-        self.assertEqual(harness.upstream_of("1:6.1.192-3"), "6.1.192")
-        self.assertEqual(harness.upstream_of("7.2.13"), "7.2.13")
-        self.assertEqual(harness.deb_filename("p", "1:2-3", "amd64"), "p_1%3a2-3_amd64.deb")
+        self.assertEqual(packages.upstream_of("1:6.1.192-3"), "6.1.192")
+        self.assertEqual(packages.upstream_of("7.2.13"), "7.2.13")
+        self.assertEqual(packages.deb_filename("p", "1:2-3", "amd64"), "p_1%3a2-3_amd64.deb")
 
     def test_a_plain_image_is_one_package(self):
-        sel = harness.resolve_selection(self.kernel, fake_archive(BOOKWORM))
+        sel = packages.resolve_selection(self.kernel, fake_archive(BOOKWORM))
         self.assertEqual(sel.image, "linux-image-6.1.0-57-amd64")
         self.assertEqual(sel.version, "6.1.192-3")
         self.assertEqual([p["name"] for p in sel.packages], ["linux-image-6.1.0-57-amd64"])
         self.assertEqual(sel.packages[0]["file"], "linux-image-6.1.0-57-amd64_6.1.192-3_amd64.deb")
-        self.assertEqual(harness.Selection.from_json(sel.to_json()), sel)
+        self.assertEqual(packages.Selection.from_json(sel.to_json()), sel)
 
     def test_a_split_image_brings_its_parts(self):
-        sel = harness.resolve_selection(self.kernel, fake_archive(SID))
+        sel = packages.resolve_selection(self.kernel, fake_archive(SID))
         self.assertEqual([p["name"] for p in sel.packages],
                          ["linux-image-7.2.13+deb14-amd64", "linux-base-7.2.13+deb14-amd64",
                           "linux-binary-7.2.13+deb14-amd64", "linux-modules-7.2.13+deb14-amd64"])
 
     def test_missing_metadata_is_a_clear_error(self):
-        with self.assertRaisesRegex(harness.HarnessError, "linux-image-amd64 is not in bookworm"):
-            harness.resolve_selection(self.kernel, fake_archive({}))
+        with self.assertRaisesRegex(common.HarnessError, "linux-image-amd64 is not in bookworm"):
+            packages.resolve_selection(self.kernel, fake_archive({}))
         broken = dict(BOOKWORM)
         broken["linux-image-amd64"] = "Package: linux-image-amd64\nVersion: 1\nDepends: foo\n"
-        with self.assertRaisesRegex(harness.HarnessError, "depends on no package matching"):
-            harness.resolve_selection(self.kernel, fake_archive(broken))
+        with self.assertRaisesRegex(common.HarnessError, "depends on no package matching"):
+            packages.resolve_selection(self.kernel, fake_archive(broken))
         part_missing = dict(SID)
         del part_missing["linux-binary-7.2.13+deb14-amd64"]
-        with self.assertRaisesRegex(harness.HarnessError, "linux-binary-7.2.13.*not available"):
-            harness.resolve_selection(self.kernel, fake_archive(part_missing))
+        with self.assertRaisesRegex(common.HarnessError, "linux-binary-7.2.13.*not available"):
+            packages.resolve_selection(self.kernel, fake_archive(part_missing))
 
     def test_apt_state_stays_inside_its_own_directory(self):
         root = Path("/nonexistent/apt/k1")
-        opts = harness.Apt(self.kernel, root, harness.Log()).options()
+        opts = packages.Apt(self.kernel, root, common.Log()).options()
         values = dict(o.split("=", 1) for o in opts[1::2])
         for key in ("Dir::Etc::SourceList", "Dir::Etc::SourceParts", "Dir::State::Lists",
                     "Dir::State::status", "Dir::Cache", "Dir::Etc::PreferencesParts"):
@@ -286,20 +295,20 @@ def elf_with_modinfo(entries: list[bytes]) -> bytes:
 class Modules(unittest.TestCase):
     def test_modinfo_depends(self):
         elf = elf_with_modinfo([b"license=GPL", b"depends=nvme-core,crc64", b"name=nvme"])
-        self.assertEqual(harness.modinfo_depends(elf), ["nvme_core", "crc64"])
-        self.assertEqual(harness.modinfo_depends(elf_with_modinfo([b"depends="])), [])
+        self.assertEqual(initramfs.modinfo_depends(elf), ["nvme_core", "crc64"])
+        self.assertEqual(initramfs.modinfo_depends(elf_with_modinfo([b"depends="])), [])
         with self.assertRaises(ValueError):
-            harness.modinfo_depends(b"not an elf")
+            initramfs.modinfo_depends(b"not an elf")
 
     def test_module_names(self):
-        self.assertEqual(harness.module_name("kernel/drivers/nvme/host/nvme-core.ko.xz"), "nvme_core")
-        self.assertEqual(harness.module_name("null_blk.ko"), "null_blk")
+        self.assertEqual(initramfs.module_name("kernel/drivers/nvme/host/nvme-core.ko.xz"), "nvme_core")
+        self.assertEqual(initramfs.module_name("null_blk.ko"), "null_blk")
 
     def test_plan_follows_dependencies_and_reports_builtin_and_missing(self):
         index = {"nvme": "a/nvme.ko", "nvme_core": "a/nvme-core.ko.xz", "crc": "b/crc.ko",
                  "9p": "c/9p.ko", "unused": "d/unused.ko"}
         deps = {"nvme": ["nvme_core"], "nvme_core": ["crc"], "crc": [], "9p": []}
-        plan = harness.plan_modules(["virtio_pci", "9p", "nvme", "nvme-core", "null_blk"], index,
+        plan = initramfs.plan_modules(["virtio_pci", "9p", "nvme", "nvme-core", "null_blk"], index,
                                     {"virtio_pci"}, lambda n: deps[n])
         self.assertEqual(plan.status, {"virtio_pci": "builtin", "9p": "module", "nvme": "module",
                                        "nvme-core": "module", "null_blk": "missing"})
@@ -308,11 +317,11 @@ class Modules(unittest.TestCase):
 
 class Initramfs(unittest.TestCase):
     def test_cpio_round_trip(self):
-        c = harness.Cpio()
+        c = initramfs.Cpio()
         c.file("a/b/file", b"hello", 0o755)
         c.file("odd", b"123")  # sizes not multiples of 4 must be padded
         c.chardev("dev/console", 5, 1)
-        got = harness.read_cpio(c.finish())
+        got = initramfs.read_cpio(c.finish())
         self.assertEqual(got["a/b/file"], (0o100755, b"hello"))
         self.assertEqual(got["odd"][1], b"123")
         self.assertEqual(got["a"][0] & 0o170000, 0o040000)
@@ -322,7 +331,7 @@ class Initramfs(unittest.TestCase):
     def test_cpio_is_readable_by_cpio_tool(self):
         if not shutil.which("cpio"):
             self.skipTest("cpio not installed")
-        c = harness.Cpio()
+        c = initramfs.Cpio()
         c.file("dir/x", b"data")
         r = subprocess.run(["cpio", "-it", "--quiet"], input=c.finish(), capture_output=True)
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -332,42 +341,42 @@ class Initramfs(unittest.TestCase):
         with tempfile.NamedTemporaryFile() as f:
             f.write(b"#!/bin/sh\n")
             f.flush()
-            self.assertFalse(harness.is_static_elf(Path(f.name)))
-        self.assertFalse(harness.is_static_elf(Path(sys.executable).resolve()))
+            self.assertFalse(initramfs.is_static_elf(Path(f.name)))
+        self.assertFalse(initramfs.is_static_elf(Path(sys.executable).resolve()))
 
 
 class Running(unittest.TestCase):
     def test_job_script_preserves_arguments_and_environment(self):
         argv = ["sh", "-c", 'printf "%s|" "$@"; echo "$X"', "arg0", "two words", "it's", "$HOME", ""]
         with tempfile.TemporaryDirectory() as d:
-            script = harness.job_script(argv, Path(d), {"X": "a b'c"})
+            script = boot.job_script(argv, Path(d), {"X": "a b'c"})
             r = subprocess.run(["sh", "-c", script], capture_output=True, text=True, env={})
         self.assertEqual(r.stdout, "two words|it's|$HOME||a b'c\n")
 
     def test_job_script_cd_failure_is_a_harness_failure(self):
-        r = subprocess.run(["sh", "-c", harness.job_script(["true"], Path("/nonexistent/x"), {})],
+        r = subprocess.run(["sh", "-c", boot.job_script(["true"], Path("/nonexistent/x"), {})],
                            capture_output=True)
-        self.assertEqual(r.returncode, harness.EXIT_HARNESS)
+        self.assertEqual(r.returncode, common.EXIT_HARNESS)
 
     def test_classify(self):
-        self.assertEqual(harness.classify(0, 0), "pass")
-        self.assertEqual(harness.classify(42, 42), "pass")
-        self.assertEqual(harness.classify(0, 42), "fail")
-        self.assertEqual(harness.classify(77, 0), "skip")
-        self.assertEqual(harness.classify(77, 77), "pass")
-        self.assertEqual(harness.classify(None, 0), "fail")
+        self.assertEqual(results.classify(0, 0), "pass")
+        self.assertEqual(results.classify(42, 42), "pass")
+        self.assertEqual(results.classify(0, 42), "fail")
+        self.assertEqual(results.classify(77, 0), "skip")
+        self.assertEqual(results.classify(77, 77), "pass")
+        self.assertEqual(results.classify(None, 0), "fail")
 
     def test_exit_codes_of_a_single_kernel(self):
-        self.assertEqual(harness.RunResult("k", status=3).exit_code(), 3)
-        self.assertEqual(harness.RunResult("k", reason="timed out after 5 s").exit_code(), 124)
-        self.assertEqual(harness.RunResult("k", reason="download failed").exit_code(), 125)
+        self.assertEqual(results.RunResult("k", status=3).exit_code(), 3)
+        self.assertEqual(results.RunResult("k", reason="timed out after 5 s").exit_code(), 124)
+        self.assertEqual(results.RunResult("k", reason="download failed").exit_code(), 125)
 
     def test_summary_table(self):
-        results = [harness.RunResult("bookworm", "6.1.192-3", "6.1.0-57-amd64", "pass", 0,
-                                     seconds_boot=12.4, seconds_total=100),
-                   harness.RunResult("sid", result="fail", reason="timed out after 5 s",
-                                     log_dir="/tmp/l/sid")]
-        text = harness.summary_table(results)
+        runs = [results.RunResult("bookworm", "6.1.192-3", "6.1.0-57-amd64", "pass", 0,
+                                  seconds_boot=12.4, seconds_total=100),
+                results.RunResult("sid", result="fail", reason="timed out after 5 s",
+                                  log_dir="/tmp/l/sid")]
+        text = results.summary_table(runs)
         header, first, second, reason = text.splitlines()
         self.assertEqual(header.split()[:4], ["KERNEL", "VERSION", "RELEASE", "RESULT"])
         self.assertEqual(first.split()[:5], ["bookworm", "6.1.192-3", "6.1.0-57-amd64", "PASS", "0"])
@@ -375,9 +384,9 @@ class Running(unittest.TestCase):
         self.assertIn("sid: timed out after 5 s (logs: /tmp/l/sid)", reason)
 
     def test_qemu_command_uses_tcg_and_the_fixed_nvme_addresses(self):
-        k = matrix(MINIMAL)[0]
-        p = harness.Prepared(k, harness.Selection("i", "1", []), "r", Path("/v"), Path("/i"))
-        cmd = harness.qemu_command("qemu", p, Path("/job"), [Path("/d0"), Path("/d1")], "2G", 2)
+        k = matrix_of(MINIMAL)[0]
+        p = store.Prepared(k, packages.Selection("i", "1", []), "r", Path("/v"), Path("/i"))
+        cmd = qemu.qemu_command("qemu", p, Path("/job"), [Path("/d0"), Path("/d1")], "2G", 2)
         joined = " ".join(cmd)
         self.assertIn("-accel tcg", joined)
         self.assertNotIn("kvm", joined)
@@ -388,14 +397,14 @@ class Running(unittest.TestCase):
         self.assertNotIn("taskset", cmd)
 
     def test_nvme_subsystem_is_two_controllers_sharing_a_plain_and_a_metadata_namespace(self):
-        k = matrix(MINIMAL)[0]
-        p = harness.Prepared(k, harness.Selection("i", "1", []), "r", Path("/v"), Path("/i"))
-        plain = harness.qemu_command("qemu", p, Path("/job"), [Path("/d0"), Path("/d1")], "2G", 2)
+        k = matrix_of(MINIMAL)[0]
+        p = store.Prepared(k, packages.Selection("i", "1", []), "r", Path("/v"), Path("/i"))
+        plain = qemu.qemu_command("qemu", p, Path("/job"), [Path("/d0"), Path("/d1")], "2G", 2)
         self.assertNotIn("nvme-subsys", " ".join(plain))
-        self.assertFalse(harness.parse_args(["--kernel", "sid", "--", "true"]).nvme_subsystem)
-        self.assertTrue(harness.parse_args(["--kernel", "sid", "--nvme-subsystem", "--",
+        self.assertFalse(cli.parse_args(["--kernel", "sid", "--", "true"]).nvme_subsystem)
+        self.assertTrue(cli.parse_args(["--kernel", "sid", "--nvme-subsystem", "--",
                                             "true"]).nvme_subsystem)
-        cmd = harness.qemu_command("qemu", p, Path("/job"), [Path("/d0"), Path("/d1")], "2G", 2,
+        cmd = qemu.qemu_command("qemu", p, Path("/job"), [Path("/d0"), Path("/d1")], "2G", 2,
                                    subsystem_disks=[Path("/s0"), Path("/s1")])
         devices = [cmd[i + 1] for i, a in enumerate(cmd) if a == "-device"]
         subsys = [d for d in devices if d.startswith("nvme-subsys,")]
@@ -406,7 +415,7 @@ class Running(unittest.TestCase):
         # One serial for the subsystem (QEMU refuses two), at the addresses guest/init binds.
         self.assertEqual({re.search(r"serial=([^,]+)", c).group(1) for c in ctrls}, {"iou-shared"})
         self.assertEqual([re.search(r"addr=([^,]+)", c).group(1) for c in ctrls],
-                         list(harness.SUBSYSTEM_ADDRS))
+                         list(qemu.SUBSYSTEM_ADDRS))
         namespaces = [d for d in devices if d.startswith("nvme-ns,")]
         self.assertEqual(len(namespaces), 2)
         self.assertTrue(all("shared=on" in n for n in namespaces))
@@ -416,35 +425,35 @@ class Running(unittest.TestCase):
     def test_single_threaded_tcg_runs_pinned_to_one_host_cpu(self):
         # Unpinned, bookworm's QEMU lets the host reorder the NVMe doorbell handshake
         # (docs/VM.md, "Lost NVMe doorbells"): the pin is the fix, so it must be there.
-        cpu = harness.qemu_host_cpu("single", {})
+        cpu = qemu.qemu_host_cpu("single", {})
         self.assertIn(cpu, os.sched_getaffinity(0))
-        self.assertIsNone(harness.qemu_host_cpu("multi", {}))
-        self.assertIsNone(harness.qemu_host_cpu("single", {"IOUSCOPE_VM_PIN": "0"}))
-        k = matrix(MINIMAL)[0]
-        p = harness.Prepared(k, harness.Selection("i", "1", []), "r", Path("/v"), Path("/i"))
-        cmd = harness.qemu_command("qemu", p, Path("/job"), [], "2G", 2, "single", cpu)
+        self.assertIsNone(qemu.qemu_host_cpu("multi", {}))
+        self.assertIsNone(qemu.qemu_host_cpu("single", {"IOUSCOPE_VM_PIN": "0"}))
+        k = matrix_of(MINIMAL)[0]
+        p = store.Prepared(k, packages.Selection("i", "1", []), "r", Path("/v"), Path("/i"))
+        cmd = qemu.qemu_command("qemu", p, Path("/job"), [], "2G", 2, "single", cpu)
         self.assertEqual(cmd[:4], ["taskset", "--cpu-list", str(cpu), "qemu"])
 
     def test_guests_side_by_side_get_a_host_cpu_each(self):
         # --jobs 2: two pinned guests must not share a CPU, or both run at half speed.
         allowed = sorted(os.sched_getaffinity(0))
-        cpus = [harness.qemu_host_cpu("single", {}, slot) for slot in range(len(allowed))]
+        cpus = [qemu.qemu_host_cpu("single", {}, slot) for slot in range(len(allowed))]
         self.assertEqual(sorted(cpus), allowed)
-        self.assertEqual(cpus[0], harness.qemu_host_cpu("single", {}))
+        self.assertEqual(cpus[0], qemu.qemu_host_cpu("single", {}))
 
     def test_parse_args_checks_jobs(self):
-        self.assertEqual(harness.parse_args(["--kernel", "all", "--", "true"]).jobs, 1)
+        self.assertEqual(cli.parse_args(["--kernel", "all", "--", "true"]).jobs, 1)
         ncpu = len(os.sched_getaffinity(0))
-        self.assertEqual(harness.parse_args(["--kernel", "all", "--jobs", str(ncpu), "--",
+        self.assertEqual(cli.parse_args(["--kernel", "all", "--jobs", str(ncpu), "--",
                                              "true"]).jobs, ncpu)
         for bad in ("0", str(ncpu + 1)):
             with self.assertRaises(SystemExit) as e, contextlib.redirect_stderr(io.StringIO()):
-                harness.parse_args(["--kernel", "all", "--jobs", bad, "--", "true"])
-            self.assertEqual(e.exception.code, harness.EXIT_USAGE)
+                cli.parse_args(["--kernel", "all", "--jobs", bad, "--", "true"])
+            self.assertEqual(e.exception.code, common.EXIT_USAGE)
         if ncpu > 1:
             with mock.patch.dict(os.environ, {"IOUSCOPE_VM_TCG_THREAD": "multi"}), \
                     self.assertRaises(SystemExit), contextlib.redirect_stderr(io.StringIO()):
-                harness.parse_args(["--kernel", "all", "--jobs", "2", "--", "true"])
+                cli.parse_args(["--kernel", "all", "--jobs", "2", "--", "true"])
 
     def test_parse_args_takes_a_batch_of_labelled_runs(self):
         with tempfile.TemporaryDirectory() as d:
@@ -453,7 +462,7 @@ class Running(unittest.TestCase):
                              "--kernel all --label vm --expect-status 42 -- tests/vm/guest-suite smoke\n"
                              "\n"
                              "--kernel sid --label nvme --nvme-subsystem -- 'a b' c\n")
-            args = harness.parse_args(["--batch", str(batch)])
+            args = cli.parse_args(["--batch", str(batch)])
             self.assertEqual([r.label for r in args.runs], ["vm", "nvme"])
             self.assertEqual(args.runs[0].expect_status, 42)
             self.assertTrue(args.runs[1].nvme_subsystem)
@@ -463,8 +472,8 @@ class Running(unittest.TestCase):
                 batch.write_text(text)
                 err = io.StringIO()
                 with self.assertRaises(SystemExit) as e, contextlib.redirect_stderr(err):
-                    harness.parse_args([*outer, "--batch", str(batch)])
-                self.assertEqual(e.exception.code, harness.EXIT_USAGE)
+                    cli.parse_args([*outer, "--batch", str(batch)])
+                self.assertEqual(e.exception.code, common.EXIT_USAGE)
                 return err.getvalue()
 
             ok = "--kernel sid --label a -- true\n"
@@ -478,52 +487,52 @@ class Running(unittest.TestCase):
             self.assertIn("not --append", refused(ok, "--append", "quiet"))
             # A pool-wide word after the run's -- is its command's, not the pool's.
             batch.write_text("--kernel sid --label a -- echo --jobs\n")
-            self.assertEqual(harness.parse_args(["--batch", str(batch)]).runs[0].command,
+            self.assertEqual(cli.parse_args(["--batch", str(batch)]).runs[0].command,
                              ["echo", "--jobs"])
 
     def kernel_cmdline(self, cmd):
         return cmd[cmd.index("-append") + 1]
 
     def test_qemu_command_appends_extra_kernel_words_after_its_own(self):
-        k = matrix(MINIMAL)[0]
-        p = harness.Prepared(k, harness.Selection("i", "1", []), "r", Path("/v"), Path("/i"))
-        plain = self.kernel_cmdline(harness.qemu_command("qemu", p, Path("/job"), [], "2G", 2))
+        k = matrix_of(MINIMAL)[0]
+        p = store.Prepared(k, packages.Selection("i", "1", []), "r", Path("/v"), Path("/i"))
+        plain = self.kernel_cmdline(qemu.qemu_command("qemu", p, Path("/job"), [], "2G", 2))
         self.assertEqual(plain.split()[:3], ["console=ttyS0,115200", "rdinit=/init", "panic=-1"])
-        cmd = harness.qemu_command("qemu", p, Path("/job"), [], "2G", 2,
+        cmd = qemu.qemu_command("qemu", p, Path("/job"), [], "2G", 2,
                                    extra_append="nohz_full=1 isolcpus=1")
         self.assertEqual(self.kernel_cmdline(cmd), plain + " nohz_full=1 isolcpus=1")
         self.assertEqual(self.kernel_cmdline(
-            harness.qemu_command("qemu", p, Path("/job"), [], "2G", 2, extra_append="  ")), plain)
+            qemu.qemu_command("qemu", p, Path("/job"), [], "2G", 2, extra_append="  ")), plain)
 
     def test_append_options_keep_their_order(self):
-        args = harness.parse_args(["--kernel", "sid", "--append", "nohz_full=1 isolcpus=1",
+        args = cli.parse_args(["--kernel", "sid", "--append", "nohz_full=1 isolcpus=1",
                                    "--append", "a", "--append", "", "--append", " b=2 ",
                                    "--", "true"])
         self.assertEqual(args.kernel_append, "nohz_full=1 isolcpus=1 a b=2")
-        self.assertEqual(harness.parse_args(["--kernel", "sid", "--", "true"]).kernel_append, "")
-        k = matrix(MINIMAL)[0]
-        p = harness.Prepared(k, harness.Selection("i", "1", []), "r", Path("/v"), Path("/i"))
-        line = self.kernel_cmdline(harness.qemu_command("qemu", p, Path("/job"), [], "2G", 2,
+        self.assertEqual(cli.parse_args(["--kernel", "sid", "--", "true"]).kernel_append, "")
+        k = matrix_of(MINIMAL)[0]
+        p = store.Prepared(k, packages.Selection("i", "1", []), "r", Path("/v"), Path("/i"))
+        line = self.kernel_cmdline(qemu.qemu_command("qemu", p, Path("/job"), [], "2G", 2,
                                                         extra_append=args.kernel_append))
         self.assertTrue(line.endswith("loglevel=6 nohz_full=1 isolcpus=1 a b=2"), line)
 
     def test_kernel_param_names_split_like_the_kernel(self):
-        self.assertEqual(harness.kernel_param_names(' a=1  b\tquiet "c=x y" d="p q=r" '),
+        self.assertEqual(qemu.kernel_param_names(' a=1  b\tquiet "c=x y" d="p q=r" '),
                          ["a", "b", "quiet", "c", "d"])
-        self.assertEqual(harness.kernel_param_names(""), [])
+        self.assertEqual(qemu.kernel_param_names(""), [])
 
     def test_check_kernel_append(self):
         for ok in ("nohz_full=1 isolcpus=1", "", "earlycon=uart8250,io,0x3f8",
                    'dyndbg="file x.c console=1 +p"', "consoleblank=0", "panic_on_warn=1",
                    "init=/bin/sh"):
-            self.assertIsNone(harness.check_kernel_append(ok), ok)
+            self.assertIsNone(qemu.check_kernel_append(ok), ok)
         for bad, fragment in (("a\nb", "newline"), ("a\0b", "NUL"),
                               ("quiet console=tty0", "may not set console="),
                               ("rdinit=/bin/sh", "may not set rdinit="),
                               ("panic=0", "may not set panic="),
                               ('"panic=10"', "may not set panic="),
                               ("rdinit", "may not set rdinit=")):
-            problem = harness.check_kernel_append(bad)
+            problem = qemu.check_kernel_append(bad)
             self.assertIsNotNone(problem, bad)
             self.assertIn(fragment, problem)
             self.assertIn(repr(bad), problem)
@@ -533,9 +542,9 @@ class Running(unittest.TestCase):
                               ("console=ttyS1", "may not set console= because")):
             err = io.StringIO()
             with contextlib.redirect_stderr(err), self.assertRaises(SystemExit) as cm:
-                harness.parse_args(["--kernel", "sid", "--append", "quiet", "--append", bad,
+                cli.parse_args(["--kernel", "sid", "--append", "quiet", "--append", bad,
                                     "--", "true"])
-            self.assertEqual(cm.exception.code, harness.EXIT_USAGE)
+            self.assertEqual(cm.exception.code, common.EXIT_USAGE)
             self.assertIn(fragment, err.getvalue())
 
 
@@ -604,13 +613,13 @@ class CommandLine(unittest.TestCase):
     def test_missing_qemu(self):
         r = self.run_cli("--kernel", "sid", "--", "true",
                          env={"IOUSCOPE_VM_QEMU": "/nonexistent/qemu-system-x86_64"})
-        self.assertEqual(r.returncode, harness.EXIT_HARNESS, r.stderr)
+        self.assertEqual(r.returncode, common.EXIT_HARNESS, r.stderr)
         self.assertIn("/nonexistent/qemu-system-x86_64 not found", r.stderr)
 
     def test_unwritable_cache(self):
         r = self.run_cli("--kernel", "sid", "--prepare-only",
                          env={"IOUSCOPE_VM_CACHE": "/proc/iouscope-vm-cache"})
-        self.assertEqual(r.returncode, harness.EXIT_HARNESS, r.stderr)
+        self.assertEqual(r.returncode, common.EXIT_HARNESS, r.stderr)
         self.assertIn("not writable", r.stderr)
         self.assertIn("IOUSCOPE_VM_CACHE", r.stderr)
 
@@ -661,7 +670,7 @@ class CommandLine(unittest.TestCase):
         self.assertIn('--append "nohz_full=1 isolcpus=1"', " ".join(r.stdout.split()))
 
     def test_parse_args_strips_the_separator(self):
-        args = harness.parse_args(["--kernel", "sid", "--env", "A=b=c", "--", "ls", "--", "-l"])
+        args = cli.parse_args(["--kernel", "sid", "--env", "A=b=c", "--", "ls", "--", "-l"])
         self.assertEqual(args.command, ["ls", "--", "-l"])
         self.assertEqual(args.env, {"A": "b=c"})
 

@@ -5,7 +5,7 @@ A run is one tests/vm/run invocation's worth of work: its kernels, its guest com
 options that shape a guest (--append, --nvme-subsystem, --expect-status ...). Several runs given
 together share the slots, so that the short guests of one fill the time the other's last long
 guest would leave a slot idle. Each worker keeps one slot for all the guests it boots, so that a
-guest runs pinned to a host CPU no other guest of the pool uses (harness.qemu_host_cpu).
+guest runs pinned to a host CPU no other guest of the pool uses (qemu.qemu_host_cpu).
 
 Standard library only; nothing here boots anything: the caller passes the function that does."""
 
@@ -33,7 +33,7 @@ class Job:
     """One guest to boot: a kernel of a run."""
     run: int                 # which run (its place in the batch; 0 without --batch)
     args: argparse.Namespace  # the run's options and command
-    kernel: Any              # harness.Kernel
+    kernel: Any              # matrix.Kernel
 
 
 def batch_lines(text: str) -> list[list[str]]:
@@ -92,7 +92,7 @@ class RunDurations:
         return sorted(jobs, key=lambda job: -(self.last(job) or float("inf")))
 
     def record(self, done: list[tuple[Job, Any]]) -> None:
-        """Keeps each passed guest's seconds_total (harness.RunResult) for its run's command."""
+        """Keeps each passed guest's seconds_total (results.RunResult) for its run's command."""
         for job, result in done:
             if result.result == "pass":
                 mine = self.table.setdefault(self.key(job.args), {})

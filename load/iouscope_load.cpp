@@ -1,5 +1,5 @@
 // iouscope-load: io_uring load generator whose printed per-ring SQE counts are the ground truth
-// the daemon's metrics are tested against. See kHelp for the user-facing contract.
+// the daemon's metrics are tested against. See help.cpp for the user-facing contract.
 
 #include <fcntl.h>
 #include <liburing.h>
@@ -11,7 +11,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -36,12 +35,13 @@
 #include <variant>
 #include <vector>
 
+#include "command_line.hpp"
 #include "iouscope/seeds_uapi.h"
-#include "ring_spec.hpp"
 
 namespace {
 
 namespace ul = iouscope::load;
+using ul::kProg;
 using Clock = std::chrono::steady_clock;
 using std::chrono::nanoseconds;
 using namespace std::chrono_literals;
@@ -49,148 +49,7 @@ using namespace std::chrono_literals;
 constexpr int kExitOk = 0;
 constexpr int kExitFailure = 1;
 constexpr int kExitUsage = 2;
-constexpr const char* kProg = "iouscope-load";
 constexpr std::size_t kBlockSize = 4096;
-
-constexpr const char* kHelp = R"(NAME
-    iouscope-load - io_uring load generator with exact per-ring SQE counts
-
-SYNOPSIS
-    iouscope-load [OPTIONS] --ring SPEC [--ring SPEC ...]
-
-DESCRIPTION
-    Creates one io_uring per ring (in command-line order, so share= can name an earlier ring),
-    then drives every ring from its own thread: it submits NOP or 4 KiB O_DIRECT read SQEs in
-    batches, optionally rate limited, and reaps the completions. At most depth SQEs are in
-    flight per ring.
-
-    The printed counts are exact. An SQE is counted once io_uring_submit has flushed it to the
-    submission queue, and a ring is reported only after every counted SQE has produced its CQE
-    and the kernel's SQ head confirms it consumed exactly that many, so sqes equals cqes.
-
-OPTIONS
-    --ring SPEC
-        Add a ring; repeatable, at least one is required. SPEC is MODE[,key=value...].
-        MODE:
-            plain          ordinary ring, submission through io_uring_enter
-            sqpoll         IORING_SETUP_SQPOLL: a kernel SQ thread consumes the queue
-            iopoll         IORING_SETUP_IOPOLL: completions are polled; reads need a device
-                           with poll queues, and whether NOPs work is up to the kernel
-            sqpoll+iopoll  both
-        Keys:
-            count=N   total SQEs to submit on this ring; 0 (default) = until the run ends
-            rate=N    SQEs per second; 0 (default) = as fast as possible
-            share=I   attach to the SQ thread of ring I (IORING_SETUP_ATTACH_WQ with that
-                      ring's fd). I is a ring index as printed in the report (after n=
-                      expansion) and must be an earlier sqpoll ring. sqpoll modes only.
-            idle=MS   sq_thread_idle in milliseconds (default 10). sqpoll modes without share=;
-                      a shared ring inherits its owner's value.
-            cpu=N     pin the SQ thread to CPU N (IORING_SETUP_SQ_AFF). sqpoll modes without
-                      share=.
-        Keys and flags of the seeds kernel (tests/vm/run --kernel seeds), which other kernels
-        refuse with a message saying so:
-            idle_ns=N sq_thread_idle in nanoseconds (IORING_SETUP_IDLE_NS), 0..4294967295, in
-                      place of idle=. A shared ring inherits it.
-            percpu    share the one SQ thread of CPU cpu=N with every other percpu ring on that
-                      CPU, of this process or any other (IORING_SETUP_SQPOLL_PERCPU). Needs
-                      cpu=; the thread belongs to the process that made it, and the kernel
-                      serves only NOPs for the rings of other processes.
-            stats     turn on the SQ thread's work-time accounting (IORING_SETUP_SQTHREAD_STATS,
-                      fdinfo SqWorkTime); allowed with share=, where it turns it on late.
-            depth=N   ring entries, 1..32768 (default 64); also the in-flight limit
-            batch=N   SQEs per io_uring_submit call (default 32, clamped to depth)
-            n=N       create N identical rings from this SPEC (default 1)
-
-    --op nop|read
-        Operation to submit (default nop). read issues 4 KiB reads at random 4 KiB-aligned
-        offsets of --file.
-
-    --file PATH
-        Regular file or block device for --op read. It must exist, be at least 4 KiB and be
-        openable with O_RDONLY|O_DIRECT.
-
-    --duration D
-        Stop submitting D after the start. Without it, the run ends once every ring that has a
-        count has submitted it, and rings without a count stop at that moment too. Giving
-        neither a duration nor any count is an error.
-
-    --pause-every D, --pause-for D
-        Given together: after every D of submitting, all rings stop submitting for the
-        --pause-for time. The windows follow one steady-clock schedule shared by all rings and
-        anchored at the start, so SQ threads go idle and sleep during them. rate= only accrues
-        outside pauses, so there is no burst afterwards.
-
-    --hold D|inf
-        After the final report, keep all rings (and their SQ threads) open for D, or until
-        SIGINT/SIGTERM with inf. Default 0.
-
-    --cycles N, --gap D
-        Do the whole run N times: create the rings, submit, report, hold, close them, wait D
-        (default 0), and again. Each cycle's report follows a line "cycle K" (JSON:
-        {"cycle":K}). A closed ring's memory is soon reused by the next ring, so this is how
-        rings that come and go look to an observer. A signal ends the run after the current
-        cycle's report.
-
-    --json
-        Print the report as one JSON object per line instead of key=value lines.
-
-    -h, --help
-        Print this help and exit 0.
-
-    D is a number with a unit: ns, us, ms, s, m or h, e.g. 500ms, 10s, 1.5m.
-
-OUTPUT
-    stdout carries only the report, and every line is flushed as it is printed. Right after
-    all rings are set up, before the first submission:
-        setup index=0 pid=1234 fd=5 mode=sqpoll sq_thread=1240 sqes=0 cqes=0
-        ...
-        started
-    After every ring has finished and collected all its completions:
-        ring index=0 pid=1234 fd=5 mode=sqpoll sq_thread=1240 sqes=10000 cqes=10000
-        ...
-        done rings=N sqes=TOTAL
-    sq_thread is the SQ thread's TID from the SqThread: line of /proc/self/fdinfo/<fd> (the
-    owner's thread for shared rings), or -1 for rings without SQPOLL or when unavailable.
-
-    With --json the same information is printed as
-        {"phase":"setup","index":0,"pid":1234,"fd":5,"mode":"sqpoll","sq_thread":1240,...}
-        {"started":true}
-        {"phase":"final","index":0,"pid":1234,"fd":5,"mode":"sqpoll","sq_thread":1240,
-         "sqes":10000,"cqes":10000}      (one line each)
-        {"done":true,"rings":N,"sqes":TOTAL}
-
-    If stderr is a terminal and the run lasts more than 2 s, a progress line (SQEs so far and
-    the current rate) is refreshed on stderr once per second. Warnings and errors also go to
-    stderr.
-
-SIGNALS
-    SIGINT or SIGTERM during the run stops submission; in-flight SQEs are still waited for, the
-    report is printed and the exit status is 0 (no hold follows). During --hold they end the
-    hold. A second signal while waiting for completions exits at once with status 1.
-
-EXAMPLES
-    Two rings sharing one SQ thread, plus a plain ring:
-        iouscope-load --ring sqpoll,count=100000 --ring sqpoll,share=0,count=5000 \
-                        --ring plain,count=7777
-    A slow SQPOLL ring whose SQ thread sleeps between SQEs, kept open 3 s afterwards:
-        iouscope-load --ring sqpoll,rate=50,idle=5 --duration 2s --hold 3s
-    Submit for 2 s, pause 1 s, repeat for 10 s, JSON report:
-        iouscope-load --ring sqpoll,rate=10000 --duration 10s --pause-every 2s \
-                        --pause-for 1s --json
-    1000 plain rings submitting for 1 s, then held open 2 s:
-        iouscope-load --ring plain,n=1000 --duration 1s --hold 2s
-    O_DIRECT random reads through an SQ thread pinned to CPU 1:
-        iouscope-load --ring sqpoll,cpu=1,count=100000 --op read --file /var/tmp/blob
-
-EXIT STATUS
-    0   success, including a run stopped by SIGINT/SIGTERM
-    1   system or io_uring failure: ring setup failed (the message includes strerror), a
-        submit or wait failed, a completion carried an error, or a resource limit could not
-        be raised
-    2   invalid command line: unknown option, mode or key, malformed or negative number,
-        unparsable duration, share= not naming an earlier sqpoll ring, missing --ring,
-        --op read without a usable --file
-)";
 
 [[noreturn]] void die_usage(const std::string& msg) {
     std::fprintf(stderr, "%s: %s\nTry '%s --help' for more information.\n", kProg, msg.c_str(),
@@ -983,74 +842,30 @@ bool wait_signal(const sigset_t& set, nanoseconds timeout) {
     }
 }
 
-ul::RawOptions parse_command_line(int argc, char** argv) {
-    for (int i = 1; i < argc; ++i) {
-        const std::string_view arg = argv[i];
-        if (arg == "--help" || arg == "-h") {
-            std::fputs(kHelp, stdout);
-            std::exit(kExitOk);
-        }
+// The command line into a configuration, or the help page or a usage error and the exit.
+ul::LoadConfig configure(int argc, char** argv) {
+    const ul::CommandLine line = ul::parse_command_line(argc, argv);
+    if (std::holds_alternative<ul::HelpRequest>(line)) {
+        std::fputs(ul::help_text(), stdout);
+        std::exit(kExitOk);
     }
-
-    ul::RawOptions raw;
-    std::string op, file, duration, pause_every, pause_for, hold, cycles, gap;
-    CLI::App app{"io_uring load generator", kProg};
-    // kHelp is printed by hand above because CLI11's generated help cannot carry the SPEC
-    // grammar, examples and exit status in a readable layout.
-    app.set_help_flag();
-    app.allow_extras(false);
-    app.add_option("--ring", raw.rings)->allow_extra_args(false);
-    auto* op_opt = app.add_option("--op", op);
-    auto* file_opt = app.add_option("--file", file);
-    auto* duration_opt = app.add_option("--duration", duration);
-    auto* every_opt = app.add_option("--pause-every", pause_every);
-    auto* for_opt = app.add_option("--pause-for", pause_for);
-    auto* hold_opt = app.add_option("--hold", hold);
-    auto* cycles_opt = app.add_option("--cycles", cycles);
-    auto* gap_opt = app.add_option("--gap", gap);
-    app.add_flag("--json", raw.json);
-    try {
-        app.parse(argc, argv);
-    } catch (const CLI::ParseError& e) {
-        die_usage(e.what());
+    if (const auto* err = std::get_if<ul::ParseError>(&line)) {
+        die_usage(err->message);
     }
-
-    const auto take = [](CLI::Option* opt, std::string& value) {
-        return opt->count() > 0 ? std::optional<std::string>(std::move(value)) : std::nullopt;
-    };
-    raw.op = take(op_opt, op);
-    raw.file = take(file_opt, file);
-    raw.duration = take(duration_opt, duration);
-    raw.pause_every = take(every_opt, pause_every);
-    raw.pause_for = take(for_opt, pause_for);
-    raw.hold = take(hold_opt, hold);
-    raw.cycles = take(cycles_opt, cycles);
-    raw.gap = take(gap_opt, gap);
-    return raw;
-}
-
-// The kernel answers a nonexistent CPU with a bare EINVAL from io_uring_setup; catching it here
-// names the bad value and treats it as the usage error it is. Offline CPUs are still left to the
-// kernel.
-void check_cpus(const ul::LoadConfig& cfg) {
-    const long cpus = sysconf(_SC_NPROCESSORS_CONF);
-    if (cpus <= 0) {
-        return;
+    auto cfg = ul::build_config(std::get<ul::RawOptions>(line));
+    if (const auto* err = std::get_if<ul::ParseError>(&cfg)) {
+        die_usage(err->message);
     }
-    for (std::size_t i = 0; i < cfg.rings.size(); ++i) {
-        const auto& cpu = cfg.rings[i].cpu;
-        if (cpu && *cpu >= static_cast<unsigned long>(cpus)) {
-            die_usage("ring " + std::to_string(i) + ": cpu=" + std::to_string(*cpu) +
-                      " does not exist (this system has CPUs 0.." + std::to_string(cpus - 1) + ")");
-        }
-    }
+    return std::get<ul::LoadConfig>(std::move(cfg));
 }
 
 // A signal during one cycle of --cycles ends the whole run after that cycle's report.
 bool g_signalled = false;
 
 int run(const ul::LoadConfig& cfg, const sigset_t& signals) {
-    check_cpus(cfg);
+    if (const auto err = ul::check_cpus(cfg, sysconf(_SC_NPROCESSORS_CONF))) {
+        die_usage(*err);
+    }
     const Workload workload = open_workload(cfg);
     ensure_fd_limit(cfg.rings.size());
 
@@ -1209,12 +1024,7 @@ int main(int argc, char** argv) {
     sigaddset(&signals, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-    const ul::RawOptions raw = parse_command_line(argc, argv);
-    auto cfg = ul::build_config(raw);
-    if (const auto* err = std::get_if<ul::ParseError>(&cfg)) {
-        die_usage(err->message);
-    }
-    const auto& config = std::get<ul::LoadConfig>(cfg);
+    const ul::LoadConfig config = configure(argc, argv);
     int status = kExitOk;
     for (std::uint64_t k = 0; k < config.cycles; ++k) {
         if (config.cycles > 1) {

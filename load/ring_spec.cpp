@@ -1,62 +1,16 @@
+// The ring SPEC grammar of iouscope-load: MODE[,key=value...], the rules between a spec's keys
+// (seeds kernel flags included) and the expansion of n= replicas and share= references into the
+// list of rings a run creates.
 #include "ring_spec.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <limits>
-#include <system_error>
 
-#include "common/duration.hpp"
+#include "parse_text.hpp"
 
 namespace iouscope::load {
 
 namespace {
-
-std::string quoted(std::string_view text) {
-    std::string out;
-    out.reserve(text.size() + 2);
-    out += '"';
-    out += text;
-    out += '"';
-    return out;
-}
-
-// Strict decimal parser: std::from_chars alone would accept a trailing suffix, and a leading '-'
-// deserves its own message because "negative" is a common mistake worth naming.
-ParseResult<std::uint64_t> parse_u64(std::string_view text, std::string_view what) {
-    if (text.empty()) {
-        return ParseError{std::string(what) + ": missing value"};
-    }
-    if (text.front() == '-') {
-        return ParseError{std::string(what) + ": " + quoted(text) +
-                          " is negative; only non-negative integers are allowed"};
-    }
-    std::uint64_t value = 0;
-    const auto* first = text.data();
-    const auto* last = text.data() + text.size();
-    const auto [ptr, ec] = std::from_chars(first, last, value);
-    if (ec == std::errc::result_out_of_range) {
-        return ParseError{std::string(what) + ": " + quoted(text) + " is out of range"};
-    }
-    if (ec != std::errc() || ptr != last) {
-        return ParseError{std::string(what) + ": " + quoted(text) +
-                          " is not a non-negative integer"};
-    }
-    return value;
-}
-
-ParseResult<unsigned> parse_bounded(std::string_view text, std::string_view what, std::uint64_t lo,
-                                    std::uint64_t hi) {
-    auto parsed = parse_u64(text, what);
-    if (auto* err = std::get_if<ParseError>(&parsed)) {
-        return *err;
-    }
-    const std::uint64_t value = std::get<std::uint64_t>(parsed);
-    if (value < lo || value > hi) {
-        return ParseError{std::string(what) + ": " + quoted(text) + " is out of range (" +
-                          std::to_string(lo) + ".." + std::to_string(hi) + ")"};
-    }
-    return static_cast<unsigned>(value);
-}
 
 std::optional<RingMode> parse_mode(std::string_view text) {
     for (RingMode mode :
@@ -66,20 +20,6 @@ std::optional<RingMode> parse_mode(std::string_view text) {
         }
     }
     return std::nullopt;
-}
-
-std::vector<std::string_view> split(std::string_view text, char sep) {
-    std::vector<std::string_view> parts;
-    std::size_t begin = 0;
-    for (;;) {
-        const std::size_t end = text.find(sep, begin);
-        if (end == std::string_view::npos) {
-            parts.push_back(text.substr(begin));
-            return parts;
-        }
-        parts.push_back(text.substr(begin, end - begin));
-        begin = end + 1;
-    }
 }
 
 }  // namespace
@@ -285,154 +225,6 @@ ParseResult<std::vector<RingSpec>> expand_ring_specs(const std::vector<std::stri
         rings.insert(rings.end(), copies, spec);
     }
     return rings;
-}
-
-ParseResult<std::chrono::nanoseconds> parse_duration(std::string_view text) {
-    // One duration grammar for the whole project (common/duration), with messages for a CLI.
-    if (text.empty())
-        return ParseError{
-            "empty duration (use a number with a unit: ns, us, ms, s, m or h, e.g. 500ms)"};
-    if (text.front() == '-') return ParseError{"duration " + quoted(text) + " is negative"};
-    if (auto d = iouscope::parse_duration(text)) return *d;
-    return ParseError{
-        "duration " + quoted(text) +
-        " is not a number followed by a unit (use ns, us, ms, s, m or h, e.g. 500ms)"};
-}
-
-ParseResult<HoldSpec> parse_hold(std::string_view text) {
-    if (text == "inf") {
-        return HoldSpec{true, std::chrono::nanoseconds{0}};
-    }
-    auto parsed = parse_duration(text);
-    if (auto* err = std::get_if<ParseError>(&parsed)) {
-        return ParseError{"--hold: " + err->message + "; or use inf to hold until a signal"};
-    }
-    return HoldSpec{false, std::get<std::chrono::nanoseconds>(parsed)};
-}
-
-ParseResult<Op> parse_op(std::string_view text) {
-    if (text == "nop") {
-        return Op::Nop;
-    }
-    if (text == "read") {
-        return Op::Read;
-    }
-    return ParseError{"unknown --op " + quoted(text) + " (expected nop or read)"};
-}
-
-ParseResult<LoadConfig> build_config(const RawOptions& raw) {
-    LoadConfig cfg;
-    cfg.json = raw.json;
-
-    if (raw.rings.empty()) {
-        return ParseError{"missing --ring: at least one --ring SPEC is required"};
-    }
-    auto rings = expand_ring_specs(raw.rings);
-    if (auto* err = std::get_if<ParseError>(&rings)) {
-        return *err;
-    }
-    cfg.rings = std::move(std::get<std::vector<RingSpec>>(rings));
-
-    if (raw.op) {
-        auto op = parse_op(*raw.op);
-        if (auto* err = std::get_if<ParseError>(&op)) {
-            return *err;
-        }
-        cfg.op = std::get<Op>(op);
-    }
-    if (raw.file) {
-        if (raw.file->empty()) {
-            return ParseError{"--file: empty path"};
-        }
-        cfg.file = *raw.file;
-    }
-    if (cfg.op == Op::Read && cfg.file.empty()) {
-        return ParseError{"--op read requires --file PATH"};
-    }
-
-    const auto duration_option =
-        [](const std::optional<std::string>& text,
-           std::string_view name) -> ParseResult<std::optional<std::chrono::nanoseconds>> {
-        if (!text) {
-            return std::optional<std::chrono::nanoseconds>{};
-        }
-        auto parsed = parse_duration(*text);
-        if (auto* err = std::get_if<ParseError>(&parsed)) {
-            return ParseError{std::string(name) + ": " + err->message};
-        }
-        return std::optional{std::get<std::chrono::nanoseconds>(parsed)};
-    };
-    using OptNanos = std::optional<std::chrono::nanoseconds>;
-
-    auto duration = duration_option(raw.duration, "--duration");
-    if (auto* err = std::get_if<ParseError>(&duration)) {
-        return *err;
-    }
-    cfg.duration = std::get<OptNanos>(duration);
-
-    auto every = duration_option(raw.pause_every, "--pause-every");
-    if (auto* err = std::get_if<ParseError>(&every)) {
-        return *err;
-    }
-    auto length = duration_option(raw.pause_for, "--pause-for");
-    if (auto* err = std::get_if<ParseError>(&length)) {
-        return *err;
-    }
-    const OptNanos every_value = std::get<OptNanos>(every);
-    const OptNanos length_value = std::get<OptNanos>(length);
-    if (every_value.has_value() != length_value.has_value()) {
-        return ParseError{"--pause-every and --pause-for must be given together"};
-    }
-    if (every_value) {
-        if (every_value->count() <= 0) {
-            return ParseError{"--pause-every: " + quoted(*raw.pause_every) +
-                              " must be greater than zero"};
-        }
-        if (length_value->count() <= 0) {
-            return ParseError{"--pause-for: " + quoted(*raw.pause_for) +
-                              " must be greater than zero"};
-        }
-        cfg.pause = PauseSpec{*every_value, *length_value};
-    }
-
-    if (raw.hold) {
-        auto hold = parse_hold(*raw.hold);
-        if (auto* err = std::get_if<ParseError>(&hold)) {
-            return *err;
-        }
-        cfg.hold = std::get<HoldSpec>(hold);
-    }
-
-    if (raw.cycles) {
-        const auto& text = *raw.cycles;
-        std::uint64_t n = 0;
-        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-        if (ec != std::errc{} || end != text.data() + text.size() || n == 0 || n > 10'000'000) {
-            return ParseError{"--cycles: " + quoted(text) + " is not a number from 1 to 10000000"};
-        }
-        cfg.cycles = n;
-    }
-    if (raw.gap) {
-        auto gap = parse_duration(*raw.gap);
-        if (auto* err = std::get_if<ParseError>(&gap)) {
-            return ParseError{"--gap: " + err->message};
-        }
-        cfg.gap = std::get<std::chrono::nanoseconds>(gap);
-    }
-    if (raw.gap && cfg.cycles < 2) {
-        return ParseError{"--gap is the pause between --cycles; give --cycles N (N >= 2) too"};
-    }
-    if (cfg.hold.forever && cfg.cycles > 1) {
-        return ParseError{"--hold inf never ends a cycle; give a duration with --cycles"};
-    }
-
-    const bool any_count = std::any_of(cfg.rings.begin(), cfg.rings.end(),
-                                       [](const RingSpec& r) { return r.count > 0; });
-    if (!any_count && !cfg.duration) {
-        return ParseError{
-            "nothing ends the run: give --duration D or count=N on at least one ring"};
-    }
-    return cfg;
 }
 
 }  // namespace iouscope::load

@@ -1,9 +1,9 @@
-// Command-line model of iouscope-load: ring SPEC strings, durations and the whole validated run
-// configuration. Everything here is pure (no I/O, no exit, no printing) so the rules that decide
-// what counts as bad input can be unit-tested without root or io_uring.
+// Command-line model of iouscope-load, its rings: the ring SPEC strings and the expanded list of
+// rings a run creates (config.hpp holds the rest of the run's configuration). Everything here is
+// pure (no I/O, no exit, no printing) so the rules that decide what counts as bad input can be
+// unit-tested without root or io_uring.
 #pragma once
 
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -15,8 +15,6 @@
 namespace iouscope::load {
 
 enum class RingMode { Plain, Sqpoll, Iopoll, SqpollIopoll };
-
-enum class Op { Nop, Read };
 
 // A separate type rather than a bare std::string so that ParseResult<std::string> would still be
 // unambiguous and call sites read as what they test.
@@ -67,56 +65,5 @@ ParseResult<RingSpec> parse_ring_spec(std::string_view spec);
 // Parses every --ring value in order, expands n= replicas and checks share= references. The
 // result has one element per ring that will be created, in creation order.
 ParseResult<std::vector<RingSpec>> expand_ring_specs(const std::vector<std::string>& specs);
-
-// "<number>[.<fraction>]<unit>" with unit ns, us, ms, s, m or h, e.g. "10s", "500ms", "1.5m".
-// A unit is mandatory so that "10" cannot be misread as milliseconds or seconds.
-ParseResult<std::chrono::nanoseconds> parse_duration(std::string_view text);
-
-struct HoldSpec {
-    bool forever = false;
-    std::chrono::nanoseconds duration{0};
-};
-
-// A duration as for parse_duration(), or "inf" to hold until SIGINT/SIGTERM.
-ParseResult<HoldSpec> parse_hold(std::string_view text);
-
-ParseResult<Op> parse_op(std::string_view text);
-
-struct PauseSpec {
-    std::chrono::nanoseconds every{0};   // submitting time between pauses
-    std::chrono::nanoseconds length{0};  // length of each pause
-};
-
-// Option values exactly as given on the command line; unset optionals mean "not given".
-struct RawOptions {
-    std::vector<std::string> rings;
-    std::optional<std::string> op;
-    std::optional<std::string> file;
-    std::optional<std::string> duration;
-    std::optional<std::string> pause_every;
-    std::optional<std::string> pause_for;
-    std::optional<std::string> hold;
-    std::optional<std::string> cycles;
-    std::optional<std::string> gap;
-    bool json = false;
-};
-
-struct LoadConfig {
-    std::vector<RingSpec> rings;  // expanded, see expand_ring_specs()
-    Op op = Op::Nop;
-    std::string file;  // empty unless given
-    std::optional<std::chrono::nanoseconds> duration;
-    std::optional<PauseSpec> pause;
-    HoldSpec hold;
-    // The whole run (create, submit, report, hold, close) this many times, with gap between:
-    // rings that come and go, as event loops and short jobs make them.
-    std::uint64_t cycles = 1;
-    std::chrono::nanoseconds gap{0};
-    bool json = false;
-};
-
-// Validates everything that can be decided without touching the system (the --file is not
-// opened here).
-ParseResult<LoadConfig> build_config(const RawOptions& raw);
 
 }  // namespace iouscope::load

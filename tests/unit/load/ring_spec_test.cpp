@@ -1,25 +1,13 @@
+// The ring SPEC grammar of iouscope-load (load/ring_spec.hpp): modes, keys, the rules between
+// them, n= expansion and share= references.
 #include "load/ring_spec.hpp"
 
 #include <gtest/gtest.h>
 
+#include "parse_result.hpp"
+
 using namespace iouscope::load;
-using namespace std::chrono;
-
-namespace {
-
-template <typename T>
-const T& ok(const ParseResult<T>& r) {
-    if (auto* e = std::get_if<ParseError>(&r)) ADD_FAILURE() << e->message;
-    return std::get<T>(r);
-}
-
-template <typename T>
-std::string err(const ParseResult<T>& r) {
-    auto* e = std::get_if<ParseError>(&r);
-    return e ? e->message : std::string("<no error>");
-}
-
-}  // namespace
+using namespace iouscope::load::test;
 
 TEST(RingSpec, ParsesModeAndKeys) {
     auto s = ok(parse_ring_spec("sqpoll,count=100,rate=50,idle=5,cpu=1,depth=128,batch=8"));
@@ -63,34 +51,6 @@ TEST(RingSpec, ShareMustReferToAnEarlierSqpollRing) {
     EXPECT_NE(err(expand_ring_specs({"plain", "sqpoll,share=0"})), "<no error>");
     EXPECT_NE(err(expand_ring_specs({"sqpoll", "sqpoll,share=5"})), "<no error>");
     EXPECT_NE(err(expand_ring_specs({"sqpoll", "plain,share=0"})), "<no error>");
-}
-
-TEST(LoadDurations, UseTheProjectGrammar) {
-    EXPECT_EQ(ok(parse_duration("500ms")), nanoseconds(milliseconds(500)));
-    EXPECT_EQ(ok(parse_duration("1.5s")), nanoseconds(milliseconds(1500)));
-    EXPECT_NE(err(parse_duration("10")).find("unit"), std::string::npos);
-    EXPECT_NE(err(parse_duration("-1s")).find("negative"), std::string::npos);
-    EXPECT_TRUE(ok(parse_hold("inf")).forever);
-    EXPECT_EQ(ok(parse_hold("2s")).duration, nanoseconds(seconds(2)));
-    EXPECT_NE(err(parse_hold("forever")), "<no error>");
-}
-
-TEST(LoadConfig, WholeCommandLineRules) {
-    RawOptions raw;
-    EXPECT_NE(err(build_config(raw)).find("--ring"), std::string::npos);
-    raw.rings = {"plain"};
-    // No count and no duration: the run would never end.
-    EXPECT_NE(err(build_config(raw)), "<no error>");
-    raw.duration = "1s";
-    auto cfg = ok(build_config(raw));
-    EXPECT_EQ(cfg.duration, std::optional<nanoseconds>(seconds(1)));
-    raw.op = "read";
-    EXPECT_NE(err(build_config(raw)).find("--file"), std::string::npos);
-    raw.op = "write";
-    EXPECT_NE(err(build_config(raw)).find("write"), std::string::npos);
-    raw.op.reset();
-    raw.pause_every = "1s";
-    EXPECT_NE(err(build_config(raw)), "<no error>");  // --pause-every without --pause-for
 }
 
 TEST(RingSpec, SeedsFlagsParseAndFollowTheirPatchesRules) {

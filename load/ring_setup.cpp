@@ -1,0 +1,257 @@
+// Setting up an iouscope-load run (ring_setup.hpp): limits, the read workload's file, and
+// io_uring_setup with SQPOLL, IOPOLL, SQ_AFF, ATTACH_WQ and the seeds kernel's flags, with the
+// hints that turn a bare errno into a cause.
+#include "ring_setup.hpp"
+
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdint>
+
+#include "exit.hpp"
+#include "iouscope/seeds_uapi.h"
+
+namespace iouscope::load {
+
+namespace {
+
+std::string limit_text(rlim_t value) {
+    return value == RLIM_INFINITY ? "unlimited" : std::to_string(value);
+}
+
+// Kernels before 5.12 charge ring memory to RLIMIT_MEMLOCK; newer ones use the memory cgroup.
+// Only called after an ENOMEM so that well-configured systems never see a limit change.
+bool try_raise_memlock(std::string& why) {
+    rlimit lim{};
+    if (getrlimit(RLIMIT_MEMLOCK, &lim) != 0) {
+        why = "getrlimit(RLIMIT_MEMLOCK): " + errno_text(errno);
+        return false;
+    }
+    if (lim.rlim_cur == RLIM_INFINITY) {
+        why = "RLIMIT_MEMLOCK is already unlimited";
+        return false;
+    }
+    const rlimit want{RLIM_INFINITY, RLIM_INFINITY};
+    if (setrlimit(RLIMIT_MEMLOCK, &want) == 0) {
+        return true;
+    }
+    if (lim.rlim_max != lim.rlim_cur) {
+        const rlimit soft{lim.rlim_max, lim.rlim_max};
+        if (setrlimit(RLIMIT_MEMLOCK, &soft) == 0) {
+            return true;
+        }
+    }
+    why = "could not raise RLIMIT_MEMLOCK (soft " + limit_text(lim.rlim_cur) + ", hard " +
+          limit_text(lim.rlim_max) + "): " + errno_text(errno);
+    return false;
+}
+
+std::string setup_hint(int err, const RingSpec& spec) {
+    switch (err) {
+        case EPERM:
+            return "; io_uring may be restricted (see /proc/sys/kernel/io_uring_disabled and "
+                   "io_uring_group) or SQPOLL may need privileges on this kernel";
+        case EMFILE:
+        case ENFILE:
+            return "; out of file descriptors";
+        case EINVAL:
+            if (spec.cpu) {
+                return "; is CPU " + std::to_string(*spec.cpu) + " online?";
+            }
+            return "; this kernel may not support the requested flags";
+        case ENOSYS:
+            return "; this kernel has no io_uring";
+        default:
+            return {};
+    }
+}
+
+std::uint32_t seeds_flags(const RingSpec& spec) {
+    return (spec.idle_ns ? IOU_SEEDS_SETUP_IDLE_NS : 0U) |
+           (spec.percpu ? IOU_SEEDS_SETUP_SQPOLL_PERCPU : 0U) |
+           (spec.stats ? IOU_SEEDS_SETUP_SQTHREAD_STATS : 0U);
+}
+
+// After an EINVAL: does this kernel know the seeds' flags the ring asked for? A ring with only
+// SQPOLL and those flags tells, so that a missing patch is named instead of "invalid argument".
+// PERCPU is asked without SQ_AFF: the patched kernel then makes a thread of the ring's own
+// (it shares only with both), so a bad cpu= is not mistaken for a missing patch.
+std::string seeds_hint(const RingSpec& spec) {
+    struct Flag {
+        std::uint32_t bit;
+        const char* what;
+    };
+    constexpr Flag kFlags[] = {
+        {IOU_SEEDS_SETUP_IDLE_NS, "idle_ns= (IORING_SETUP_IDLE_NS, seeds patch 002)"},
+        {IOU_SEEDS_SETUP_SQPOLL_PERCPU, "percpu (IORING_SETUP_SQPOLL_PERCPU, seeds patch 000)"},
+        {IOU_SEEDS_SETUP_SQTHREAD_STATS, "stats (IORING_SETUP_SQTHREAD_STATS, seeds patch 004)"},
+    };
+    std::string missing;
+    for (const Flag& f : kFlags) {
+        if (!(seeds_flags(spec) & f.bit)) {
+            continue;
+        }
+        io_uring probe{};
+        io_uring_params params{};
+        params.flags = IORING_SETUP_SQPOLL | f.bit;
+        const int ret = io_uring_queue_init_params(1, &probe, &params);
+        if (ret == 0) {
+            io_uring_queue_exit(&probe);
+        } else if (ret == -EINVAL) {
+            missing += missing.empty() ? "" : ", ";
+            missing += f.what;
+        }
+    }
+    return missing.empty() ? std::string{}
+                           : "; this kernel does not have " + missing +
+                                 ": only the seeds kernel does (tests/vm/run --kernel seeds)";
+}
+
+int setup_ring(RingState& st, const std::vector<std::unique_ptr<RingState>>& rings) {
+    const RingSpec& spec = st.spec;
+    io_uring_params params{};
+    if (uses_sqpoll(spec.mode)) {
+        params.flags |= IORING_SETUP_SQPOLL;
+        params.sq_thread_idle = spec.idle_ns ? *spec.idle_ns : spec.idle_ms;
+    }
+    params.flags |= seeds_flags(spec);
+    if (uses_iopoll(spec.mode)) {
+        params.flags |= IORING_SETUP_IOPOLL;
+    }
+    if (spec.cpu) {
+        params.flags |= IORING_SETUP_SQ_AFF;
+        params.sq_thread_cpu = *spec.cpu;
+    }
+    if (spec.share) {
+        params.flags |= IORING_SETUP_ATTACH_WQ;
+        params.wq_fd = static_cast<std::uint32_t>(rings[*spec.share]->ring.ring_fd);
+    }
+    return io_uring_queue_init_params(spec.depth, &st.ring, &params);
+}
+
+// The message for a ring io_uring_setup refused with -ret.
+std::string setup_failure(const RingState& st, int ret, const std::string& memlock_note) {
+    std::string msg = "ring " + std::to_string(st.index) + " (" + describe(st.spec) +
+                      "): io_uring_queue_init_params failed: " + errno_text(-ret);
+    const std::string seeds = ret == -EINVAL ? seeds_hint(st.spec) : std::string{};
+    msg += seeds.empty() ? setup_hint(-ret, st.spec) : seeds;
+    if (ret == -ENOMEM) {
+        msg += "; locked memory or the memory cgroup limit may be exhausted";
+        if (!memlock_note.empty()) {
+            msg += " (" + memlock_note + ")";
+        }
+    }
+    return msg;
+}
+
+}  // namespace
+
+std::string describe(const RingSpec& spec) {
+    std::string out =
+        "mode=" + std::string(mode_name(spec.mode)) + " depth=" + std::to_string(spec.depth);
+    if (spec.idle_ns) {
+        out += " idle_ns=" + std::to_string(*spec.idle_ns);
+    } else if (uses_sqpoll(spec.mode)) {
+        out += " idle=" + std::to_string(spec.idle_ms);
+    }
+    if (spec.percpu) {
+        out += " percpu";
+    }
+    if (spec.stats) {
+        out += " stats";
+    }
+    if (spec.share) {
+        out += " share=" + std::to_string(*spec.share);
+    }
+    if (spec.cpu) {
+        out += " cpu=" + std::to_string(*spec.cpu);
+    }
+    return out;
+}
+
+void ensure_fd_limit(std::size_t rings) {
+    // Each ring is one fd; the margin covers stdio, --file and whatever the C++ runtime opens.
+    const rlim_t need = static_cast<rlim_t>(rings) + 64;
+    rlimit lim{};
+    if (getrlimit(RLIMIT_NOFILE, &lim) != 0) {
+        die("getrlimit(RLIMIT_NOFILE): " + errno_text(errno));
+    }
+    if (lim.rlim_cur == RLIM_INFINITY || lim.rlim_cur >= need) {
+        return;
+    }
+    rlimit want = lim;
+    want.rlim_cur = need;
+    if (want.rlim_max != RLIM_INFINITY && want.rlim_max < need) {
+        want.rlim_max = need;
+    }
+    if (setrlimit(RLIMIT_NOFILE, &want) != 0) {
+        const int err = errno;
+        die("cannot raise RLIMIT_NOFILE to " + std::to_string(need) + " for " +
+            std::to_string(rings) + " rings (soft " + limit_text(lim.rlim_cur) + ", hard " +
+            limit_text(lim.rlim_max) + "): " + errno_text(err) +
+            "; raise it with ulimit -n or run with CAP_SYS_RESOURCE");
+    }
+}
+
+Workload open_workload(const LoadConfig& cfg) {
+    Workload wl;
+    wl.op = cfg.op;
+    if (cfg.op != Op::Read) {
+        return wl;
+    }
+    const int fd = open(cfg.file.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+    if (fd < 0) {
+        const int err = errno;
+        die_usage(
+            "--file \"" + cfg.file + "\": cannot open with O_RDONLY|O_DIRECT: " + errno_text(err) +
+            (err == EINVAL ? "; the filesystem may not support O_DIRECT (tmpfs does not)" : ""));
+    }
+    struct stat sb {};
+    if (fstat(fd, &sb) != 0) {
+        die_usage("--file \"" + cfg.file + "\": fstat: " + errno_text(errno));
+    }
+    std::uint64_t size = 0;
+    if (S_ISREG(sb.st_mode)) {
+        size = static_cast<std::uint64_t>(sb.st_size);
+    } else if (S_ISBLK(sb.st_mode)) {
+        if (ioctl(fd, BLKGETSIZE64, &size) != 0) {
+            die_usage("--file \"" + cfg.file + "\": BLKGETSIZE64: " + errno_text(errno));
+        }
+    } else {
+        die_usage("--file \"" + cfg.file + "\" is neither a regular file nor a block device");
+    }
+    if (size < kBlockSize) {
+        die_usage("--file \"" + cfg.file + "\" is " + std::to_string(size) +
+                  " bytes; --op read needs at least 4096");
+    }
+    wl.fd = fd;
+    wl.blocks = size / kBlockSize;
+    return wl;
+}
+
+Rings create_rings(const LoadConfig& cfg) {
+    Rings rings;
+    rings.reserve(cfg.rings.size());
+    for (std::size_t i = 0; i < cfg.rings.size(); ++i) {
+        auto st = std::make_unique<RingState>();
+        st->index = i;
+        st->spec = cfg.rings[i];
+        int ret = setup_ring(*st, rings);
+        std::string memlock_note;
+        if (ret == -ENOMEM && try_raise_memlock(memlock_note)) {
+            ret = setup_ring(*st, rings);
+        }
+        if (ret < 0) {
+            die(setup_failure(*st, ret, memlock_note));
+        }
+        st->open = true;
+        rings.push_back(std::move(st));
+    }
+    return rings;
+}
+
+}  // namespace iouscope::load

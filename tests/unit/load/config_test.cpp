@@ -1,0 +1,85 @@
+// The run-wide options of iouscope-load (load/config.hpp): durations, hold, the whole command
+// line's rules and the order they are checked in, and cpu= against the system's CPUs.
+#include "load/config.hpp"
+
+#include <gtest/gtest.h>
+
+#include "parse_result.hpp"
+
+using namespace iouscope::load;
+using namespace iouscope::load::test;
+using namespace std::chrono;
+
+TEST(LoadDurations, UseTheProjectGrammar) {
+    EXPECT_EQ(ok(parse_duration("500ms")), nanoseconds(milliseconds(500)));
+    EXPECT_EQ(ok(parse_duration("1.5s")), nanoseconds(milliseconds(1500)));
+    EXPECT_NE(err(parse_duration("10")).find("unit"), std::string::npos);
+    EXPECT_NE(err(parse_duration("-1s")).find("negative"), std::string::npos);
+    EXPECT_TRUE(ok(parse_hold("inf")).forever);
+    EXPECT_EQ(ok(parse_hold("2s")).duration, nanoseconds(seconds(2)));
+    EXPECT_NE(err(parse_hold("forever")), "<no error>");
+}
+
+TEST(LoadConfig, WholeCommandLineRules) {
+    RawOptions raw;
+    EXPECT_NE(err(build_config(raw)).find("--ring"), std::string::npos);
+    raw.rings = {"plain"};
+    // No count and no duration: the run would never end.
+    EXPECT_NE(err(build_config(raw)), "<no error>");
+    raw.duration = "1s";
+    auto cfg = ok(build_config(raw));
+    EXPECT_EQ(cfg.duration, std::optional<nanoseconds>(seconds(1)));
+    raw.op = "read";
+    EXPECT_NE(err(build_config(raw)).find("--file"), std::string::npos);
+    raw.op = "write";
+    EXPECT_NE(err(build_config(raw)).find("write"), std::string::npos);
+    raw.op.reset();
+    raw.pause_every = "1s";
+    EXPECT_NE(err(build_config(raw)), "<no error>");  // --pause-every without --pause-for
+}
+
+TEST(LoadConfig, ReportsTheFirstBrokenRuleInAFixedOrder) {
+    RawOptions raw;
+    raw.rings = {"plain"};
+    raw.op = "write";
+    raw.duration = "soon";
+    raw.cycles = "0";
+    // --op is checked before --duration, --duration before --cycles.
+    EXPECT_NE(err(build_config(raw)).find("--op"), std::string::npos);
+    raw.op.reset();
+    EXPECT_NE(err(build_config(raw)).find("--duration"), std::string::npos);
+    raw.duration = "1s";
+    EXPECT_NE(err(build_config(raw)).find("--cycles"), std::string::npos);
+    raw.cycles = "3";
+    raw.gap = "10ms";
+    raw.hold = "inf";
+    EXPECT_NE(err(build_config(raw)).find("--hold inf"), std::string::npos);
+    raw.hold = "1s";
+    const auto cfg = ok(build_config(raw));
+    EXPECT_EQ(cfg.cycles, 3u);
+    EXPECT_EQ(cfg.gap, nanoseconds(milliseconds(10)));
+    EXPECT_EQ(cfg.hold.duration, nanoseconds(seconds(1)));
+}
+
+TEST(LoadConfig, PausesNeedBothLengthsAboveZero) {
+    RawOptions raw;
+    raw.rings = {"plain,count=1"};
+    raw.pause_every = "2s";
+    raw.pause_for = "0s";
+    EXPECT_EQ(err(build_config(raw)), "--pause-for: \"0s\" must be greater than zero");
+    raw.pause_for = "1s";
+    const auto cfg = ok(build_config(raw));
+    ASSERT_TRUE(cfg.pause.has_value());
+    EXPECT_EQ(cfg.pause->every, nanoseconds(seconds(2)));
+    EXPECT_EQ(cfg.pause->length, nanoseconds(seconds(1)));
+}
+
+TEST(LoadConfig, CpuMustExistOnThisSystem) {
+    RawOptions raw;
+    raw.rings = {"sqpoll,cpu=1,count=1", "sqpoll,cpu=3,count=1"};
+    const auto cfg = ok(build_config(raw));
+    EXPECT_EQ(check_cpus(cfg, 2), std::optional<std::string>(
+                                      "ring 1: cpu=3 does not exist (this system has CPUs 0..1)"));
+    EXPECT_EQ(check_cpus(cfg, 4), std::nullopt);
+    EXPECT_EQ(check_cpus(cfg, -1), std::nullopt);  // sysconf could not tell
+}

@@ -28,7 +28,7 @@ def qemu_host_cpu(tcg_thread: str, env: dict[str, str] | None = None, slot: int 
     models run in other host threads. The NVMe shadow-doorbell handshake is a store then a load
     on each side (driver: SQ tail, then event index; device: event index, then SQ tail); without
     the guest's barrier the host CPU reorders it, both sides skip the doorbell, and commands sit
-    in the submission queue until the driver's 30 s timeout (docs/VM.md, "Lost NVMe doorbells").
+    in the submission queue until the driver's 30 s timeout (docs/VM.md, "Why QEMU runs pinned").
     Threads on one logical CPU see each other's memory operations in program order, so pinning
     the whole QEMU process there closes the race. Multi-threaded TCG emits the barriers but
     patches code across vCPUs unsafely (a stale int3 after text_poke_bp), so it is not the fix.

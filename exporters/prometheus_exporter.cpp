@@ -5,6 +5,7 @@
 #include <deque>
 #include <limits>
 #include <map>
+#include <span>
 #include <sstream>
 #include <stdexcept>
 #include <string_view>
@@ -51,6 +52,13 @@ public:
     }
     void counter(Labels labels, double v) { add(std::move(labels)).counter.value = v; }
     void gauge(Labels labels, double v) { add(std::move(labels)).gauge.value = v; }
+    // A counter or a gauge, as the catalogue declares the family.
+    void value(Labels labels, double v) {
+        if (decl_.kind == MetricKind::histogram)
+            throw std::logic_error(f_.name + " is a histogram: it takes no single value");
+        if (decl_.kind == MetricKind::counter) return counter(std::move(labels), v);
+        gauge(std::move(labels), v);
+    }
     void histogram(Labels labels, const LatencyHistogram& h) {
         auto& m = add(std::move(labels));
         m.histogram.sample_count = h.count;
@@ -111,66 +119,104 @@ Labels ring_labels(const RingSnapshot& r) {
             {"sq_thread", r.sq_thread > 0 ? std::to_string(r.sq_thread) : std::string()}};
 }
 
+// A family with one series per entity (an SQ thread, a ring, a device): the value read from the
+// entity, and whether the entity has that series at all (null: every entity has it).
+template <class E>
+struct PerEntity {
+    std::string_view family;
+    double (*value)(const E&);
+    bool (*when)(const E&) = nullptr;
+};
+
+// An entity's field as a series value, and as the condition of one.
+template <auto Field, class E>
+double field(const E& e) {
+    return static_cast<double>(e.*Field);
+}
+template <auto Flag, class E>
+bool is(const E& e) {
+    return e.*Flag;
+}
+
+// The families of one table, added to the exposition in the table's order; add() gives each the
+// series of one entity under the entity's labels. A family is a counter or a gauge as the
+// catalogue declares it.
+template <class E>
+class PerEntityFamilies {
+public:
+    PerEntityFamilies(Exposition& ex, std::span<const PerEntity<E>> rows) : rows_(rows) {
+        for (const auto& r : rows) families_.push_back(&ex.add(r.family));
+    }
+    void add(const Labels& l, const E& e) {
+        for (std::size_t i = 0; i < rows_.size(); ++i)
+            if (!rows_[i].when || rows_[i].when(e)) families_[i]->value(l, rows_[i].value(e));
+    }
+
+private:
+    std::span<const PerEntity<E>> rows_;
+    std::vector<Family*> families_;
+};
+
 }  // namespace
 
 namespace {
 
-// Per SQ thread: its CPU split into work, spin and sleep, and how the split was made.
+// Per SQ thread: its CPU split into work, spin and sleep, and how the split was made. Until HZ is
+// known a jiffies idle setting splits nothing: no series beats a wrong one.
+constexpr PerEntity<ThreadSnapshot> kThreadCpu[] = {
+    {"iouscope_sqthread_cpu_seconds_total", field<&ThreadSnapshot::cpu_seconds>},
+    {"iouscope_sqthread_work_seconds_total", field<&ThreadSnapshot::work_seconds>,
+     is<&ThreadSnapshot::split_known>},
+    {"iouscope_sqthread_spin_seconds_total", field<&ThreadSnapshot::spin_seconds>,
+     is<&ThreadSnapshot::split_known>},
+    {"iouscope_sqthread_sleep_seconds_total", field<&ThreadSnapshot::sleep_seconds>},
+    {"iouscope_sqthread_blocks_total", field<&ThreadSnapshot::blocks>},
+    {"iouscope_sqthread_blocked_seconds_total", field<&ThreadSnapshot::block_seconds>},
+};
+
 void thread_cpu_families(Exposition& ex, const Snapshot& s) {
-    Family& cpu = ex.add("iouscope_sqthread_cpu_seconds_total");
-    Family& work = ex.add("iouscope_sqthread_work_seconds_total");
-    Family& spin = ex.add("iouscope_sqthread_spin_seconds_total");
-    Family& sleep = ex.add("iouscope_sqthread_sleep_seconds_total");
-    Family& blocks = ex.add("iouscope_sqthread_blocks_total");
-    Family& blocked = ex.add("iouscope_sqthread_blocked_seconds_total");
+    PerEntityFamilies<ThreadSnapshot> cpu(ex, kThreadCpu);
     Family& model = ex.add("iouscope_sqthread_spin_model");
     Family& source = ex.add("iouscope_sqthread_work_time_source");
     Family& by_source = ex.add("iouscope_sqthread_work_by_source_seconds_total");
 
     for (const auto& t : s.threads) {
         auto l = thread_labels(t);
-        cpu.counter(l, t.cpu_seconds);
-        // Until HZ is known a jiffies idle setting splits nothing: no series beats a wrong one.
-        if (t.split_known) {
-            work.counter(l, t.work_seconds);
-            spin.counter(l, t.spin_seconds);
-            auto ls = l;
-            ls.push_back({"source", to_string(t.work_source)});
-            source.gauge(ls, 1);
-            for (const auto& [src, seconds] : t.work_by_source_seconds) {
-                auto lb = l;
-                lb.push_back({"source", to_string(src)});
-                by_source.counter(lb, seconds);
-            }
-            if (!t.spin_model.empty()) {
-                auto lm = l;
-                lm.push_back({"model", t.spin_model});
-                model.gauge(lm, 1);
-            }
+        cpu.add(l, t);
+        if (!t.split_known) continue;
+        auto ls = l;
+        ls.push_back({"source", to_string(t.work_source)});
+        source.gauge(ls, 1);
+        for (const auto& [src, seconds] : t.work_by_source_seconds) {
+            auto lb = l;
+            lb.push_back({"source", to_string(src)});
+            by_source.counter(lb, seconds);
         }
-        sleep.counter(l, t.sleep_seconds);
-        blocks.counter(l, static_cast<double>(t.blocks));
-        blocked.counter(l, t.block_seconds);
+        if (!t.spin_model.empty()) {
+            auto lm = l;
+            lm.push_back({"model", t.spin_model});
+            model.gauge(lm, 1);
+        }
     }
 }
 
 // Per SQ thread: sleeps, wakeups and who woke it, context switches, wake latency.
+constexpr PerEntity<ThreadSnapshot> kThreadWake[] = {
+    {"iouscope_sqthread_sleeps_total", field<&ThreadSnapshot::sleeps>},
+    {"iouscope_sqthread_wakeups_total", field<&ThreadSnapshot::wakeups>},
+    {"iouscope_sqthread_untraced_wakeups_total", field<&ThreadSnapshot::untraced_wakeups>},
+    {"iouscope_sqthread_voluntary_switches_total", field<&ThreadSnapshot::voluntary_switches>},
+    {"iouscope_sqthread_involuntary_switches_total", field<&ThreadSnapshot::involuntary_switches>},
+};
+
 void thread_wake_families(Exposition& ex, const Snapshot& s) {
-    Family& sleeps = ex.add("iouscope_sqthread_sleeps_total");
-    Family& wakeups = ex.add("iouscope_sqthread_wakeups_total");
-    Family& untraced = ex.add("iouscope_sqthread_untraced_wakeups_total");
-    Family& vcsw = ex.add("iouscope_sqthread_voluntary_switches_total");
-    Family& ivcsw = ex.add("iouscope_sqthread_involuntary_switches_total");
+    PerEntityFamilies<ThreadSnapshot> wakes(ex, kThreadWake);
     Family& by_waker = ex.add("iouscope_sqthread_wakeups_by_waker_total");
     Family& latency = ex.add("iouscope_sqthread_wakeup_latency_seconds");
 
     for (const auto& t : s.threads) {
         auto l = thread_labels(t);
-        sleeps.counter(l, static_cast<double>(t.sleeps));
-        wakeups.counter(l, static_cast<double>(t.wakeups));
-        untraced.counter(l, static_cast<double>(t.untraced_wakeups));
-        vcsw.counter(l, static_cast<double>(t.voluntary_switches));
-        ivcsw.counter(l, static_cast<double>(t.involuntary_switches));
+        wakes.add(l, t);
         for (const auto& w : t.wakers) {
             auto lw = l;
             lw.push_back({"waker_pid", std::to_string(w.pid)});
@@ -183,25 +229,24 @@ void thread_wake_families(Exposition& ex, const Snapshot& s) {
 }
 
 // Per SQ thread: its rings and their fairness, settings, state and CPU.
+constexpr PerEntity<ThreadSnapshot> kThreadInfo[] = {
+    {"iouscope_sqthread_rings", field<&ThreadSnapshot::rings>},
+    {"iouscope_sqthread_fairness", field<&ThreadSnapshot::fairness>},
+    {"iouscope_sqthread_start_time_seconds", field<&ThreadSnapshot::start_time_seconds>},
+    {"iouscope_sqthread_idle_setting_seconds", field<&ThreadSnapshot::idle_setting_seconds>},
+    {"iouscope_sqthread_running", [](const ThreadSnapshot& t) { return t.state == 0 ? 1.0 : 0.0; }},
+};
+
 void thread_info_families(Exposition& ex, const Snapshot& s) {
-    Family& rings = ex.add("iouscope_sqthread_rings");
-    Family& fairness = ex.add("iouscope_sqthread_fairness");
-    Family& thread_start = ex.add("iouscope_sqthread_start_time_seconds");
-    Family& idle = ex.add("iouscope_sqthread_idle_setting_seconds");
-    Family& running = ex.add("iouscope_sqthread_running");
+    PerEntityFamilies<ThreadSnapshot> info(ex, kThreadInfo);
     Family& sq_cpu = ex.add("iouscope_sqthread_sq_cpu");
 
     for (const auto& t : s.threads) {
         auto l = thread_labels(t);
-        rings.gauge(l, static_cast<double>(t.rings));
-        fairness.gauge(l, t.fairness);
-        idle.gauge(l, t.idle_setting_seconds);
-        thread_start.gauge(l, t.start_time_seconds);
-        running.gauge(l, t.state == 0 ? 1 : 0);
+        info.add(l, t);
         if (t.sq_cpu >= 0) {
-            auto lc = l;
-            lc.push_back({"pinned", t.pinned ? "true" : "false"});
-            sq_cpu.gauge(lc, t.sq_cpu);
+            l.push_back({"pinned", t.pinned ? "true" : "false"});
+            sq_cpu.gauge(l, t.sq_cpu);
         }
     }
 }
@@ -221,70 +266,59 @@ void process_families(Exposition& ex, const Snapshot& s) {
 }
 
 // Per SQ thread: its loop passes and their work (deep tier, 6.9+).
-void thread_pass_families(Exposition& ex, const Snapshot& s) {
-    Family& passes = ex.add("iouscope_sqthread_loop_passes_total");
-    Family& busy_passes = ex.add("iouscope_sqthread_busy_loop_passes_total");
-    Family& pass_work = ex.add("iouscope_sqthread_pass_work_seconds_total");
-    Family& task_work = ex.add("iouscope_sqthread_task_work_seconds_total");
+constexpr PerEntity<ThreadSnapshot> kThreadPasses[] = {
+    {"iouscope_sqthread_loop_passes_total", field<&ThreadSnapshot::loop_passes>},
+    {"iouscope_sqthread_busy_loop_passes_total", field<&ThreadSnapshot::busy_passes>},
+    {"iouscope_sqthread_pass_work_seconds_total", field<&ThreadSnapshot::pass_work_seconds>},
+    {"iouscope_sqthread_task_work_seconds_total", field<&ThreadSnapshot::task_work_seconds>},
+};
 
-    for (const auto& t : s.threads) {
-        if (!t.has_passes) continue;
-        auto l = thread_labels(t);
-        passes.counter(l, static_cast<double>(t.loop_passes));
-        busy_passes.counter(l, static_cast<double>(t.busy_passes));
-        pass_work.counter(l, t.pass_work_seconds);
-        task_work.counter(l, t.task_work_seconds);
-    }
+void thread_pass_families(Exposition& ex, const Snapshot& s) {
+    PerEntityFamilies<ThreadSnapshot> passes(ex, kThreadPasses);
+    for (const auto& t : s.threads)
+        if (t.has_passes) passes.add(thread_labels(t), t);
 }
 
 // Per ring: SQEs and CQEs, backlog, share of its SQ thread, and the SQ thread's work on it
 // (deep tier).
-void ring_families(Exposition& ex, const Snapshot& s) {
-    Family& sqes = ex.add("iouscope_ring_sqes_total");
-    Family& cqes = ex.add("iouscope_ring_cqes_total");
-    Family& backlog = ex.add("iouscope_ring_sq_backlog");
-    Family& share = ex.add("iouscope_ring_sqthread_share");
-    Family& entries = ex.add("iouscope_ring_sq_entries");
-    Family& start = ex.add("iouscope_ring_start_time_seconds");
-    Family& ring_work = ex.add("iouscope_ring_sqthread_work_seconds_total");
-    Family& ring_submit = ex.add("iouscope_ring_sqthread_submit_seconds_total");
-    Family& ring_batches = ex.add("iouscope_ring_sqthread_batches_total");
+constexpr PerEntity<RingSnapshot> kRing[] = {
+    {"iouscope_ring_sqes_total", field<&RingSnapshot::sqes_total>},
+    {"iouscope_ring_cqes_total", field<&RingSnapshot::cqes_total>},
+    {"iouscope_ring_sq_backlog", field<&RingSnapshot::sq_backlog>},
+    {"iouscope_ring_sqthread_share", field<&RingSnapshot::sqthread_share>,
+     [](const RingSnapshot& r) { return r.sq_thread > 0; }},
+    {"iouscope_ring_sq_entries", field<&RingSnapshot::sq_entries>},
+    {"iouscope_ring_start_time_seconds", field<&RingSnapshot::start_time_seconds>},
+    {"iouscope_ring_sqthread_work_seconds_total", field<&RingSnapshot::sqthread_work_seconds>,
+     is<&RingSnapshot::has_sqthread_work>},
+    {"iouscope_ring_sqthread_submit_seconds_total", field<&RingSnapshot::sqthread_submit_seconds>,
+     is<&RingSnapshot::has_sqthread_work>},
+    {"iouscope_ring_sqthread_batches_total", field<&RingSnapshot::sqthread_batches>,
+     is<&RingSnapshot::has_sqthread_work>},
+};
 
-    for (const auto& r : s.rings) {
-        auto l = ring_labels(r);
-        sqes.counter(l, static_cast<double>(r.sqes_total));
-        cqes.counter(l, static_cast<double>(r.cqes_total));
-        backlog.gauge(l, r.sq_backlog);
-        if (r.sq_thread > 0) share.gauge(l, r.sqthread_share);
-        entries.gauge(l, r.sq_entries);
-        start.gauge(l, r.start_time_seconds);
-        if (r.has_sqthread_work) {
-            ring_work.counter(l, r.sqthread_work_seconds);
-            ring_submit.counter(l, r.sqthread_submit_seconds);
-            ring_batches.counter(l, static_cast<double>(r.sqthread_batches));
-        }
-    }
+void ring_families(Exposition& ex, const Snapshot& s) {
+    PerEntityFamilies<RingSnapshot> rings(ex, kRing);
+    for (const auto& r : s.rings) rings.add(ring_labels(r), r);
 }
 
 // Per ring and caller: io_do_iopoll calls, empty calls, completions and time (deep tier).
-void ring_iopoll_families(Exposition& ex, const Snapshot& s) {
-    Family& io_calls = ex.add("iouscope_iopoll_calls_total");
-    Family& io_empty = ex.add("iouscope_iopoll_empty_total");
-    Family& io_comp = ex.add("iouscope_iopoll_completions_total");
-    Family& io_secs = ex.add("iouscope_iopoll_seconds_total");
+constexpr PerEntity<IopollSnapshot> kRingIopoll[] = {
+    {"iouscope_iopoll_calls_total", field<&IopollSnapshot::calls>},
+    {"iouscope_iopoll_empty_total", field<&IopollSnapshot::empty>},
+    {"iouscope_iopoll_completions_total", field<&IopollSnapshot::completions>},
+    {"iouscope_iopoll_seconds_total", field<&IopollSnapshot::seconds>},
+};
 
-    for (const auto& r : s.rings) {
-        for (const auto& io : r.iopoll) {
-            Labels li{{"ring", r.id},
-                      {"pid", std::to_string(r.pid)},
-                      {"comm", r.comm},
-                      {"caller", io.caller}};
-            io_calls.counter(li, static_cast<double>(io.calls));
-            io_empty.counter(li, static_cast<double>(io.empty));
-            io_comp.counter(li, static_cast<double>(io.completions));
-            io_secs.counter(li, io.seconds);
-        }
-    }
+void ring_iopoll_families(Exposition& ex, const Snapshot& s) {
+    PerEntityFamilies<IopollSnapshot> iopoll(ex, kRingIopoll);
+    for (const auto& r : s.rings)
+        for (const auto& io : r.iopoll)
+            iopoll.add({{"ring", r.id},
+                        {"pid", std::to_string(r.pid)},
+                        {"comm", r.comm},
+                        {"caller", io.caller}},
+                       io);
 }
 
 // Rings by mode: live now, created and short-lived since attach.
@@ -302,56 +336,57 @@ void ring_count_families(Exposition& ex, const Snapshot& s) {
 }
 
 // Per NVMe namespace (deep tier), and IOPOLL totals over every ring since attach.
+constexpr PerEntity<DeviceSnapshot> kDevice[] = {
+    {"iouscope_nvme_uring_cmd_polls_total", field<&DeviceSnapshot::polls>},
+    {"iouscope_nvme_uring_cmd_polled_irq_total", field<&DeviceSnapshot::polled_intent_irq>},
+    {"iouscope_device_iopoll_without_poll_queues",
+     field<&DeviceSnapshot::iopoll_without_poll_queues>},
+};
+constexpr PerEntity<IopollSnapshot> kHostIopoll[] = {
+    {"iouscope_iopoll_host_calls_total", field<&IopollSnapshot::calls>},
+    {"iouscope_iopoll_host_empty_total", field<&IopollSnapshot::empty>},
+    {"iouscope_iopoll_host_completions_total", field<&IopollSnapshot::completions>},
+};
+
 void device_families(Exposition& ex, const Snapshot& s) {
     Family& nvme_comp = ex.add("iouscope_nvme_uring_cmd_completions_total");
-    Family& nvme_polls = ex.add("iouscope_nvme_uring_cmd_polls_total");
-    Family& nvme_intent = ex.add("iouscope_nvme_uring_cmd_polled_irq_total");
-    Family& no_pollq = ex.add("iouscope_device_iopoll_without_poll_queues");
+    PerEntityFamilies<DeviceSnapshot> devices(ex, kDevice);
     Family& nvme_lat = ex.add("iouscope_nvme_uring_cmd_latency_seconds");
     Family& nvme_cqes = ex.add("iouscope_nvme_uring_cmd_cqes_total");
     Family& nvme_cqe_delay = ex.add("iouscope_nvme_uring_cmd_cqe_delay_seconds");
     for (const auto& d : s.devices) {
+        const Labels l{{"device", d.name}};
         if (d.has_cqes) {
-            nvme_cqes.counter({{"device", d.name}}, static_cast<double>(d.cqes));
-            nvme_cqe_delay.histogram({{"device", d.name}}, d.cqe_delay);
+            nvme_cqes.counter(l, static_cast<double>(d.cqes));
+            nvme_cqe_delay.histogram(l, d.cqe_delay);
         }
         nvme_comp.counter({{"device", d.name}, {"polled", "true"}}, static_cast<double>(d.polled));
         nvme_comp.counter({{"device", d.name}, {"polled", "false"}}, static_cast<double>(d.irq));
-        nvme_polls.counter({{"device", d.name}}, static_cast<double>(d.polls));
-        nvme_intent.counter({{"device", d.name}}, static_cast<double>(d.polled_intent_irq));
-        no_pollq.gauge({{"device", d.name}}, d.iopoll_without_poll_queues ? 1 : 0);
-        nvme_lat.histogram({{"device", d.name}}, d.latency);
+        devices.add(l, d);
+        nvme_lat.histogram(l, d.latency);
     }
 
-    Family& host_calls = ex.add("iouscope_iopoll_host_calls_total");
-    Family& host_empty = ex.add("iouscope_iopoll_host_empty_total");
-    Family& host_comp = ex.add("iouscope_iopoll_host_completions_total");
-    for (const auto& io : s.iopoll_host) {
-        host_calls.counter({{"caller", io.caller}}, static_cast<double>(io.calls));
-        host_empty.counter({{"caller", io.caller}}, static_cast<double>(io.empty));
-        host_comp.counter({{"caller", io.caller}}, static_cast<double>(io.completions));
-    }
+    PerEntityFamilies<IopollSnapshot> host(ex, kHostIopoll);
+    for (const auto& io : s.iopoll_host) host.add({{"caller", io.caller}}, io);
 }
 
 // A duty-cycled probe's schedule and what it recorded (collect/gap_duty.hpp).
+constexpr PerEntity<GapSampling> kDuty[] = {
+    {"iouscope_probe_duty_ratio",
+     [](const GapSampling& g) {
+         return g.period_seconds > 0 ? g.on_seconds / g.period_seconds : 1;
+     }},
+    {"iouscope_probe_window_active", field<&GapSampling::active>},
+    {"iouscope_probe_windows_total", field<&GapSampling::windows>},
+    {"iouscope_probe_windows_closed_early_total", field<&GapSampling::closed_early>},
+    {"iouscope_probe_attached_seconds_total", field<&GapSampling::attached_seconds>},
+    {"iouscope_probe_recorded_seconds_total", field<&GapSampling::recorded_seconds>},
+    {"iouscope_probe_window_attach_failures_total", field<&GapSampling::attach_failures>},
+};
+
 void duty_families(Exposition& ex, const Snapshot& s) {
-    Family& duty = ex.add("iouscope_probe_duty_ratio");
-    Family& active = ex.add("iouscope_probe_window_active");
-    Family& windows = ex.add("iouscope_probe_windows_total");
-    Family& early = ex.add("iouscope_probe_windows_closed_early_total");
-    Family& attached = ex.add("iouscope_probe_attached_seconds_total");
-    Family& recorded = ex.add("iouscope_probe_recorded_seconds_total");
-    Family& failures = ex.add("iouscope_probe_window_attach_failures_total");
-    if (!s.gap_sampling) return;
-    const auto& g = *s.gap_sampling;
-    const Labels l{{"probe", "work_gaps"}};
-    duty.gauge(l, g.period_seconds > 0 ? g.on_seconds / g.period_seconds : 1);
-    active.gauge(l, g.active ? 1 : 0);
-    windows.counter(l, static_cast<double>(g.windows));
-    early.counter(l, static_cast<double>(g.closed_early));
-    attached.counter(l, g.attached_seconds);
-    recorded.counter(l, g.recorded_seconds);
-    failures.counter(l, static_cast<double>(g.attach_failures));
+    PerEntityFamilies<GapSampling> duty(ex, kDuty);
+    if (s.gap_sampling) duty.add({{"probe", "work_gaps"}}, *s.gap_sampling);
 }
 
 // Each probe's state, misses and coverage.
@@ -370,12 +405,12 @@ void probe_families(Exposition& ex, const Snapshot& s) {
     Family& waiting = ex.add("iouscope_probe_waiting");
     Family& gated = ex.add("iouscope_probe_gated");
     for (const auto& p : s.probes) {
-        probe.gauge({{"probe", p.probe}, {"kind", p.kind}}, p.attached ? 1 : 0);
-        if (p.attached) gated.gauge({{"probe", p.probe}, {"kind", p.kind}}, p.gated ? 1 : 0);
-        if (p.attached)
-            waiting.gauge({{"probe", p.probe}, {"kind", p.kind}}, p.waiting_for.empty() ? 0 : 1);
-        if (p.attached)
-            missed.counter({{"probe", p.probe}, {"kind", p.kind}}, static_cast<double>(p.missed));
+        const Labels l{{"probe", p.probe}, {"kind", p.kind}};
+        probe.gauge(l, p.attached ? 1 : 0);
+        if (!p.attached) continue;
+        gated.gauge(l, p.gated ? 1 : 0);
+        waiting.gauge(l, p.waiting_for.empty() ? 0 : 1);
+        missed.counter(l, static_cast<double>(p.missed));
     }
     duty_families(ex, s);
 }

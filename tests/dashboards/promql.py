@@ -148,6 +148,13 @@ def analyze(expr):
             raise PromQLSyntaxError("unclosed '{'")
         return ms, j + 1
 
+    def add_selector(name, ms, j):
+        """Records a selector whose matchers end before toks[j]; returns j."""
+        sel = Selector(name, ms, funcs())
+        sel.has_range = j < n and toks[j].text == "["
+        a.selectors.append(sel)
+        return j
+
     while i < n:
         t = toks[i]
         nxt = toks[i + 1] if i + 1 < n else None
@@ -192,19 +199,10 @@ def analyze(expr):
             j = i + 1
             if j < n and toks[j].text == "{":
                 ms, j = parse_matchers(j)
-            sel = Selector(t.text, ms, funcs())
-            if j < n and toks[j].text == "[":
-                sel.has_range = True
-            a.selectors.append(sel)
-            i = j
+            i = add_selector(t.text, ms, j)
             continue
         if t.text == "{":
-            ms, j = parse_matchers(i)
-            sel = Selector(None, ms, funcs())
-            if j < n and toks[j].text == "[":
-                sel.has_range = True
-            a.selectors.append(sel)
-            i = j
+            i = add_selector(None, *parse_matchers(i))
             continue
         if t.text == "(":
             stack.append(pending_agg)

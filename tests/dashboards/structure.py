@@ -294,6 +294,20 @@ def check_yaml_available(res):
                      "import yaml failed: apt-get install python3-yaml")
 
 
+def provisioning_docs(res, paths):
+    """Each Grafana provisioning file that parses, in turn: its path in the repository, its
+    document and what is wrong with its apiVersion. One that does not is reported and passed."""
+    for path in paths:
+        rel = os.path.relpath(path, harness.REPO)
+        try:
+            doc = yaml.safe_load(open(path))
+        except yaml.YAMLError as e:
+            res.fail(rel, f"YAML: {e}")
+            continue
+        errs = [] if doc.get("apiVersion") == 1 else ["apiVersion is not 1"]
+        yield rel, doc, errs
+
+
 def check_provisioning(res):
     res.section("grafana provisioning")
     if not check_yaml_available(res):
@@ -302,16 +316,7 @@ def check_provisioning(res):
     dash_files = sorted(glob.glob(os.path.join(prov, "dashboards", "*.yml")))
     ds_files = sorted(glob.glob(os.path.join(prov, "datasources", "*.yml")))
     res.check(bool(dash_files), "a dashboard provider file", "", "no provisioning/dashboards/*.yml")
-    for path in dash_files:
-        rel = os.path.relpath(path, harness.REPO)
-        errs = []
-        try:
-            doc = yaml.safe_load(open(path))
-        except yaml.YAMLError as e:
-            res.fail(rel, f"YAML: {e}")
-            continue
-        if doc.get("apiVersion") != 1:
-            errs.append("apiVersion is not 1")
+    for rel, doc, errs in provisioning_docs(res, dash_files):
         providers = doc.get("providers") or []
         if not providers:
             errs.append("no providers")
@@ -324,16 +329,7 @@ def check_provisioning(res):
             if not path_opt.startswith("/"):
                 errs.append(f"provider {p.get('name')}: options.path {path_opt!r} is not absolute")
         res.check(not errs, rel, f"{len(providers)} provider(s)", "; ".join(errs))
-    for path in ds_files:
-        rel = os.path.relpath(path, harness.REPO)
-        errs = []
-        try:
-            doc = yaml.safe_load(open(path))
-        except yaml.YAMLError as e:
-            res.fail(rel, f"YAML: {e}")
-            continue
-        if doc.get("apiVersion") != 1:
-            errs.append("apiVersion is not 1")
+    for rel, doc, errs in provisioning_docs(res, ds_files):
         for ds in doc.get("datasources") or []:
             if ds.get("type") != "prometheus":
                 errs.append(f"{ds.get('name')}: type is not prometheus")

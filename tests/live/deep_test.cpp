@@ -68,6 +68,12 @@ double metric_or_zero(Daemon& d, const std::string& name,
     return find_value(d.scrape(), name, labels).value_or(0);
 }
 
+// A namespace's NVMe passthrough completions so far, on a poll queue (`polled`) or by interrupt.
+double nvme_completions(Daemon& d, const std::string& blk, bool polled) {
+    return metric_or_zero(d, "iouscope_nvme_uring_cmd_completions_total",
+                          {{"device", blk}, {"polled", polled ? "true" : "false"}});
+}
+
 class Deep : public ::testing::Test {
 protected:
     void SetUp() override {
@@ -209,10 +215,8 @@ TEST_P(DeepIo, NvmePassthroughPolledVersusIrq) {
     int checked_polled = 0, checked_irq = 0;
     for (const auto& [ng, blk] : ngs) {
         const bool poll_queues = read_first_line("/sys/block/" + blk + "/queue/io_poll") == "1";
-        auto polled_before = metric_or_zero(*daemon_, "iouscope_nvme_uring_cmd_completions_total",
-                                            {{"device", blk}, {"polled", "true"}});
-        auto irq_before = metric_or_zero(*daemon_, "iouscope_nvme_uring_cmd_completions_total",
-                                         {{"device", blk}, {"polled", "false"}});
+        const double polled_before = nvme_completions(*daemon_, blk, true);
+        const double irq_before = nvme_completions(*daemon_, blk, false);
         auto cqes_now = [&] {
             return metric_or_zero(*daemon_, "iouscope_nvme_uring_cmd_cqes_total",
                                   {{"device", blk}});
@@ -240,12 +244,8 @@ TEST_P(DeepIo, NvmePassthroughPolledVersusIrq) {
         };
         const double missed_before = missed_now();
         eventually(seconds(3), [&] {
-            polled = metric_or_zero(*daemon_, "iouscope_nvme_uring_cmd_completions_total",
-                                    {{"device", blk}, {"polled", "true"}}) -
-                     polled_before;
-            irq = metric_or_zero(*daemon_, "iouscope_nvme_uring_cmd_completions_total",
-                                 {{"device", blk}, {"polled", "false"}}) -
-                  irq_before;
+            polled = nvme_completions(*daemon_, blk, true) - polled_before;
+            irq = nvme_completions(*daemon_, blk, false) - irq_before;
             missed = missed_now() - missed_before;
             return polled + irq + missed >= static_cast<double>(*ios) &&
                    (!cmd_done || cqes_now() - cqes_before >= static_cast<double>(*ios));
@@ -538,20 +538,14 @@ TEST_F(DeepIoAdvice, AdviceForMissingPollQueuesHoldsWhenApplied) {
         }
     } restore{blk, old_param};
     ASSERT_TRUE(set_poll_queues(blk, 1)) << blk << " did not come back with a poll queue";
-    const double polled0 = metric_or_zero(*daemon_, "iouscope_nvme_uring_cmd_completions_total",
-                                          {{"device", blk}, {"polled", "true"}});
-    const double irq0 = metric_or_zero(*daemon_, "iouscope_nvme_uring_cmd_completions_total",
-                                       {{"device", blk}, {"polled", "false"}});
+    const double polled0 = nvme_completions(*daemon_, blk, true);
+    const double irq0 = nvme_completions(*daemon_, blk, false);
     auto ios = fio(out);
     ASSERT_TRUE(ios.has_value()) << out;
     double polled = 0, irq = 0;
     eventually(seconds(5), [&] {
-        polled = metric_or_zero(*daemon_, "iouscope_nvme_uring_cmd_completions_total",
-                                {{"device", blk}, {"polled", "true"}}) -
-                 polled0;
-        irq = metric_or_zero(*daemon_, "iouscope_nvme_uring_cmd_completions_total",
-                             {{"device", blk}, {"polled", "false"}}) -
-              irq0;
+        polled = nvme_completions(*daemon_, blk, true) - polled0;
+        irq = nvme_completions(*daemon_, blk, false) - irq0;
         return polled + irq >= static_cast<double>(*ios);
     });
     std::printf(

@@ -46,11 +46,22 @@ protected:
     // thread from its birth ask for the gate that follows it from there.
     static inline const std::string kFromBirth = "--probes.sched-gate=on";
 
-    std::unique_ptr<Daemon> start_daemon(const std::string& interval,
-                                         std::vector<std::string> args = {}) {
+    // A daemon sampling every `interval` with the sched tracepoints `probes` attached, or null
+    // (the caller returns): it did not start, a failure, or this kernel cannot attach one of
+    // them, a skip.
+    std::unique_ptr<Daemon> start_daemon(const std::string& interval, std::vector<std::string> args,
+                                         std::initializer_list<std::string> probes) {
         args.insert(args.begin(), "--sample.interval=" + interval);
         auto d = std::make_unique<Daemon>(std::move(args));
         EXPECT_TRUE(d->ready()) << d->startup_log();
+        if (!d->ready()) return nullptr;
+        for (const auto& p : probes) {
+            if (probe_attached(*d, p)) continue;
+            std::string why = p + " is not attachable on this kernel";
+            if (probes.size() > 1) why = "the sched tracepoints are not attachable on this kernel";
+            [&] { GTEST_SKIP() << why; }();  // GTEST_SKIP returns: only from a void function
+            return nullptr;
+        }
         return d;
     }
 
@@ -79,6 +90,19 @@ protected:
     void reap() {
         io_uring_cqe* cqe = nullptr;
         while (io_uring_peek_cqe(&ring_, &cqe) == 0) io_uring_cqe_seen(&ring_, cqe);
+    }
+
+    // Keeps the SQ thread polling: an SQE every 50 ms, its CQE reaped, for `span` or until
+    // `done` says so. Whether `done` did.
+    bool poll_for(std::chrono::milliseconds span, const std::function<bool()>& done) {
+        const auto end = steady_clock::now() + span;
+        while (steady_clock::now() < end) {
+            submit_nop();
+            reap();
+            if (done && done()) return true;
+            std::this_thread::sleep_for(milliseconds(50));
+        }
+        return false;
     }
 
     // The SQ thread's labels, once a walk has seen the ring.
@@ -186,10 +210,8 @@ std::vector<int> parse_cpulist(const std::string& text) {
 // sq_thread_idle of spin each. Here the thread never idles (2 s idle, an SQE every millisecond),
 // so every voluntary switch it makes is a block.
 TEST_F(Sched, ParkingAndLockWaitsAreBlocksNotIdleSleeps) {
-    auto d = start_daemon("100ms", {kFromBirth});
-    ASSERT_TRUE(d->ready());
-    if (!probe_attached(*d, "sched_switch"))
-        GTEST_SKIP() << "sched_switch is not attachable on this kernel";
+    auto d = start_daemon("100ms", {kFromBirth}, {"sched_switch"});
+    if (!d) return;
     // SQ thread and submitter on one CPU: a parker there cannot spin on the mutex the SQ thread
     // holds, so parks make the SQ thread wait rather than race past it.
     ASSERT_TRUE(pin_self(0));
@@ -270,10 +292,8 @@ TEST_F(Sched, ParkingAndLockWaitsAreBlocksNotIdleSleeps) {
 // A timeout's hrtimer fires in hardirq context and wakes the sleeping SQ thread to complete it.
 // The task it interrupted (often the idle task) was named as the waker before.
 TEST_F(Sched, TimerInterruptWakeupsAreNamedAsInterrupts) {
-    auto d = start_daemon("100ms", {kFromBirth});
-    ASSERT_TRUE(d->ready());
-    if (!probe_attached(*d, "sched_waking"))
-        GTEST_SKIP() << "sched_waking is not attachable on this kernel";
+    auto d = start_daemon("100ms", {kFromBirth}, {"sched_waking"});
+    if (!d) return;
     open_sqpoll(10);
     auto l = thread_labels(*d);
     ASSERT_FALSE(l.empty()) << "no walk saw ring " << ring_id_;
@@ -375,10 +395,8 @@ TEST_F(Sched, NvmeCompletionWakeupsAreNamedAsInterrupts) {
         GTEST_SKIP() << "no NVMe namespace completing by interrupt (the tests/vm guests' nvme1n1)";
     const int fd = ::open(dev.c_str(), O_RDONLY | O_DIRECT);
     ASSERT_GE(fd, 0) << dev << ": " << std::strerror(errno);
-    auto d = start_daemon("100ms", {kFromBirth});
-    ASSERT_TRUE(d->ready());
-    if (!probe_attached(*d, "sched_waking"))
-        GTEST_SKIP() << "sched_waking is not attachable on this kernel";
+    auto d = start_daemon("100ms", {kFromBirth}, {"sched_waking"});
+    if (!d) return;
     open_sqpoll(1);
     auto l = thread_labels(*d);
     ASSERT_FALSE(l.empty()) << "no walk saw ring " << ring_id_;
@@ -446,26 +464,14 @@ static int sched_links(pid_t pid) {
 // it polls, and the sleep they did not see begin is still counted, once, and for about the time
 // it lasted.
 TEST_F(Sched, GateDetachesWhileTheThreadPollsAndCountsTheSleepItMissed) {
-    auto d = start_daemon("100ms", {kFromBirth});
-    ASSERT_TRUE(d->ready());
-    if (!probe_attached(*d, "sched_switch") || !probe_attached(*d, "sched_waking"))
-        GTEST_SKIP() << "the sched tracepoints are not attachable on this kernel";
+    auto d = start_daemon("100ms", {kFromBirth}, {"sched_switch", "sched_waking"});
+    if (!d) return;
     // 200 ms of idle, an SQE every 50 ms: the thread polls all along and never sleeps.
     constexpr double kIdle = 0.2;
     open_sqpoll(static_cast<unsigned>(kIdle * 1000));
     submit_nop();
     auto l = thread_labels(*d);
     ASSERT_FALSE(l.empty()) << "no walk saw ring " << ring_id_;
-    auto poll_for = [&](std::chrono::milliseconds span, const std::function<bool()>& done) {
-        const auto end = steady_clock::now() + span;
-        while (steady_clock::now() < end) {
-            submit_nop();
-            reap();
-            if (done && done()) return true;
-            std::this_thread::sleep_for(milliseconds(50));
-        }
-        return false;
-    };
     const std::map<std::string, std::string> gate{{"probe", "sched_switch"}};
     auto gated = [&] { return value(d->scrape(), "iouscope_probe_gated", gate) == 1; };
     // 5 s of polling closes it; a TCG guest's walks come late.
@@ -540,10 +546,8 @@ TEST_F(Sched, LazyGateFollowsAThreadOnlyOnceItSlept) {
     eventually(seconds(20), [&] { return (others = sq_threads_on_machine()) == 0; });
     if (others)
         GTEST_SKIP() << others << " SQ thread(s) of other processes: the gate follows them too";
-    auto d = start_daemon("100ms", {"--probes.sched-gate=lazy"});
-    ASSERT_TRUE(d->ready());
-    if (!probe_attached(*d, "sched_switch") || !probe_attached(*d, "sched_waking"))
-        GTEST_SKIP() << "the sched tracepoints are not attachable on this kernel";
+    auto d = start_daemon("100ms", {"--probes.sched-gate=lazy"}, {"sched_switch", "sched_waking"});
+    if (!d) return;
     const std::map<std::string, std::string> gate{{"probe", "sched_switch"}};
     auto gated = [&] { return value(d->scrape(), "iouscope_probe_gated", gate) == 1; };
     ASSERT_TRUE(eventually(seconds(10), gated)) << "no SQ thread, yet the gate stayed open";
@@ -555,16 +559,6 @@ TEST_F(Sched, LazyGateFollowsAThreadOnlyOnceItSlept) {
     submit_nop();
     auto l = thread_labels(*d);
     ASSERT_FALSE(l.empty()) << "no walk saw ring " << ring_id_;
-    auto poll_for = [&](std::chrono::milliseconds span, const std::function<bool()>& done) {
-        const auto end = steady_clock::now() + span;
-        while (steady_clock::now() < end) {
-            submit_nop();
-            reap();
-            if (done && done()) return true;
-            std::this_thread::sleep_for(milliseconds(50));
-        }
-        return false;
-    };
     // Two seconds of walks over a new thread that polls: none may open the gate.
     int open_walks = 0;
     poll_for(seconds(2), [&] {
@@ -615,10 +609,9 @@ TEST_F(Sched, DeepTierKeepsTheGateOpenOnlyForLoopPasses) {
     eventually(seconds(20), [&] { return (others = sq_threads_on_machine()) == 0; });
     if (others)
         GTEST_SKIP() << others << " SQ thread(s) of other processes: the gate follows them too";
-    auto d = start_daemon("100ms", {"--probes.deep", "--probes.sched-gate=lazy"});
-    ASSERT_TRUE(d->ready());
-    if (!probe_attached(*d, "sched_switch") || !probe_attached(*d, "sched_waking"))
-        GTEST_SKIP() << "the sched tracepoints are not attachable on this kernel";
+    auto d = start_daemon("100ms", {"--probes.deep", "--probes.sched-gate=lazy"},
+                          {"sched_switch", "sched_waking"});
+    if (!d) return;
     const std::map<std::string, std::string> gate{{"probe", "sched_switch"}};
     auto gated = [&] { return value(d->scrape(), "iouscope_probe_gated", gate) == 1; };
     if (!probe_attached(*d, "loop_passes")) {
@@ -641,10 +634,8 @@ TEST_F(Sched, DeepTierKeepsTheGateOpenOnlyForLoopPasses) {
 // twice its share.
 TEST_F(Sched, GatedThreadSharingItsCpuIsChargedOnlyItsShare) {
     if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "needs two CPUs";
-    auto d = start_daemon("200ms");
-    ASSERT_TRUE(d->ready());
-    if (!probe_attached(*d, "sched_switch") || !probe_attached(*d, "sched_waking"))
-        GTEST_SKIP() << "the sched tracepoints are not attachable on this kernel";
+    auto d = start_daemon("200ms", {}, {"sched_switch", "sched_waking"});
+    if (!d) return;
     ASSERT_TRUE(pin_self(0));
     open_sqpoll(60'000, 1);  // 60 s of idle: it polls all through the test
     submit_nop();
@@ -700,11 +691,9 @@ TEST_F(Sched, PinnedThreadOnANohzFullCpuIsChargedItsWallTime) {
     const auto isolated = parse_cpulist(list);
     if (isolated.empty() || isolated.front() == 0)
         GTEST_SKIP() << "no nohz_full CPU besides CPU 0 (boot with nohz_full=1 isolcpus=1)";
-    auto d = start_daemon("500ms");
-    ASSERT_TRUE(d->ready());
     // The thread starts after the daemon: its switch-in is where its uncharged time counts from.
-    if (!probe_attached(*d, "sched_switch"))
-        GTEST_SKIP() << "sched_switch is not attachable on this kernel";
+    auto d = start_daemon("500ms", {}, {"sched_switch"});
+    if (!d) return;
 
     const int cpu = isolated.front();
     ASSERT_TRUE(pin_self(0));

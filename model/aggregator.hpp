@@ -12,17 +12,11 @@
 
 #include "iouscope/records.h"
 #include "model/counters.hpp"
+#include "model/kernel_traits.hpp"
 #include "model/sched_gate.hpp"
 #include "model/snapshot.hpp"
 
 namespace iouscope {
-
-// What the kernel offers that changes how a sample reads, asked of its BTF once at start
-// (collect/kernel_features) and copied into every RawSample.
-struct KernelTraits {
-    bool work_time_per_thread = false;  // sqd->work_time is the SQ thread's own time
-    bool idle_ns_supported = false;     // IORING_SETUP_IDLE_NS (seeds patch 002)
-};
 
 struct RawSample {
     std::uint64_t mono_ns = 0;  // CLOCK_MONOTONIC at the walk, the clock of bpf_ktime_get_ns()

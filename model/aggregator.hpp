@@ -1,7 +1,9 @@
 #pragma once
 // Turns raw BPF readings into a Snapshot: wraps 32-bit counters into totals, keeps counters
 // monotonic, derives the CPU split, shares and fairness, and notices what came and went.
-// Pure logic: the unit tests feed it hand-made RawSamples.
+// Pure logic: the unit tests feed it hand-made RawSamples. update() is in model/aggregator.cpp,
+// its stages in model/aggregator_*.cpp: rings, threads, cpu_split, sched, loop, lifecycle and
+// devices.
 #include <cstdint>
 #include <map>
 #include <set>
@@ -171,8 +173,9 @@ private:
     std::uint64_t rings_replaced_ = 0, walks_incomplete_ = 0, threads_replaced_ = 0;
     ProbeCoverage submit_coverage_{"io_submit_sqes"};
 
-    // The stages of update() (aggregator.cpp), each a function of what one update read. The
-    // unit tests reach the stages that take all they use as arguments through AggregatorStages.
+    // The stages of update() (model/aggregator*.cpp, one file per concern), each a function of
+    // what one update read. The unit tests reach the stages that take all they use as arguments
+    // through AggregatorStages.
     friend class AggregatorStages;
     struct RingDelta {
         std::uint64_t sqes = 0, cqes = 0;

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "model/aggregator.hpp"
+#include "model/kernel_traits.hpp"
 
 struct btf;
 

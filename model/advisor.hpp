@@ -1,13 +1,16 @@
 #pragma once
 // Tuning advice from two snapshots: everything is a difference of cumulative counters between
 // `from` and `to`, so the daemon (rolling window) and `iouscope advise` (fresh window) use the
-// same code. Pure: no clock, no I/O; the unit tests feed hand-made snapshots.
+// same code. Pure: no clock, no I/O; the unit tests feed hand-made snapshots. make_advice and
+// the window are in model/advisor.cpp, each family of findings in a model/advisor_*.cpp of its
+// own, the idle model in model/advisor_idle_model.hpp.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "model/advisor_idle_model.hpp"
 #include "model/snapshot.hpp"
 
 namespace iouscope {
@@ -57,42 +60,6 @@ AlternativeChoice choose_alternative(std::vector<Alternative>& alts, double cpu_
 
 // Seconds from one sample to another, on the monotonic clock when both have it.
 double seconds_between(const Snapshot& from, const Snapshot& to);
-
-// The idle-time model, exposed for tests. Gaps are the differences of two WorkGaps.
-struct GapWindow {
-    // Per IOU_GAP_BUCKETS bucket; estimates for the whole window where the probe is sampled.
-    std::vector<double> count;
-    std::vector<double> sum_ns;
-    double open_start_s = 0;  // time since the latest SQE at the window start (0 if none)
-    double open_end_s = 0;    // the same at the window end
-    double window_s = 0;
-    // The thread's mean work per gap. A gap is measured from one batch's end to the next's, so
-    // it holds the next batch's work; one longer than the idle is charged the idle, then the
-    // sleep, then this work after the wake-up.
-    double work_per_gap_s = 0;
-};
-
-// Where the probe is sampled (recorded_seconds >= 0), the counts and sums recorded in the window
-// are scaled by window_s over the time recorded in it (include/iouscope/gap_sampling.h); the
-// estimate covers the whole window, so no gap is open at its ends.
-GapWindow gap_window(const WorkGaps& from, const WorkGaps& to, double window_s);
-// The window of one SQ thread between two snapshots, with its work per gap.
-GapWindow thread_gap_window(const ThreadSnapshot& from, const ThreadSnapshot& to, double window_s);
-
-// CPU time (seconds) and sleeps ended by work in the window, had the thread spun exactly
-// `spin_s` after each SQE before sleeping.
-struct IdleCost {
-    double cpu_seconds = 0;
-    double wakeups = 0;
-};
-IdleCost idle_cost_fixed(const GapWindow& w, double spin_s);
-// Upstream kernels: sq_thread_idle of `jiffies` ticks spins for (jiffies, jiffies+1] ticks
-// depending on where in a tick the last SQE fell; averaged over that tick.
-IdleCost idle_cost_jiffies(const GapWindow& w, std::uint64_t jiffies, unsigned hz);
-
-// Candidate sq_thread_idle values for a thread, with their predicted cost, sorted by setting.
-std::vector<IdleCurvePoint> idle_curve(const GapWindow& w, double current_setting_s,
-                                       bool current_ns, bool candidates_ns, unsigned hz);
 
 // Keeps the snapshots the daemon's rolling window needs and turns each new one into advice.
 class AdviceWindow {

@@ -1,7 +1,9 @@
 #pragma once
 // Turns raw BPF readings into a Snapshot: wraps 32-bit counters into totals, keeps counters
 // monotonic, derives the CPU split, shares and fairness, and notices what came and went.
-// Pure logic: the unit tests feed it hand-made RawSamples.
+// Pure logic: the unit tests feed it hand-made RawSamples. update() is in model/aggregator.cpp,
+// its stages in model/aggregator_*.cpp: rings, threads, cpu_split, sched, loop, lifecycle and
+// devices.
 #include <cstdint>
 #include <map>
 #include <set>
@@ -12,17 +14,11 @@
 
 #include "iouscope/records.h"
 #include "model/counters.hpp"
+#include "model/kernel_traits.hpp"
 #include "model/sched_gate.hpp"
 #include "model/snapshot.hpp"
 
 namespace iouscope {
-
-// What the kernel offers that changes how a sample reads, asked of its BTF once at start
-// (collect/kernel_features) and copied into every RawSample.
-struct KernelTraits {
-    bool work_time_per_thread = false;  // sqd->work_time is the SQ thread's own time
-    bool idle_ns_supported = false;     // IORING_SETUP_IDLE_NS (seeds patch 002)
-};
 
 struct RawSample {
     std::uint64_t mono_ns = 0;  // CLOCK_MONOTONIC at the walk, the clock of bpf_ktime_get_ns()
@@ -177,8 +173,9 @@ private:
     std::uint64_t rings_replaced_ = 0, walks_incomplete_ = 0, threads_replaced_ = 0;
     ProbeCoverage submit_coverage_{"io_submit_sqes"};
 
-    // The stages of update() (aggregator.cpp), each a function of what one update read. The
-    // unit tests reach the stages that take all they use as arguments through AggregatorStages.
+    // The stages of update() (model/aggregator*.cpp, one file per concern), each a function of
+    // what one update read. The unit tests reach the stages that take all they use as arguments
+    // through AggregatorStages.
     friend class AggregatorStages;
     struct RingDelta {
         std::uint64_t sqes = 0, cqes = 0;

@@ -52,39 +52,35 @@ public:
     bool sched_gate_closed() const;
     // probes() with each attached probe's current count of skipped runs.
     std::vector<ProbeState> probes_with_misses() const;
+    // One sample's reads, in one pass and in the order the counts need: follows nvme_core
+    // (refresh_modules), drains the created rings, takes the sample's instant on both clocks,
+    // walks the rings and reads every map and the shared counters. Fills raw's kernel-side
+    // fields (all but kernel and cgroup_paths). Returns false, with error set, when the walk
+    // read nothing; a walk that ended early keeps what it read (raw.walk_complete false) and
+    // says why in error.
+    bool read_sample(RawSample& raw, std::string& error);
+    // Deletes the entries whose owners the aggregator found gone (Aggregator::cleanup()).
+    void cleanup(const MapCleanup& c);
+
+private:
     // Follows modules loaded, unloaded or reloaded since the last call: a stat() of
-    // /sys/module/nvme_core, and a /proc/kallsyms scan when its instance changed. Call it before
+    // /sys/module/nvme_core, and a /proc/kallsyms scan when its instance changed. Called before
     // each sample; probes() says what it found (ProbeState::waiting_for).
     void refresh_modules();
-
     // One walk of every task's files; appends one record per io_uring file. complete is false
     // when the walk stopped before the end of the task list (the records read are kept); the
     // call fails only when it read nothing.
     bool walk_rings(std::vector<iou_ring_record>& out, bool& complete, std::string& error);
-    void read_births(std::vector<std::pair<std::uint64_t, std::uint64_t>>& out) const;
-    void read_sched(std::vector<std::pair<std::uint32_t, iou_sched_state>>& out) const;
-    void read_wakers(std::vector<std::pair<iou_waker_key, iou_waker_val>>& out) const;
+    // The maps, into raw; the deep tier's are empty when it is off.
+    void read_maps(RawSample& raw) const;
     // Moves every pending io_uring_create record out of the map.
     void drain_created(std::vector<iou_created_ring>& out);
     iou_stats stats() const;
-    // Deletes the entries whose owners the aggregator found gone (Aggregator::cleanup()).
-    void cleanup(const MapCleanup& c);
-    // Deep tier maps (empty when the tier is off).
-    void read_ring_work(std::vector<std::pair<std::uint64_t, iou_ring_work>>& out) const;
-    void read_iopoll(std::vector<std::pair<iou_iopoll_key, iou_iopoll_stats>>& out) const;
-    void read_nvme(std::vector<std::pair<iou_dev_key, iou_nvme_stats>>& out) const;
-    void read_gaps(std::vector<std::pair<std::uint32_t, iou_work_gaps>>& out) const;
-    void read_passes(std::vector<std::pair<std::uint32_t, iou_sq_passes>>& out) const;
     // The duty cycle of the work-gap probe; nullopt where every gap is recorded (a per-batch
     // variant, --probes.gap-sampling=off, or the probe off).
     std::optional<GapSampling> gap_sampling(std::uint64_t now_ns) const;
     // Gaps recorded so far, summed over threads: what closes a duty-cycled window early.
     std::uint64_t gaps_recorded() const;
-    // What the latest complete walk found: whether any ring has SQPOLL. A duty-cycled window
-    // closes early where none has, since the work-gap program records only SQ threads.
-    void note_sqpoll_rings(bool any) { sqpoll_rings_.store(any ? 1 : 0); }
-
-private:
     // The first attached probe whose declaration satisfies pred, or nullptr.
     template <class Pred>
     const ProbeSpec* first_attached(Pred pred) const {
@@ -123,7 +119,10 @@ private:
     std::vector<std::unique_ptr<AttachedProbe>> nvme_tp_links_;
     UniqueFd kallsyms_;  // /proc/kallsyms, opened before the daemon drops CAP_SYSLOG
     GapSamplingConfig gap_config_;
-    std::atomic<int> sqpoll_rings_{-1};       // note_sqpoll_rings; -1 before the first walk
+    // Whether the latest complete walk found a ring with SQPOLL; -1 before the first. A
+    // duty-cycled window closes early where none has: the work-gap program records only SQ
+    // threads.
+    std::atomic<int> sqpoll_rings_{-1};
     std::unique_ptr<GapDutyCycle> gap_duty_;  // after objs_: stops and detaches before they unload
 };
 

@@ -2,7 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "collect/bpf_loader.hpp"
+#include "collect/bpf_link.hpp"
 #include "common/clock.hpp"
 
 namespace iouscope {

@@ -31,7 +31,7 @@ struct GapDutyHooks {
 };
 
 // Attaches `programs` for cfg.on every cfg.period, first at construction; writes each window's
-// bounds to the BPF globals (start first, then end: see bpf/iouscope.bpf.c); detaches on
+// bounds to the BPF globals (start first, then end: see bpf/common.bpf.h); detaches on
 // destruction. A window closes early once it has recorded kMinRecordedPerWindow and
 // cfg.enough_gaps gaps, or as soon as there is nothing to record: the per-SQE tracepoint costs
 // every ring's submissions, and the program records only SQ threads'. The programs and globals

@@ -6,49 +6,14 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
-#include <tuple>
 #include <utility>
 
-#include "common/clock.hpp"
-
 namespace iouscope {
-
-namespace {
-
-double unix_now() {
-    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-        .count();
-}
-
-// The sample's instant on both clocks: the realtime clock read between two monotonic reads,
-// retried while the pair took more than 1 ms. A sampler preempted between two plain reads
-// (measured: 0.5 s in a TCG guest whose one free CPU the daemon shares) would put every
-// counter of the sample half a second away from its timestamp.
-std::pair<std::uint64_t, double> clock_pair() {
-    std::uint64_t best_span = ~0ull, mono = 0;
-    double unix = 0;
-    for (int i = 0; i < 5 && best_span > 1'000'000; ++i) {
-        const std::uint64_t before = monotonic_ns();
-        const double u = unix_now();
-        const std::uint64_t after = monotonic_ns();
-        if (after - before < best_span) {
-            best_span = after - before;
-            mono = before + (after - before) / 2;
-            unix = u;
-        }
-    }
-    return {mono, unix};
-}
-
-}  // namespace
 
 Sampler::Sampler(BpfCollector& bpf, KernelTraits traits, std::shared_ptr<SnapshotStore> store,
                  std::string kernel_release, unsigned config_hz)
     : bpf_(bpf),
       traits_(traits),
-      ring_turns_(bpf.provides(Feature::ring_turns)),
-      cmd_done_(bpf.provides(Feature::cmd_cqes)),
-      submit_probe_(bpf.provides(Feature::submit_time)),
       store_(std::move(store)),
       kernel_(std::move(kernel_release)),
       view_(read_host_view()),
@@ -73,50 +38,16 @@ void Sampler::resolve_cgroups(RawSample& raw) {
 
 bool Sampler::collect(RawSample& raw) {
     raw.kernel = traits_;
-    bpf_.refresh_modules();
-    // Drain before the walk: a ring created after the drain is walked now and recognised when
-    // its record is drained next time; one that died before the walk is counted as short-lived.
-    bpf_.drain_created(raw.created);
     std::string err;
-    std::tie(raw.mono_ns, raw.unix_time) = clock_pair();
-    bool complete = true;
-    if (!bpf_.walk_rings(raw.rings, complete, err)) {
+    if (!bpf_.read_sample(raw, err)) {
         spdlog::error("sample failed: {}", err);
         return false;
     }
-    if (!complete)
+    if (!raw.walk_complete)
         spdlog::warn("ring walk ended early ({}); rings it did not reach are kept as they were",
                      err);
-    raw.walk_complete = complete;
-    if (complete)
-        bpf_.note_sqpoll_rings(std::any_of(raw.rings.begin(), raw.rings.end(), [](auto& r) {
-            return (r.setup_flags & IOU_SETUP_SQPOLL) != 0;
-        }));
     resolve_cgroups(raw);
-    // The sample's time is when the walk read its first record, not when it was asked for: a
-    // sampler delayed between the two would skew every rate of the interval.
-    if (!raw.rings.empty() && raw.rings.front().read_ns > raw.mono_ns) {
-        const std::uint64_t late = raw.rings.front().read_ns - raw.mono_ns;
-        raw.mono_ns += late;
-        raw.unix_time += static_cast<double>(late) / 1e9;
-    }
-    bpf_.read_births(raw.births);
-    // Wakers before sched: a wake that lands between the two reads then shows in the total and
-    // not yet by waker, so a thread's wakeups named by context never exceed its total in one
-    // sample. Read the other way round, the NVMe test saw 40 named against 39 (seeds kernel).
-    bpf_.read_wakers(raw.wakers);
-    bpf_.read_sched(raw.sched);
-    bpf_.read_ring_work(raw.ring_work);
-    bpf_.read_iopoll(raw.iopoll);
-    bpf_.read_nvme(raw.nvme);
-    bpf_.read_gaps(raw.gaps);
-    bpf_.read_passes(raw.passes);
-    raw.ring_turns = ring_turns_;
-    raw.cmd_done = cmd_done_;
-    raw.submit_probe = submit_probe_;
-    raw.gap_sampling = bpf_.gap_sampling(raw.mono_ns);
-    raw.stats = bpf_.stats();
-    raw.sched_untraced = bpf_.sched_gate_closed() || gate_moved_;
+    raw.sched_untraced = raw.sched_untraced || gate_moved_;
     gate_moved_ = false;
     return true;
 }

@@ -40,7 +40,7 @@ public:
     void run(std::stop_token stop, std::chrono::nanoseconds interval);
 
 private:
-    // BPF to raw sample: the walk and every map, at one instant (the walk's first record).
+    // BPF to raw sample (BpfCollector::read_sample, one pass), then the walk's cgroup paths.
     bool collect(RawSample& raw);
     void resolve_cgroups(RawSample& raw);
     void log_poll_queue_changes(const Snapshot& snap);
@@ -48,8 +48,6 @@ private:
     void move_sched_gate(const RawSample& raw);
     BpfCollector& bpf_;
     KernelTraits traits_;
-    // Which deep-tier definitions the aggregator applies; the probe set never changes.
-    bool ring_turns_, cmd_done_, submit_probe_;
     std::shared_ptr<SnapshotStore> store_;
     std::string hostname_, kernel_;
     Aggregator agg_;

@@ -1,0 +1,204 @@
+// The collector's reads: the ring walk, every map (by batch where the kernel has it), the
+// shared counters, and the cleanup of entries whose owners are gone.
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "collect/bpf_loader.hpp"
+#include "collect/gap_duty.hpp"
+#include "iouscope.skel.h"
+#include "iouscope_nvme.skel.h"
+
+namespace iouscope {
+
+bool BpfCollector::walk_rings(std::vector<iou_ring_record>& out, bool& complete,
+                              std::string& error) {
+    complete = true;
+    UniqueFd fd(bpf_iter_create(bpf_link__fd(iter_link_)));
+    if (!fd) {
+        error = std::string("cannot start the ring iterator: ") + std::strerror(errno);
+        return false;
+    }
+    // The seq_file hands out whole records: a BPF program's bpf_seq_write either fits in the
+    // buffer or is retried in the next read(), so records never straddle reads. A partial
+    // record would mean a layout mismatch, which is reported rather than misparsed.
+    std::vector<char> buf(64 * 1024);
+    std::size_t have = 0;
+    // EAGAIN means the kernel visited a million objects without output and kept its place: read
+    // on. The bound only stops a walk that could never end (a billion files without a ring).
+    int again = 0;
+    for (;;) {
+        if (buf.size() - have < sizeof(iou_ring_record)) buf.resize(buf.size() * 2);
+        ssize_t n = ::read(fd.get(), buf.data() + have, buf.size() - have);
+        if (n < 0 && (errno == EINTR || (errno == EAGAIN && ++again < 1000))) continue;
+        if (n < 0) {
+            error = std::string("reading the ring iterator: ") + std::strerror(errno);
+            complete = false;
+            break;
+        }
+        if (n == 0) break;
+        have += static_cast<std::size_t>(n);
+    }
+    if (have % sizeof(iou_ring_record) != 0) {
+        error =
+            "ring iterator returned a partial record: BPF object and daemon disagree on "
+            "struct iou_ring_record";
+        return false;
+    }
+    if (!complete && have == 0) return false;
+    std::size_t count = have / sizeof(iou_ring_record);
+    auto first = out.size();
+    out.resize(first + count);
+    std::memcpy(out.data() + first, buf.data(), have);
+    return true;
+}
+
+namespace {
+
+template <typename K, typename V>
+void read_hash_by_key(int map_fd, std::vector<std::pair<K, V>>& out) {
+    K key{}, next{};
+    K* prev = nullptr;
+    while (bpf_map_get_next_key(map_fd, prev, &next) == 0) {
+        V val{};
+        if (bpf_map_lookup_elem(map_fd, &next, &val) == 0) out.emplace_back(next, val);
+        key = next;
+        prev = &key;
+    }
+}
+
+// Reads a whole hash map with BPF_MAP_LOOKUP_BATCH (or LOOKUP_AND_DELETE_BATCH when drain is
+// set): one bpf() call per batch instead of two per entry, which is what keeps a sample cheap
+// when thousands of rings churn. Kernels or maps without batch operations get the per-key walk
+// (and the caller's own deletes).
+template <typename K, typename V>
+bool read_hash_batch(int map_fd, std::vector<std::pair<K, V>>& out, bool drain) {
+    const auto start = out.size();
+    std::uint32_t chunk = 256;
+    std::vector<K> keys(chunk);
+    std::vector<V> vals(chunk);
+    std::uint64_t in_batch = 0, out_batch = 0;  // the kernel's cursor (a bucket index)
+    bool first = true;
+    for (;;) {
+        std::uint32_t count = chunk;
+        int rc =
+            drain ? bpf_map_lookup_and_delete_batch(map_fd, first ? nullptr : &in_batch, &out_batch,
+                                                    keys.data(), vals.data(), &count, nullptr)
+                  : bpf_map_lookup_batch(map_fd, first ? nullptr : &in_batch, &out_batch,
+                                         keys.data(), vals.data(), &count, nullptr);
+        const int err = rc < 0 ? -rc : 0;
+        for (std::uint32_t i = 0; i < count && i < chunk; ++i) out.emplace_back(keys[i], vals[i]);
+        if (err == ENOENT) return true;  // the end of the map
+        if (err == ENOSPC && count == 0) {
+            // One hash bucket holds more entries than the batch: a larger batch takes it whole.
+            chunk *= 2;
+            keys.resize(chunk);
+            vals.resize(chunk);
+            continue;
+        }
+        if (err) {
+            if (out.size() != start && drain)
+                return true;  // drained what it read; the rest next time
+            out.resize(start);
+            return false;
+        }
+        in_batch = out_batch;
+        first = false;
+    }
+}
+
+template <typename K, typename V>
+void read_hash(int map_fd, std::vector<std::pair<K, V>>& out) {
+    if (!read_hash_batch(map_fd, out, false)) read_hash_by_key(map_fd, out);
+}
+
+}  // namespace
+
+void BpfCollector::read_maps(RawSample& raw) const {
+    const auto fd = [](const bpf_map* m) { return bpf_map__fd(m); };
+    const auto& maps = objs_.core->maps;
+    read_hash(fd(maps.ring_births), raw.births);
+    // Wakers before sched: a wake that lands between the two reads then shows in the total and
+    // not yet by waker, so a thread's wakeups named by context never exceed its total in one
+    // sample. Read the other way round, the NVMe test saw 40 named against 39 (seeds kernel).
+    read_hash(fd(maps.wakers), raw.wakers);
+    read_hash(fd(maps.sched_state), raw.sched);
+    // The deep tier's: the default tier's object owns the maps it shares, so they are read
+    // (empty) when the tier is off; nvme_stats is its own object's.
+    read_hash(fd(maps.ring_work), raw.ring_work);
+    read_hash(fd(maps.iopoll_stats), raw.iopoll);
+    if (objs_.nvme) read_hash(fd(objs_.nvme->maps.nvme_stats), raw.nvme);
+    read_hash(fd(maps.work_gaps), raw.gaps);
+    read_hash(fd(maps.sq_passes), raw.passes);
+}
+
+void BpfCollector::drain_created(std::vector<iou_created_ring>& out) {
+    std::vector<std::pair<iou_created_key, iou_created_ring>> all;
+    int fd = bpf_map__fd(objs_.core->maps.created_rings);
+    // Lookup-and-delete in one step: a record written between a read and its delete would
+    // otherwise be lost.
+    if (!read_hash_batch(fd, all, true)) {
+        read_hash_by_key(fd, all);
+        for (const auto& [key, rec] : all) bpf_map_delete_elem(fd, &key);
+    }
+    for (const auto& [key, rec] : all) out.push_back(rec);
+}
+
+iou_stats BpfCollector::stats() const {
+    iou_stats s;
+    std::memcpy(&s, const_cast<const iou_stats*>(&objs_.core->data_shared->stats), sizeof s);
+    return s;
+}
+
+void BpfCollector::cleanup(const MapCleanup& c) {
+    // Per-key deletes: a batch delete stops at the first key that is already gone, and these
+    // lists are what changed since the last sample, not what is alive. Every map whose entries
+    // follow a thread or a ring is named by its probe in probe_table(); none is listed here.
+    if (c.empty()) return;  // most samples: nothing went, so no map need be looked up
+    for (const auto& probe : probe_table())
+        for (const auto& m : probe.maps) {
+            const int fd = objs_.map_fd(m.map);  // the owner's, where two objects share it
+            if (fd < 0) continue;
+            switch (m.owner) {
+                case KeyOwner::thread:
+                    for (std::uint32_t tid : c.threads) bpf_map_delete_elem(fd, &tid);
+                    break;
+                case KeyOwner::ring:
+                    for (std::uint64_t ctx : c.rings) bpf_map_delete_elem(fd, &ctx);
+                    break;
+                case KeyOwner::ring_caller:
+                    for (std::uint64_t ctx : c.rings)
+                        for (std::uint32_t caller : {IOU_CALLER_APP, IOU_CALLER_SQ_THREAD}) {
+                            iou_iopoll_key key{ctx, caller, 0};
+                            bpf_map_delete_elem(fd, &key);
+                        }
+                    break;
+                case KeyOwner::waker_pair:
+                    for (const auto& k : c.wakers) bpf_map_delete_elem(fd, &k);
+                    break;
+                case KeyOwner::drained:
+                case KeyOwner::in_flight:
+                case KeyOwner::bounded:
+                    break;
+            }
+        }
+}
+
+std::uint64_t BpfCollector::gaps_recorded() const {
+    std::vector<std::pair<std::uint32_t, iou_work_gaps>> gaps;
+    read_hash(bpf_map__fd(objs_.core->maps.work_gaps), gaps);
+    std::uint64_t n = 0;
+    for (const auto& [tid, g] : gaps)
+        for (auto c : g.count) n += c;
+    return n;
+}
+
+std::optional<GapSampling> BpfCollector::gap_sampling(std::uint64_t now_ns) const {
+    if (!gap_duty_) return std::nullopt;
+    return gap_duty_->state(now_ns);
+}
+
+}  // namespace iouscope

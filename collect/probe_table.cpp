@@ -1,0 +1,240 @@
+// The probe table (collect/probe_table.hpp): one designated-initializer entry per probe.
+#include "collect/probe_table.hpp"
+
+#include <algorithm>
+
+#include "iouscope.skel.h"
+#include "iouscope_deep.skel.h"
+#include "iouscope_gaps.skel.h"
+#include "iouscope_nvme.skel.h"
+
+namespace iouscope {
+
+const std::vector<ProbeSpec>& probe_table() {
+    using K = Requirement::Kind;
+// A program of object o, which is open whenever the probe is selected.
+#define PROG(o, p) [](const BpfObjects& s) { return s.o->progs.p; }
+    static const std::vector<ProbeSpec> table = {
+        {.id = ProbeId::iter_rings,
+         .name = "iter_rings",
+         .object = BpfObject::core,
+         .variants = {{"iter",
+                       {PROG(core, iou_iter_rings)},
+                       {{K::btf_struct, "bpf_iter__task_file"},
+                        {K::btf_struct, "io_ring_ctx"},
+                        // libbpf resolves the typeless ksym itself; BTF says the function exists.
+                        {K::btf_func, "io_uring_poll"}}}},
+         .essential = true,
+         .deep = false},
+        {.id = ProbeId::sched_switch,
+         .name = "sched_switch",
+         .object = BpfObject::core,
+         .variants = {{"tp_btf",
+                       {PROG(core, iou_sched_switch)},
+                       {{K::btf_typedef, "btf_trace_sched_switch"}}}},
+         .essential = false,
+         .deep = false,
+         .maps = {{"sched_state", KeyOwner::thread}},
+         .gateable = true},
+        {.id = ProbeId::sched_waking,
+         .name = "sched_waking",
+         .object = BpfObject::core,
+         .variants = {{"tp_btf",
+                       {PROG(core, iou_sched_waking)},
+                       {{K::btf_typedef, "btf_trace_sched_waking"}}}},
+         .essential = false,
+         .deep = false,
+         .maps = {{"wakers", KeyOwner::waker_pair}},
+         .gateable = true},
+        {.id = ProbeId::io_uring_create,
+         .name = "io_uring_create",
+         .object = BpfObject::core,
+         .variants = {{"tp_btf",
+                       {PROG(core, iou_io_uring_create)},
+                       {{K::btf_typedef, "btf_trace_io_uring_create"}}}},
+         .essential = false,
+         .deep = false,
+         .maps = {{"ring_births", KeyOwner::ring}, {"created_rings", KeyOwner::drained}}},
+        // Deep tier. io_sq_thread fires once per SQ thread start: thread -> sqd, also for the
+        // kthread-era 5.10/5.11 threads.
+        {.id = ProbeId::io_sq_thread,
+         .name = "io_sq_thread",
+         .object = BpfObject::deep,
+         .variants = {{"fentry",
+                       {PROG(deep, iou_fentry_sq_thread)},
+                       {{K::btf_func, "io_sq_thread"}}},
+                      {"kprobe",
+                       {PROG(deep, iou_kprobe_sq_thread)},
+                       {{K::kprobes}, {K::ksym, "io_sq_thread"}}}},
+         .essential = false,
+         .deep = true},
+        // Static and sometimes inlined before 6.0: then it has neither BTF nor a symbol.
+        {.id = ProbeId::io_submit_sqes,
+         .name = "io_submit_sqes",
+         .object = BpfObject::deep,
+         .variants = {{"fentry",
+                       {PROG(deep, iou_fentry_submit), PROG(deep, iou_fexit_submit)},
+                       {{K::btf_func, "io_submit_sqes"}}},
+                      {"kprobe",
+                       {PROG(deep, iou_kprobe_submit), PROG(deep, iou_kretprobe_submit)},
+                       {{K::kprobes}, {K::ksym, "io_submit_sqes"}}}},
+         .essential = false,
+         .deep = true,
+         .provides = {Feature::submit_time},
+         .maps = {{"ring_work", KeyOwner::ring}, {"submit_calls", KeyOwner::in_flight}}},
+        // Two prototypes (see bpf/iouscope_deep.bpf.c): the fexit that reads the return value at
+        // the right position is chosen by the BTF parameter count.
+        {.id = ProbeId::io_do_iopoll,
+         .name = "io_do_iopoll",
+         .object = BpfObject::deep,
+         .variants = {{"fentry",
+                       {PROG(deep, iou_fentry_iopoll), PROG(deep, iou_fexit_iopoll)},
+                       {{K::btf_params, "io_do_iopoll", 2}}},
+                      {"fentry",
+                       {PROG(deep, iou_fentry_iopoll_v510), PROG(deep, iou_fexit_iopoll_v510)},
+                       {{K::btf_params, "io_do_iopoll", 3}}},
+                      {"kprobe",
+                       {PROG(deep, iou_kprobe_iopoll), PROG(deep, iou_kretprobe_iopoll)},
+                       {{K::kprobes}, {K::ksym, "io_do_iopoll"}}}},
+         .essential = false,
+         .deep = true,
+         .maps = {{"iopoll_stats", KeyOwner::ring_caller}, {"iopoll_calls", KeyOwner::in_flight}}},
+        // nvme_core's end_io callbacks: nvme_uring_cmd_end_io, and for commands with a metadata
+        // buffer nvme_uring_cmd_end_io_meta (6.1-6.7), whence the variants with and without it.
+        {.id = ProbeId::nvme_uring_cmd_end_io,
+         .name = "nvme_uring_cmd_end_io",
+         .object = BpfObject::nvme,
+         .variants =
+             {{"fentry",
+               {PROG(nvme, iou_fentry_nvme_end_io), PROG(nvme, iou_fentry_nvme_end_io_meta)},
+               {{K::module, "nvme_core"},
+                {K::btf_func, "nvme_uring_cmd_end_io"},
+                {K::btf_func, "nvme_uring_cmd_end_io_meta"}}},
+              {"fentry",
+               {PROG(nvme, iou_fentry_nvme_end_io)},
+               {{K::module, "nvme_core"}, {K::btf_func, "nvme_uring_cmd_end_io"}}},
+              // Before the kprobe: see iou_tp_nvme_complete for the completions kprobes lose. It
+              // needs nothing of nvme_core at load, so it also serves a module loaded later
+              // (BpfCollector::refresh_modules()).
+              {"tp_btf",
+               {PROG(nvme, iou_tp_nvme_complete)},
+               {{K::btf_typedef, "btf_trace_block_rq_complete"}, {K::btf_struct, "io_uring_cmd"}}},
+              {"kprobe",
+               {PROG(nvme, iou_kprobe_nvme_end_io), PROG(nvme, iou_kprobe_nvme_end_io_meta)},
+               {{K::module, "nvme_core"},
+                {K::kprobes},
+                {K::ksym, "nvme_uring_cmd_end_io"},
+                {K::ksym, "nvme_uring_cmd_end_io_meta"}}},
+              {"kprobe",
+               {PROG(nvme, iou_kprobe_nvme_end_io)},
+               {{K::module, "nvme_core"}, {K::kprobes}, {K::ksym, "nvme_uring_cmd_end_io"}}}},
+         .essential = false,
+         .deep = true,
+         .maps = {{"nvme_stats", KeyOwner::bounded}, {"cmd_pending", KeyOwner::bounded}}},
+        // The gaps between an SQ thread's submissions (advise's idle curve): per batch where
+        // io_submit_sqes can be hooked, else per SQE from the tracepoint (renamed in 6.4),
+        // duty-cycled (collect/gap_duty.hpp).
+        {.id = ProbeId::work_gaps,
+         .name = "work_gaps",
+         .object = BpfObject::gaps,
+         .variants = {{"fentry",
+                       {PROG(gaps, iou_fexit_submit_gaps)},
+                       {{K::btf_func, "io_submit_sqes"}}},
+                      {"kprobe",
+                       {PROG(gaps, iou_kretprobe_submit_gaps)},
+                       {{K::kprobes}, {K::ksym, "io_submit_sqes"}}},
+                      {"tp_btf",
+                       {PROG(gaps, iou_submit_req)},
+                       {{K::btf_typedef, "btf_trace_io_uring_submit_req"}},
+                       true},
+                      {"tp_btf",
+                       {PROG(gaps, iou_submit_sqe)},
+                       {{K::btf_typedef, "btf_trace_io_uring_submit_sqe"}},
+                       true}},
+         .essential = false,
+         .deep = true,
+         .maps = {{"work_gaps", KeyOwner::thread}}},
+        // Loop passes and the on-CPU work of the busy ones: io_sq_tw ends every pass (6.9+;
+        // before, the loop runs task work inline and has no per-pass function).
+        // The entry separates the pass's task work (every ring's completions) from the last
+        // ring's turn.
+        {.id = ProbeId::loop_passes,
+         .name = "loop_passes",
+         .object = BpfObject::deep,
+         .variants = {{"fentry",
+                       {PROG(deep, iou_fentry_sq_tw), PROG(deep, iou_fexit_sq_tw)},
+                       {{K::btf_params, "io_sq_tw", 2}}},
+                      {"fentry",
+                       {PROG(deep, iou_fentry_sq_tw), PROG(deep, iou_fexit_sq_tw_1arg)},
+                       {{K::btf_params, "io_sq_tw", 1}}},
+                      {"kprobe",
+                       {PROG(deep, iou_kprobe_sq_tw), PROG(deep, iou_kretprobe_sq_tw)},
+                       {{K::kprobes}, {K::ksym, "io_sq_tw"}}}},
+         .essential = false,
+         .deep = true,
+         .provides = {Feature::ring_turns},
+         .maps = {{"sq_passes", KeyOwner::thread}},
+         // A pass's time switched out is taken off its work at the switch (iou_sched_switch).
+         .holds_gate_open = true},
+        // Completions reaching the ring: io_uring_cmd_done, exported as __io_uring_cmd_done from
+        // 6.18 (io_uring_cmd_done becomes an inline wrapper). Counts only commands whose NVMe
+        // end_io was seen, so it needs nvme_uring_cmd_end_io attached to say anything.
+        {.id = ProbeId::io_uring_cmd_done,
+         .name = "io_uring_cmd_done",
+         .object = BpfObject::nvme,
+         .variants = {{"fentry",
+                       {PROG(nvme, iou_fentry_cmd_done)},
+                       {{K::btf_func, "io_uring_cmd_done"}}},
+                      {"fentry",
+                       {PROG(nvme, iou_fentry_cmd_done_618)},
+                       {{K::btf_func, "__io_uring_cmd_done"}}},
+                      {"kprobe",
+                       {PROG(nvme, iou_kprobe_cmd_done)},
+                       {{K::kprobes}, {K::ksym, "io_uring_cmd_done"}}},
+                      {"kprobe",
+                       {PROG(nvme, iou_kprobe_cmd_done_618)},
+                       {{K::kprobes}, {K::ksym, "__io_uring_cmd_done"}}}},
+         .essential = false,
+         .deep = true,
+         .provides = {Feature::cmd_cqes}},
+        // Multipath head char devices have their own iopoll on the kernels that poll by bio
+        // (6.1); later ones poll every char device through nvme_ns_chr_uring_cmd_iopoll. Both
+        // read nvme_core's structs, so they load only when its BTF is there at start.
+        {.id = ProbeId::nvme_uring_cmd_iopoll,
+         .name = "nvme_uring_cmd_iopoll",
+         .object = BpfObject::nvme,
+         .variants = {{"fentry",
+                       {PROG(nvme, iou_fentry_nvme_poll), PROG(nvme, iou_fentry_nvme_head_poll)},
+                       {{K::module, "nvme_core"},
+                        {K::btf_func, "nvme_ns_chr_uring_cmd_iopoll"},
+                        {K::btf_func, "nvme_ns_head_chr_uring_cmd_iopoll"}}},
+                      {"fentry",
+                       {PROG(nvme, iou_fentry_nvme_poll)},
+                       {{K::module, "nvme_core"}, {K::btf_func, "nvme_ns_chr_uring_cmd_iopoll"}}},
+                      {"kprobe",
+                       {PROG(nvme, iou_kprobe_nvme_poll), PROG(nvme, iou_kprobe_nvme_head_poll)},
+                       {{K::module, "nvme_core"},
+                        {K::kprobes},
+                        {K::ksym, "nvme_ns_chr_uring_cmd_iopoll"},
+                        {K::ksym, "nvme_ns_head_chr_uring_cmd_iopoll"}}},
+                      {"kprobe",
+                       {PROG(nvme, iou_kprobe_nvme_poll)},
+                       {{K::module, "nvme_core"},
+                        {K::kprobes},
+                        {K::ksym, "nvme_ns_chr_uring_cmd_iopoll"}}}},
+         .essential = false,
+         .deep = true},
+    };
+#undef PROG
+    return table;
+}
+
+const ProbeSpec& probe_spec(ProbeId id) {
+    return probe_table().at(static_cast<std::size_t>(id));
+}
+
+bool provides(const ProbeSpec& p, Feature f) {
+    return std::find(p.provides.begin(), p.provides.end(), f) != p.provides.end();
+}
+
+}  // namespace iouscope

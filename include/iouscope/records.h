@@ -288,7 +288,8 @@ struct iou_cmd_pending {
 	struct iou_dev_key dev;     /* the namespace it completed on */
 };
 
-/* Global counters in .bss; only rare paths touch them. */
+/* Global counters, in the .data.shared section every BPF object shares (bpf/common.bpf.h);
+ * only rare paths touch them. */
 struct iou_stats {
 	__u64 rings_created;        /* io_uring_create events */
 	__u64 created_dropped;      /* created rings not recorded because the map was full */

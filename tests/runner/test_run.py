@@ -116,6 +116,13 @@ class BatchTest(unittest.TestCase):
             self.assertEqual((logs / "two.log").read_text(), f"{b} done\n")
 
 
+    def test_a_batch_whose_tiers_were_all_not_run_runs_nothing(self):
+        # The build failed: unit, alone in its batch, is not run, and the runner goes on to the
+        # next batch (it raised IndexError on the empty one).
+        with tempfile.TemporaryDirectory() as d, open(Path(d) / "run.log", "w") as run_log:
+            self.assertEqual(run.run_batch([], Path(d), run_log), [])
+
+
 class PoolTest(unittest.TestCase):
     def test_pooled_vm_tiers_share_a_batch_apart_from_the_others(self):
         t = lambda name, pool=False, alongside=False: run.Tier(  # noqa: E731

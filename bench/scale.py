@@ -1,0 +1,202 @@
+#!/usr/bin/env python3
+"""What iouscoped costs as rings and SQ threads grow: its CPU per second of sampling, its memory
+and its exposition, at each point of a grid of idle rings and SQ threads, with the cost per ring
+and per SQ thread fitted from them.
+
+usage: bench/scale.py [--build DIR] [--rings R,R,...] [--threads T,T,...] [--seconds S]
+                      [--repeats N] [--interval D]
+
+Each point runs iouscope-load holding R rings, T of them SQPOLL rings with an SQ thread each
+(every ring submits one NOP, then all stay idle), and a fresh daemon beside them at --interval
+(default 1s, the daemon's default). After 5 s to settle it measures, with nothing scraping:
+  cpu     the daemon's user+system CPU over S seconds (default 20), in % of one core;
+  rss     its resident memory at the end, and its peak (VmHWM);
+then five scrapes of /metrics, 1.1 s apart so that each reads a new sample and renders it:
+  first   the slowest of them (a sample's first scrape renders the exposition), in ms;
+  bytes   the exposition's size, uncompressed.
+The grid: the rings of --rings with the smallest --threads, then the threads of --threads with
+the smallest --rings. Each point runs --repeats times (default 2); the table gives the median
+and the range. The fit is a least-squares line through the medians of each series: CPU per
+1,000 rings and per 100 SQ threads, and the same for memory.
+
+Not a test: it prints figures for docs/BENCHMARKS.md ("Scale"). Needs root (BPF) and a build.
+"""
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+
+TCK = os.sysconf("SC_CLK_TCK")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TCK
+
+
+def status_mb(pid, key):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def start_load(build, rings, threads):
+    """iouscope-load holding `rings` rings, `threads` of them SQPOLL; returns once all are set up."""
+    argv = [os.path.join(build, "iouscope-load"), "--hold", "inf"]
+    if rings > threads:
+        argv += ["--ring", f"plain,count=1,n={rings - threads}"]
+    if threads:
+        argv += ["--ring", f"sqpoll,count=1,n={threads}"]
+    load = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in load.stdout:
+        if line.startswith("done"):
+            return load
+    load.kill()
+    raise SystemExit(f"bench/scale.py: iouscope-load ended before its rings were set up: "
+                     f"{load.stderr.read().strip()[-300:]}")
+
+
+def scrape(port):
+    t0 = time.monotonic()
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as r:
+        body = r.read()
+    return (time.monotonic() - t0) * 1000, len(body)
+
+
+def measure(a, rings, threads):
+    load = start_load(a.build, rings, threads)
+    port = free_port()
+    daemon = subprocess.Popen([os.path.join(a.build, "iouscoped"),
+                               f"--web.listen-address=127.0.0.1:{port}",
+                               f"--sample.interval={a.interval}"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                scrape(port)
+                break
+            except OSError:
+                if daemon.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit(f"bench/scale.py: iouscoped did not serve: "
+                                     f"{daemon.stderr.read().strip()[-300:]}")
+                time.sleep(0.2)
+        time.sleep(5)
+        c0, t0 = cpu_seconds(daemon.pid), time.monotonic()
+        time.sleep(a.seconds)
+        cpu = (cpu_seconds(daemon.pid) - c0) / (time.monotonic() - t0) * 100
+        rss, peak = status_mb(daemon.pid, "VmRSS"), status_mb(daemon.pid, "VmHWM")
+        scrapes = []
+        for _ in range(5):
+            time.sleep(1.1)
+            scrapes.append(scrape(port))
+        return {"cpu": cpu, "rss": rss, "peak": peak,
+                "first": max(ms for ms, _ in scrapes), "bytes": scrapes[-1][1]}
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=30)
+        load.terminate()
+        load.wait(timeout=60)
+
+
+def cell(values, fmt):
+    med = statistics.median(values)
+    if len(values) == 1:
+        return fmt.format(med)
+    return f"{fmt.format(med)} ({fmt.format(min(values))}-{fmt.format(max(values))})"
+
+
+def fit(results, ring_series, thread_series, key):
+    """Least-squares cost per ring (from the ring series, SQ threads fixed) and per SQ thread
+    (from the thread series, less what their rings cost by the first slope), on the medians."""
+    med = {p: statistics.median(r[key] for r in results[p]) for p in results}
+    per_ring = float("nan")
+    if len({r for r, _ in ring_series}) > 1:
+        per_ring = statistics.linear_regression([r for r, _ in ring_series],
+                                                [med[p] for p in ring_series]).slope
+    per_thread = float("nan")
+    if len({t for _, t in thread_series}) > 1:
+        ring_cost = 0 if per_ring != per_ring else per_ring
+        per_thread = statistics.linear_regression(
+            [t for _, t in thread_series],
+            [med[(r, t)] - ring_cost * r for r, t in thread_series]).slope
+    return per_ring, per_thread
+
+
+def ints(text):
+    try:
+        values = sorted({int(v) for v in text.split(",") if v})
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: want comma-separated whole numbers")
+    if not values or values[0] < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: want one or more numbers >= 0")
+    return values
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog=__doc__.split("\n\n", 1)[1])
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--rings", type=ints, default=[100, 1000, 10000])
+    ap.add_argument("--threads", type=ints, default=[10, 100, 1000])
+    ap.add_argument("--seconds", type=float, default=20)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--interval", default="1s")
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        raise SystemExit("bench/scale.py: needs root (the daemon loads BPF programs)")
+    if a.seconds <= 0 or a.repeats < 1:
+        raise SystemExit("bench/scale.py: --seconds must be > 0 and --repeats >= 1")
+    for prog in ("iouscoped", "iouscope-load"):
+        if not os.access(os.path.join(a.build, prog), os.X_OK):
+            raise SystemExit(f"bench/scale.py: no {prog} in {a.build} (scripts/dev build)")
+    t_min, r_min = a.threads[0], a.rings[0]
+    grid = [(r, t_min) for r in a.rings if r >= t_min]
+    grid += [(r_min if r_min >= t else t, t) for t in a.threads[1:]]
+    results = {}
+    for i in range(a.repeats):
+        for rings, threads in grid:
+            print(f"[{i + 1}/{a.repeats}] {rings} rings, {threads} SQ threads ...", file=sys.stderr,
+                  flush=True)
+            results.setdefault((rings, threads), []).append(measure(a, rings, threads))
+    print(f"\niouscoped at --sample.interval={a.interval}, {a.seconds:g} s of CPU per point, "
+          f"median (min-max) of {a.repeats} runs; idle rings, nothing scraping during the CPU "
+          f"window\n")
+    print("| rings | SQ threads | daemon CPU, % of a core | RSS, MB | peak RSS, MB "
+          "| first scrape, ms | /metrics, bytes |")
+    print("|---|---|---|---|---|---|---|")
+    for (rings, threads), runs in results.items():
+        print(f"| {rings:,} | {threads:,} | {cell([r['cpu'] for r in runs], '{:.2f}')} "
+              f"| {cell([r['rss'] for r in runs], '{:.1f}')} "
+              f"| {cell([r['peak'] for r in runs], '{:.1f}')} "
+              f"| {cell([r['first'] for r in runs], '{:.0f}')} "
+              f"| {statistics.median(r['bytes'] for r in runs):,.0f} |")
+    ring_series = [p for p in grid if p[1] == t_min]
+    thread_series = [grid[0]] + [p for p in grid if p[1] != t_min]
+    cpu_ring, cpu_thread = fit(results, ring_series, thread_series, "cpu")
+    rss_ring, rss_thread = fit(results, ring_series, thread_series, "rss")
+    print(f"\nfitted: CPU {cpu_ring * 1000:.3f} % of a core per 1,000 rings, "
+          f"{cpu_thread * 100:.3f} % per 100 SQ threads; RSS {rss_ring * 1000:.1f} MB per 1,000 "
+          f"rings, {rss_thread * 100:.1f} MB per 100 SQ threads")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -9,7 +9,8 @@ usage: bench/scale.py [--build DIR] [--rings R,R,...] [--threads T,T,...] [--sec
 Each point runs iouscope-load holding R rings, T of them SQPOLL rings with an SQ thread each
 (every ring submits one NOP, then all stay idle), and a fresh daemon beside them at --interval
 (default 1s, the daemon's default). After 5 s to settle it measures, with nothing scraping:
-  cpu     the daemon's user+system CPU over S seconds (default 20), in % of one core;
+  cpu     the daemon's on-CPU time (schedstat, every thread) over S seconds (default 20), in %
+          of one core;
   rss     its resident memory at the end, and its peak (VmHWM);
 then five scrapes of /metrics, 1.1 s apart so that each reads a new sample and renders it:
   first   the slowest of them (a sample's first scrape renders the exposition), in ms;
@@ -23,37 +24,20 @@ Not a test: it prints figures for docs/BENCHMARKS.md ("Scale"). Needs root (BPF)
 """
 import argparse
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import time
-import urllib.request
+from importlib.machinery import SourceFileLoader
 
-TCK = os.sysconf("SC_CLK_TCK")
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+sys.dont_write_bytecode = True  # keep the source tree clean
+import overhead  # noqa: E402
 
-
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TCK
-
-
-def status_mb(pid, key):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+# bench/run's daemon (start-up, scrape, stop) and its /proc readers.
+runner = SourceFileLoader("bench_run", os.path.join(HERE, "run")).load_module()
 
 
 def start_load(build, rings, threads):
@@ -72,45 +56,32 @@ def start_load(build, rings, threads):
                      f"{load.stderr.read().strip()[-300:]}")
 
 
-def scrape(port):
+def timed_scrape(daemon):
     t0 = time.monotonic()
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as r:
-        body = r.read()
-    return (time.monotonic() - t0) * 1000, len(body)
+    text = daemon.scrape()
+    return (time.monotonic() - t0) * 1000, len(text.encode())
 
 
 def measure(a, rings, threads):
     load = start_load(a.build, rings, threads)
-    port = free_port()
-    daemon = subprocess.Popen([os.path.join(a.build, "iouscoped"),
-                               f"--web.listen-address=127.0.0.1:{port}",
-                               f"--sample.interval={a.interval}"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    daemon = None
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                scrape(port)
-                break
-            except OSError:
-                if daemon.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit(f"bench/scale.py: iouscoped did not serve: "
-                                     f"{daemon.stderr.read().strip()[-300:]}")
-                time.sleep(0.2)
+        daemon = runner.Daemon(a.build, interval=a.interval)
+        pid = daemon.proc.pid
         time.sleep(5)
-        c0, t0 = cpu_seconds(daemon.pid), time.monotonic()
+        c0, t0 = overhead.process_cpu_ns(pid), time.monotonic()
         time.sleep(a.seconds)
-        cpu = (cpu_seconds(daemon.pid) - c0) / (time.monotonic() - t0) * 100
-        rss, peak = status_mb(daemon.pid, "VmRSS"), status_mb(daemon.pid, "VmHWM")
+        cpu = (overhead.process_cpu_ns(pid) - c0) / 1e9 / (time.monotonic() - t0) * 100
+        rss, peak = runner.proc_rss_mb(pid), runner.proc_peak_rss_mb(pid)
         scrapes = []
         for _ in range(5):
             time.sleep(1.1)
-            scrapes.append(scrape(port))
+            scrapes.append(timed_scrape(daemon))
         return {"cpu": cpu, "rss": rss, "peak": peak,
                 "first": max(ms for ms, _ in scrapes), "bytes": scrapes[-1][1]}
     finally:
-        daemon.terminate()
-        daemon.wait(timeout=30)
+        if daemon:
+            daemon.stop()
         load.terminate()
         load.wait(timeout=60)
 

@@ -139,6 +139,7 @@ void set_constants(const Selection& sel, const LoadConstants& k, BpfObjects& obj
     objs.core->rodata->track_call_cpu =
         selects(sel, ProbeId::io_submit_sqes) || selects(sel, ProbeId::io_do_iopoll);
     objs.core->rodata->gap_cutoff_ns = k.gap_cutoff_ns;
+    objs.core->rodata->ring_work_kept = objs.deep != nullptr;
     if (objs.gaps) objs.gaps->rodata->gap_cutoff_ns = k.gap_cutoff_ns;
     // Without the pass probe nothing would close a pass's work bracket, and end_io notes
     // commands for io_uring_cmd_done only when something will take them off.

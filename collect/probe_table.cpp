@@ -25,7 +25,9 @@ const std::vector<ProbeSpec>& probe_table() {
                         // libbpf resolves the typeless ksym itself; BTF says the function exists.
                         {K::btf_func, "io_uring_poll"}}}},
          .essential = true,
-         .deep = false},
+         .deep = false,
+         // One entry per CPU: the task the walk is on, overwritten as it moves on.
+         .maps = {{"task_facts", KeyOwner::bounded}}},
         {.id = ProbeId::sched_switch,
          .name = "sched_switch",
          .object = BpfObject::core,

@@ -101,8 +101,10 @@ struct iou_ring_record {
 	__u32 sq_tgid;              /* SQ thread's own tgid (its process, not the ring's holder) */
 	__u32 _pad2;
 	char sq_comm[IOU_COMM_LEN]; /* comm of the SQ thread's group leader */
-	__u64 read_ns;              /* bpf_ktime_get_ns() when this record was read: the instant its
-	                             * counters (and sq_running_ns) describe */
+	__u64 read_ns;              /* bpf_ktime_get_ns() when the SQ thread's fields were read (the
+	                             * instant sq_running_ns describes); without an SQ thread, when
+	                             * the walk reached the holding task, a clock read per task
+	                             * rather than per ring */
 	__u64 probe_sqes;           /* deep tier: iou_ring_work.sqes of this ring, read in the same
 	                             * instant as sq_head, so the two can be compared exactly */
 	__u64 sq_oncpu_ns;          /* with IOU_CAP_RUNNING: bpf_ktime_get_ns() of the SQ thread's

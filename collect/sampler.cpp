@@ -132,6 +132,7 @@ bool Sampler::sample_once() {
     RawSample raw;
     if (!collect(raw)) return false;
     auto snap = std::make_shared<Snapshot>(agg_.update(raw));
+    series_.apply(*snap);
     bpf_.cleanup(agg_.cleanup());
     log_poll_queue_changes(*snap);
     snap->probes = bpf_.probes_with_misses();

@@ -13,6 +13,7 @@
 #include "collect/host_view.hpp"
 #include "model/advisor.hpp"
 #include "model/aggregator.hpp"
+#include "model/ring_series.hpp"
 #include "model/snapshot_store.hpp"
 
 namespace iouscope {
@@ -36,6 +37,10 @@ public:
     // Lazy: also while there is no SQ thread, and until a new one sleeps.
     void enable_sched_gate(bool lazy = false);
 
+    // At most `limit` plain rings with series of their own, 0 for every ring
+    // (model/ring_series.hpp). RingSeries::kDefaultLimit until called.
+    void set_ring_series_limit(std::size_t limit) { series_ = RingSeries(limit); }
+
     // Samples every `interval` until stop is requested. Drift-free: the schedule is absolute.
     void run(std::stop_token stop, std::chrono::nanoseconds interval);
 
@@ -51,6 +56,7 @@ private:
     std::shared_ptr<SnapshotStore> store_;
     std::string hostname_, kernel_;
     Aggregator agg_;
+    RingSeries series_;
     HostView view_;
     CgroupPaths cgroups_;
     std::set<std::string> flagged_;  // devices logged as IOPOLL without poll queues

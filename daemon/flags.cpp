@@ -150,6 +150,15 @@ void add_sampling_options(CLI::App& app, DaemonConfig& cfg, RawFlags& raw) {
                    "iouscope_advice_finding, the log), 5s to 1h, or 0 to switch it off. The "
                    "sq_thread_idle curve needs --probes.deep.")
         ->default_str("60s");
+    app.add_option("--rings.series-limit", cfg.ring_series_limit,
+                   "Plain rings (neither SQPOLL nor IOPOLL) that get iouscope_ring_* series of "
+                   "their own, at most; 0 gives every ring its own. The places go to the rings "
+                   "active most recently, and a ring keeps its place until it closes, or until it "
+                   "has been idle 10 minutes and an active ring wants it. The other plain rings "
+                   "are counted per process (iouscope_process_folded_rings, and their SQEs and "
+                   "CQEs). SQPOLL and IOPOLL rings always have their own series; top and the "
+                   "JSON API show every ring.")
+        ->default_str(std::to_string(RingSeries::kDefaultLimit));
     app.add_option("--runas.user", cfg.runas_user,
                    "After attaching, switch to this user (e.g. nobody). Every capability is "
                    "dropped after attaching in any case.");

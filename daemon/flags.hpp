@@ -2,11 +2,13 @@
 // Command line of iouscoped, in node_exporter's style (--web.listen-address, --log.level, ...),
 // parsed without side effects so every error path is unit-tested.
 #include <chrono>
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
 
 #include "model/gap_sampling.hpp"
+#include "model/ring_series.hpp"
 
 namespace iouscope {
 
@@ -34,6 +36,8 @@ struct DaemonConfig {
     std::string web_config;  // --web.config.file: TLS and basic auth
     // --advise.window: findings are judged over this much history; 0 switches the advisor off.
     std::chrono::nanoseconds advise_window = std::chrono::seconds(60);
+    // --rings.series-limit: plain rings with series of their own; 0 = every ring.
+    std::size_t ring_series_limit = RingSeries::kDefaultLimit;
 };
 
 struct FlagsResult {

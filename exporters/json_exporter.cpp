@@ -51,7 +51,9 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RingSnapshot, id, start_time_sec
                                                 sqe_rate, cqe_rate, samples, samples_with_backlog,
                                                 backlog_sum, has_sqthread_work,
                                                 sqthread_work_seconds, sqthread_submit_seconds,
-                                                sqthread_batches, iopoll)
+                                                sqthread_batches, iopoll, folded)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FoldedRings, pid, comm, rings, sqes_total,
+                                                cqes_total)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DeviceSnapshot, name, polled, irq,
                                                 polled_intent_irq, polls, latency,
                                                 latency_p50_seconds, latency_p99_seconds,
@@ -64,9 +66,10 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ProbeCoverage, probe, probe_even
                                                 ratio)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
     Snapshot, hostname, kernel, seq, timestamp, monotonic_seconds, interval_seconds,
-    sample_duration_seconds, hz, idle_ns_supported, threads, rings, processes, devices, iopoll_host,
-    probes, host_visible, coverage, rings_created_by_mode, rings_short_lived_by_mode, map_overflows,
-    map_entries, rings_replaced, threads_replaced, walks_incomplete, advice)
+    sample_duration_seconds, hz, idle_ns_supported, threads, rings, processes, folded,
+    ring_series_limit, devices, iopoll_host, probes, host_visible, coverage, rings_created_by_mode,
+    rings_short_lived_by_mode, map_overflows, map_entries, rings_replaced, threads_replaced,
+    walks_incomplete, advice)
 
 std::string snapshot_to_json(const Snapshot& snap) {
     nlohmann::json j = snap;
@@ -91,6 +94,7 @@ std::string snapshot_to_json(const Snapshot& snap) {
         r["comm"] = sanitize_utf8(r["comm"].get<std::string>());
         cgroup(r);
     }
+    for (auto& f : j["folded"]) f["comm"] = sanitize_utf8(f["comm"].get<std::string>());
     for (auto& f : j["advice"]["findings"]) {
         f["comm"] = sanitize_utf8(f["comm"].get<std::string>());
         // Summaries and changes quote ring ids and comms.

@@ -2,6 +2,7 @@
 
 #include <prometheus/text_serializer.h>
 
+#include <algorithm>
 #include <deque>
 #include <limits>
 #include <map>
@@ -59,12 +60,26 @@ public:
         if (decl_.kind == MetricKind::counter) return counter(std::move(labels), v);
         gauge(std::move(labels), v);
     }
+    // Only the buckets that say something: from the last empty one below the first observation
+    // (the lower bound histogram_quantile interpolates from) to the first that holds them all.
+    // The others repeat 0 or the count. Counts only grow, so a bucket once shown stays; a
+    // histogram with no observation is its +Inf bucket, _sum and _count. Thirty idle SQ threads
+    // cost 30 lines rather than 750 (IOU_LAT_BUCKETS from 1 us).
     void histogram(Labels labels, const LatencyHistogram& h) {
         auto& m = add(std::move(labels));
         m.histogram.sample_count = h.count;
         m.histogram.sample_sum = h.sum_s;
-        for (std::size_t i = 0; i < h.upper_bounds_s.size(); ++i)
-            m.histogram.bucket.push_back({h.cumulative[i], h.upper_bounds_s[i]});
+        const auto& c = h.cumulative;
+        std::size_t first = 0, end = 0;
+        while (first < c.size() && c[first] == 0) ++first;
+        if (h.count > 0) {  // then [first - 1, end] holds the observations' buckets
+            end = first;
+            while (end < c.size() && c[end] < h.count) ++end;
+            end = std::min(end + 1, c.size());
+            first = first > 0 ? first - 1 : 0;
+        }
+        for (std::size_t i = first; i < end; ++i)
+            m.histogram.bucket.push_back({c[i], h.upper_bounds_s[i]});
         m.histogram.bucket.push_back({h.count, std::numeric_limits<double>::infinity()});
     }
     void move_into(std::vector<MetricFamily>& out) {
@@ -299,7 +314,22 @@ constexpr PerEntity<RingSnapshot> kRing[] = {
 
 void ring_families(Exposition& ex, const Snapshot& s) {
     PerEntityFamilies<RingSnapshot> rings(ex, kRing);
-    for (const auto& r : s.rings) rings.add(ring_labels(r), r);
+    for (const auto& r : s.rings)
+        if (!r.folded) rings.add(ring_labels(r), r);
+}
+
+// Plain rings beyond the series limit, folded per process (model/ring_series.hpp).
+void ring_fold_families(Exposition& ex, const Snapshot& s) {
+    ex.add("iouscope_ring_series_limit").gauge({}, static_cast<double>(s.ring_series_limit));
+    Family& rings = ex.add("iouscope_process_folded_rings");
+    Family& sqes = ex.add("iouscope_process_folded_ring_sqes_total");
+    Family& cqes = ex.add("iouscope_process_folded_ring_cqes_total");
+    for (const auto& f : s.folded) {
+        const Labels l{{"pid", std::to_string(f.pid)}, {"comm", f.comm}};
+        rings.gauge(l, static_cast<double>(f.rings));
+        sqes.counter(l, static_cast<double>(f.sqes_total));
+        cqes.counter(l, static_cast<double>(f.cqes_total));
+    }
 }
 
 // Per ring and caller: io_do_iopoll calls, empty calls, completions and time (deep tier).
@@ -468,8 +498,8 @@ std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
     Exposition ex;
     for (auto* section :
          {thread_cpu_families, thread_wake_families, thread_info_families, thread_pass_families,
-          process_families, ring_families, ring_iopoll_families, ring_count_families,
-          device_families, probe_families, advice_families, daemon_families})
+          process_families, ring_families, ring_iopoll_families, ring_fold_families,
+          ring_count_families, device_families, probe_families, advice_families, daemon_families})
         section(ex, s);
     return ex.take();
 }

@@ -184,6 +184,18 @@ struct RingSnapshot {
     double sqthread_submit_seconds = 0;  // of which inside io_submit_sqes
     std::uint64_t sqthread_batches = 0;  // io_submit_sqes calls by the SQ thread
     std::vector<IopollSnapshot> iopoll;
+    // A plain ring without series of its own: counted in its process's FoldedRings instead
+    // (model/ring_series.hpp).
+    bool folded = false;
+};
+
+// The plain rings of one process that have no series of their own (model/ring_series.hpp).
+struct FoldedRings {
+    std::uint32_t pid = 0;
+    std::string comm;
+    std::size_t rings = 0;         // folded now
+    std::uint64_t sqes_total = 0;  // consumed by its rings while they were folded, cumulative
+    std::uint64_t cqes_total = 0;  // posted by them meanwhile
 };
 
 // NVMe passthrough (uring_cmd) completions of one namespace (deep tier).
@@ -246,6 +258,8 @@ struct Snapshot {
     std::vector<ThreadSnapshot> threads;
     std::vector<RingSnapshot> rings;
     std::vector<ProcessSnapshot> processes;  // every ring holder and SQ thread owner, by pid
+    std::vector<FoldedRings> folded;         // by pid, while the process holds a ring
+    std::size_t ring_series_limit = 0;       // plain rings with series of their own; 0 = all
     std::vector<DeviceSnapshot> devices;
     // io_do_iopoll totals over every ring since attach, closed ones included (deep tier).
     std::vector<IopollSnapshot> iopoll_host;

@@ -58,6 +58,8 @@ Snapshot full_snapshot() {
     io.caller = "sq_thread";
     r.iopoll.push_back(io);
     s.rings.push_back(r);
+    s.folded.push_back({41, "db", 2, 10, 10});
+    s.ring_series_limit = 1;
     DeviceSnapshot d;
     d.name = "nvme0n1";
     d.latency = histogram();

@@ -139,6 +139,61 @@ TEST(Exposition, HistogramIsCumulativeWithInf) {
     EXPECT_EQ(value_of(text, "iouscope_sqthread_wakeup_latency_seconds_sum{" + l + "}"), "0.25");
 }
 
+// Buckets that repeat 0 below the first observation, or the count above the last, say nothing:
+// only the last empty one (histogram_quantile's lower bound) and the first full one are kept.
+TEST(Exposition, HistogramKeepsOnlyTheBucketsThatSaySomething) {
+    auto s = one_thread_snapshot("db");
+    auto& h = s.threads[0].wake_latency;
+    h.upper_bounds_s = {1, 2, 4, 8, 16, 32, 64};
+    h.cumulative = {0, 0, 0, 2, 5, 5, 5};
+    h.count = 5;
+    const std::string text = render_text(s);
+    const std::string b =
+        R"(iouscope_sqthread_wakeup_latency_seconds_bucket{sq_thread="42",pid="41",comm="db",shared="",le=")";
+    std::vector<std::string> les;
+    for (const auto& [k, v] : series(text))
+        if (k.rfind(b, 0) == 0) les.push_back(k.substr(b.size()) + "=" + v);
+    EXPECT_EQ(les, (std::vector<std::string>{"4\"}=0", "8\"}=2", "16\"}=5", "+Inf\"}=5"}));
+
+    h.cumulative = {0, 0, 0, 0, 0, 0, 0};  // no observation: +Inf alone
+    h.count = 0;
+    les.clear();
+    for (const auto& [k, v] : series(render_text(s)))
+        if (k.rfind(b, 0) == 0) les.push_back(k.substr(b.size()) + "=" + v);
+    EXPECT_EQ(les, (std::vector<std::string>{"+Inf\"}=0"}));
+
+    h.count = 3;  // every observation beyond the last bound: the last finite bucket bounds them
+    les.clear();
+    for (const auto& [k, v] : series(render_text(s)))
+        if (k.rfind(b, 0) == 0) les.push_back(k.substr(b.size()) + "=" + v);
+    EXPECT_EQ(les, (std::vector<std::string>{"64\"}=0", "+Inf\"}=3"}));
+}
+
+// A folded ring has no series of its own; its process's fold counts it.
+TEST(Exposition, FoldedRingsAreCountedPerProcessNotPerRing) {
+    auto s = one_thread_snapshot("db");
+    s.rings[1].folded = true;
+    s.folded.push_back({41, "db", 1, 70, 69});
+    s.ring_series_limit = 500;
+    const std::string text = render_text(s);
+    EXPECT_EQ(
+        value_of(
+            text,
+            R"(iouscope_ring_sqes_total{ring="41:6",pid="41",comm="db",mode="plain",sq_thread=""})"),
+        "<absent>");
+    EXPECT_EQ(
+        value_of(
+            text,
+            R"(iouscope_ring_sqes_total{ring="41:5",pid="41",comm="db",mode="sqpoll",sq_thread="42"})"),
+        "1000");
+    EXPECT_EQ(value_of(text, R"(iouscope_process_folded_rings{pid="41",comm="db"})"), "1");
+    EXPECT_EQ(value_of(text, R"(iouscope_process_folded_ring_sqes_total{pid="41",comm="db"})"),
+              "70");
+    EXPECT_EQ(value_of(text, R"(iouscope_process_folded_ring_cqes_total{pid="41",comm="db"})"),
+              "69");
+    EXPECT_EQ(value_of(text, "iouscope_ring_series_limit"), "500");
+}
+
 TEST(Exposition, HostileCommNamesAreEscaped) {
     auto text = render_text(one_thread_snapshot("a\"b\\c\nd\xff"));
     EXPECT_NE(text.find(R"(comm="a\"b\\c\nd)"

@@ -1,0 +1,109 @@
+#include "model/ring_series.hpp"
+
+#include <algorithm>
+#include <vector>
+
+namespace iouscope {
+
+RingSeries::Ring& RingSeries::observe(const RingSnapshot& r, const Snapshot& snap) {
+    auto [it, fresh] = rings_.try_emplace(r.ctx);
+    Ring& s = it->second;
+    if (!fresh && (s.id != r.id || s.start != r.start_time_seconds)) {
+        s = Ring{};  // a new ring at a closed one's address
+        fresh = true;
+    }
+    s.seen = samples_;
+    if (fresh) {
+        s.id = r.id;
+        s.start = r.start_time_seconds;
+        // Seen first after the daemon's first sample, it was born in the last interval: all of
+        // its counts are that interval's. At the first sample nothing is known of the past.
+        const bool new_ring = snap.interval_seconds > 0;
+        s.dsqes = new_ring ? r.sqes_total : 0;
+        s.dcqes = new_ring ? r.cqes_total : 0;
+    } else {
+        s.dsqes = r.sqes_total > s.sqes ? r.sqes_total - s.sqes : 0;
+        s.dcqes = r.cqes_total > s.cqes ? r.cqes_total - s.cqes : 0;
+    }
+    s.sqes = r.sqes_total;
+    s.cqes = r.cqes_total;
+    s.active = s.dsqes > 0 || s.dcqes > 0;
+    if (s.active) s.last_active = snap.monotonic_seconds;
+    return s;
+}
+
+void RingSeries::apply(Snapshot& snap) {
+    snap.ring_series_limit = limit_;
+    if (limit_ == 0) return;
+    ++samples_;
+    std::vector<Plain> plain;
+    std::size_t held = 0;
+    for (auto& r : snap.rings) {
+        if (r.mode != "plain") continue;
+        Ring& s = observe(r, snap);
+        held += s.held;
+        plain.push_back({&r, &s});
+    }
+    std::erase_if(rings_, [&](const auto& kv) { return kv.second.seen != samples_; });
+    allot(plain, held, snap.monotonic_seconds);
+    fold(snap, plain);
+}
+
+// Free places go to the rings waiting for one, most recently active first; then each ring
+// active in the last interval that still waits takes the place of a held ring idle for longer
+// than the hold, the longest idle first.
+void RingSeries::allot(std::vector<Plain>& plain, std::size_t held, double now) {
+    std::vector<Plain*> waiting, idle;
+    for (auto& p : plain) {
+        if (!p.ring->held)
+            waiting.push_back(&p);
+        else if (p.ring->last_active < now - hold_)
+            idle.push_back(&p);
+    }
+    // Stable between samples: ties (rings never active) go by the most SQEs, then by address.
+    std::sort(waiting.begin(), waiting.end(), [](const Plain* a, const Plain* b) {
+        if (a->ring->last_active != b->ring->last_active)
+            return a->ring->last_active > b->ring->last_active;
+        if (a->snap->sqes_total != b->snap->sqes_total)
+            return a->snap->sqes_total > b->snap->sqes_total;
+        return a->snap->ctx < b->snap->ctx;
+    });
+    std::sort(idle.begin(), idle.end(), [](const Plain* a, const Plain* b) {
+        if (a->ring->last_active != b->ring->last_active)
+            return a->ring->last_active < b->ring->last_active;
+        return a->snap->ctx > b->snap->ctx;
+    });
+    auto w = waiting.begin();
+    for (std::size_t free = limit_ > held ? limit_ - held : 0; w != waiting.end() && free > 0;
+         ++w, --free)
+        (*w)->ring->held = true;
+    for (auto i = idle.begin(); i != idle.end() && w != waiting.end() && (*w)->ring->active;
+         ++i, ++w) {
+        (*i)->ring->held = false;
+        (*w)->ring->held = true;
+    }
+    for (auto& p : plain) p.snap->folded = !p.ring->held;
+}
+
+// Each process's folded rings: how many now, and what they did while folded. A process's fold
+// lives as long as it holds a ring, so its counters never go back while it can still fold.
+void RingSeries::fold(Snapshot& snap, const std::vector<Plain>& plain) {
+    std::map<std::uint32_t, std::size_t> now;  // folded rings by pid
+    for (const auto& p : plain) {
+        if (!p.snap->folded) continue;
+        Fold& f = folds_[p.snap->pid];
+        f.sqes += p.ring->dsqes;
+        f.cqes += p.ring->dcqes;
+        f.comm = p.snap->comm;
+        ++now[p.snap->pid];
+    }
+    for (const auto& r : snap.rings)
+        if (auto it = folds_.find(r.pid); it != folds_.end()) it->second.seen = samples_;
+    std::erase_if(folds_, [&](const auto& kv) { return kv.second.seen != samples_; });
+    for (const auto& [pid, f] : folds_) {
+        const auto n = now.find(pid);
+        snap.folded.push_back({pid, f.comm, n == now.end() ? 0 : n->second, f.sqes, f.cqes});
+    }
+}
+
+}  // namespace iouscope

@@ -1,0 +1,173 @@
+#include "model/ring_series.hpp"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+using namespace iouscope;
+
+namespace {
+
+struct R {
+    std::uint64_t ctx;
+    std::uint64_t sqes;
+    std::string mode = "plain";
+    std::uint32_t pid = 10;
+    std::string id = "";  // "pid:ctx" when empty
+};
+
+// The sample at monotonic second t (the first has no interval).
+Snapshot at(double t, const std::vector<R>& rings) {
+    Snapshot s;
+    s.monotonic_seconds = t;
+    s.interval_seconds = t > 0 ? 1 : 0;
+    for (const auto& r : rings) {
+        RingSnapshot x;
+        x.ctx = r.ctx;
+        x.id = r.id.empty() ? std::to_string(r.pid) + ":" + std::to_string(r.ctx) : r.id;
+        x.pid = r.pid;
+        x.comm = "p" + std::to_string(r.pid);
+        x.mode = r.mode;
+        x.sqes_total = x.cqes_total = r.sqes;
+        s.rings.push_back(x);
+    }
+    return s;
+}
+
+std::set<std::uint64_t> held(const Snapshot& s) {
+    std::set<std::uint64_t> out;
+    for (const auto& r : s.rings)
+        if (!r.folded) out.insert(r.ctx);
+    return out;
+}
+
+}  // namespace
+
+TEST(RingSeries, LimitZeroGivesEveryRingItsSeries) {
+    RingSeries p(0);
+    auto s = at(0, {{1, 0}, {2, 0}, {3, 5}});
+    p.apply(s);
+    EXPECT_EQ(held(s), (std::set<std::uint64_t>{1, 2, 3}));
+    EXPECT_TRUE(s.folded.empty());
+    EXPECT_EQ(s.ring_series_limit, 0u);
+}
+
+TEST(RingSeries, UnderTheLimitNothingIsFoldedIdleOrNot) {
+    RingSeries p(3);
+    auto s = at(0, {{1, 0}, {2, 0}, {3, 0}});
+    p.apply(s);
+    EXPECT_EQ(held(s), (std::set<std::uint64_t>{1, 2, 3}));
+    EXPECT_TRUE(s.folded.empty());
+}
+
+TEST(RingSeries, SqpollAndIopollRingsAreNeverFoldedNorCounted) {
+    RingSeries p(1);
+    auto s = at(0, {{1, 0, "sqpoll"}, {2, 0, "iopoll"}, {3, 0, "both"}, {4, 9}, {5, 0}});
+    p.apply(s);
+    EXPECT_EQ(held(s), (std::set<std::uint64_t>{1, 2, 3, 4}));  // 4: the most SQEs
+    ASSERT_EQ(s.folded.size(), 1u);
+    EXPECT_EQ(s.folded[0].rings, 1u);
+}
+
+TEST(RingSeries, AnActiveRingTakesThePlaceOfOneThatNeverDidAnything) {
+    RingSeries p(2);
+    auto s0 = at(0, {{1, 0}, {2, 0}, {3, 0}});
+    p.apply(s0);
+    EXPECT_EQ(held(s0), (std::set<std::uint64_t>{1, 2}));
+    auto s1 = at(1, {{1, 0}, {2, 0}, {3, 4}});
+    p.apply(s1);
+    EXPECT_EQ(held(s1), (std::set<std::uint64_t>{1, 3}));  // 2: the higher address goes first
+    // What ring 3 did while it was folded is in the fold only up to its promotion: it did its 4
+    // SQEs in the interval it was promoted in, and its own series carries them.
+    ASSERT_EQ(s1.folded.size(), 1u);
+    EXPECT_EQ(s1.folded[0].rings, 1u);
+    EXPECT_EQ(s1.folded[0].sqes_total, 0u);
+}
+
+TEST(RingSeries, ARecentlyActiveRingKeepsItsPlaceUntilIdleForTheHold) {
+    RingSeries p(1, /*hold_seconds=*/10);
+    auto s = at(0, {{1, 0}, {2, 0}});
+    p.apply(s);
+    s = at(1, {{1, 1}, {2, 0}});  // 1 active: holds the place
+    p.apply(s);
+    EXPECT_EQ(held(s), (std::set<std::uint64_t>{1}));
+    s = at(2, {{1, 1}, {2, 1}});  // 2 active now, 1 idle for 1 s: 1 keeps it
+    p.apply(s);
+    EXPECT_EQ(held(s), (std::set<std::uint64_t>{1}));
+    EXPECT_EQ(s.folded.at(0).sqes_total, 1u);
+    s = at(11, {{1, 1}, {2, 2}});  // 1 idle since t=1: 10 s, not longer than the hold
+    p.apply(s);
+    EXPECT_EQ(held(s), (std::set<std::uint64_t>{1}));
+    s = at(12, {{1, 1}, {2, 3}});  // 11 s idle: 2 takes the place
+    p.apply(s);
+    EXPECT_EQ(held(s), (std::set<std::uint64_t>{2}));
+    EXPECT_EQ(s.folded.at(0).sqes_total, 2u);  // 2's SQEs while folded; its third is its own
+    s = at(13, {{1, 1}, {2, 3}});              // nobody active: no change
+    p.apply(s);
+    EXPECT_EQ(held(s), (std::set<std::uint64_t>{2}));
+}
+
+TEST(RingSeries, FoldCountersNeverGoBackAndLeaveWithTheProcess) {
+    RingSeries p(1);
+    auto s = at(0, {{1, 100}, {2, 50, "plain", 20}});
+    p.apply(s);
+    EXPECT_EQ(held(s), (std::set<std::uint64_t>{1}));
+    ASSERT_EQ(s.folded.size(), 1u);
+    EXPECT_EQ(s.folded[0].pid, 20u);
+    EXPECT_EQ(s.folded[0].sqes_total, 0u);  // before the first sample: not the fold's
+    s = at(1, {{1, 100}, {2, 57, "plain", 20}, {3, 5, "plain", 20}});  // 3 born with 5
+    p.apply(s);
+    // 2 took 1's place (1 never active since seen); 3 waits: one place.
+    EXPECT_EQ(held(s), (std::set<std::uint64_t>{2}));
+    ASSERT_EQ(s.folded.size(), 2u);
+    EXPECT_EQ(s.folded[0].pid, 10u);
+    EXPECT_EQ(s.folded[0].rings, 1u);
+    EXPECT_EQ(s.folded[0].sqes_total, 0u);
+    EXPECT_EQ(s.folded[1].pid, 20u);
+    EXPECT_EQ(s.folded[1].rings, 1u);
+    EXPECT_EQ(s.folded[1].sqes_total, 5u);                   // ring 3, born folded: all of its SQEs
+    s = at(2, {{2, 57, "plain", 20}, {3, 6, "plain", 20}});  // pid 10 closed its ring
+    p.apply(s);
+    ASSERT_EQ(s.folded.size(), 1u);
+    EXPECT_EQ(s.folded[0].pid, 20u);
+    EXPECT_EQ(s.folded[0].sqes_total, 6u);
+    s = at(3, {{4, 0, "plain", 30}});  // pid 20 gone: its fold goes
+    p.apply(s);
+    EXPECT_TRUE(s.folded.empty());
+    EXPECT_EQ(held(s), (std::set<std::uint64_t>{4}));
+}
+
+TEST(RingSeries, ANewRingAtAClosedRingsAddressStartsAfresh) {
+    RingSeries p(1);
+    auto s = at(0, {{1, 0}, {2, 0}});
+    p.apply(s);
+    s = at(1, {{1, 3}, {2, 0}});
+    p.apply(s);
+    EXPECT_EQ(held(s), (std::set<std::uint64_t>{1}));
+    // Ring 1 closed and another took its address: the newcomer is new, not the held ring.
+    s = at(2, {{1, 0, "plain", 10, "10:99"}, {2, 2}});
+    p.apply(s);
+    EXPECT_EQ(held(s), (std::set<std::uint64_t>{2}));  // the newcomer never did anything
+}
+
+// Exact at scale: 10,000 plain rings, 100 of them active, 50 places.
+TEST(RingSeries, TenThousandRingsFoldExactly) {
+    RingSeries p(50);
+    std::vector<R> rings;
+    for (std::uint64_t i = 1; i <= 10'000; ++i) rings.push_back({i, 0});
+    auto s = at(0, rings);
+    p.apply(s);
+    // Rings 100, 200, ..., 10,000 submit 1, 2, ..., 100 SQEs; rings 1..50 hold the places.
+    for (std::uint64_t i = 0; i < 100; ++i) rings[i * 100 + 99].sqes = 1 + i;
+    s = at(1, rings);
+    p.apply(s);
+    const auto h = held(s);
+    ASSERT_EQ(h.size(), 50u);
+    for (auto ctx : h) EXPECT_EQ(ctx % 100, 0u) << ctx;  // every place went to an active ring
+    for (std::uint64_t i = 50; i < 100; ++i) EXPECT_TRUE(h.count((i + 1) * 100)) << i;  // most
+    ASSERT_EQ(s.folded.size(), 1u);
+    EXPECT_EQ(s.folded[0].rings, 9'950u);
+    std::uint64_t folded_sqes = 0;
+    for (std::uint64_t i = 0; i < 50; ++i) folded_sqes += 1 + i;
+    EXPECT_EQ(s.folded[0].sqes_total, folded_sqes);
+}

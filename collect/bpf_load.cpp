@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "iouscope.skel.h"
+#include "iouscope/records.h"
 #include "iouscope_deep.skel.h"
 #include "iouscope_gaps.skel.h"
 #include "iouscope_nvme.skel.h"
@@ -121,6 +122,7 @@ std::string load_error_text(int err) {
 struct LoadConstants {
     bool iopoll_counts_in_arg = false;
     std::uint64_t gap_cutoff_ns = 0;  // per-SQE gap programs record only in windows
+    std::vector<std::pair<std::string, std::uint32_t>> capacities;  // map -> max_entries
 };
 
 bool selects(const Selection& sel, Feature f) {
@@ -150,6 +152,19 @@ void set_constants(const Selection& sel, const LoadConstants& k, BpfObjects& obj
     if (objs.nvme) objs.nvme->rodata->track_cmd_done = selects(sel, Feature::cmd_cqes);
 }
 
+// Every open object that declares a sized map gets the same capacity, so a follower's map still
+// matches the owner's it reuses (BpfObjects::load).
+int size_maps(const LoadConstants& k, BpfObjects& objs) {
+    for (std::size_t o = 0; o < kBpfObjects; ++o) {
+        bpf_object* obj = objs.object(static_cast<BpfObject>(o));
+        if (!obj) continue;
+        for (const auto& [name, n] : k.capacities)
+            if (bpf_map* m = bpf_object__find_map_by_name(obj, name.c_str()))
+                if (int err = bpf_map__set_max_entries(m, n); err) return err;
+    }
+    return 0;
+}
+
 // Opens the objects of the selected probes (the default tier's always) with only the selected
 // variants' programs autoloaded, and loads them: the default tier's first, the others handed
 // its shared maps. A tier with nothing selected opens no object.
@@ -167,6 +182,7 @@ int try_load(const Selection& sel, const LoadConstants& k, BpfObjects& out) {
         for (auto get : table[probe].variants[static_cast<std::size_t>(variant)].programs)
             on.insert(get(objs));
     set_constants(sel, k, objs);
+    if (int err = size_maps(k, objs); err) return err;
     for (std::size_t o = 0; o < kBpfObjects; ++o) {
         bpf_program* prog = nullptr;
         if (bpf_object* obj = objs.object(static_cast<BpfObject>(o)))
@@ -178,6 +194,14 @@ int try_load(const Selection& sel, const LoadConstants& k, BpfObjects& out) {
 }
 
 }  // namespace
+
+std::vector<std::pair<std::string, std::uint32_t>> map_capacities(const LoaderOptions& opts) {
+    const std::uint32_t rings = opts.max_rings ? opts.max_rings : IOU_MAX_RINGS;
+    const std::uint32_t threads = opts.max_sq_threads ? opts.max_sq_threads : IOU_MAX_SQ_THREADS;
+    return {{"ring_births", rings},  {"created_rings", rings}, {"ring_work", rings},
+            {"iopoll_stats", rings}, {"sched_state", threads}, {"work_gaps", threads},
+            {"sq_passes", threads},  {"wakers", 2 * threads}};
+}
 
 std::vector<ProbeState> plan_probes(const KernelFeatures& kf, const LoaderOptions& opts,
                                     std::vector<int>& chosen) {
@@ -286,6 +310,7 @@ std::optional<Selection> load_probes(const KernelFeatures& kf, const LoaderOptio
                                      std::string& error) {
     const auto& table = probe_table();
     LoadConstants consts;
+    consts.capacities = map_capacities(opts);
     consts.iopoll_counts_in_arg = kf.btf_func_params("io_do_iopoll").value_or(0) == 3;
     if (opts.gap_sampling.enabled())
         consts.gap_cutoff_ns = static_cast<std::uint64_t>(kGapCutoff.count());

@@ -3,9 +3,11 @@
 // BTF and symbols without loading anything (plan_probes), then confirmed by loading the per-tier
 // objects, with a fallback through each probe's variants when the verifier rejects one.
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "collect/bpf_objects.hpp"
@@ -20,7 +22,15 @@ struct LoaderOptions {
     bool deep = false;               // load the deep tier (per batch / per request probes)
     bool no_fentry = false;          // skip fentry/fexit variants, e.g. to exercise kprobes
     GapSamplingConfig gap_sampling;  // duty cycle of per-SQE variants (ProbeVariant::per_sqe)
+    // Capacity of the per-ring and per-SQ-thread BPF maps (map_capacities()); 0 keeps the
+    // compiled size (IOU_MAX_RINGS, IOU_MAX_SQ_THREADS).
+    std::uint32_t max_rings = 0, max_sq_threads = 0;
 };
+
+// Each bounded BPF map's capacity under these options: per ring (ring_births, created_rings,
+// ring_work, iopoll_stats) max_rings, per SQ thread (sched_state, work_gaps, sq_passes)
+// max_sq_threads, wakers twice that.
+std::vector<std::pair<std::string, std::uint32_t>> map_capacities(const LoaderOptions& opts);
 
 // A probe index (probe_table() order) and the variant of it to load.
 using Selection = std::map<std::size_t, int>;

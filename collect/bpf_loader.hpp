@@ -61,6 +61,8 @@ public:
     bool read_sample(RawSample& raw, std::string& error);
     // Deletes the entries whose owners the aggregator found gone (Aggregator::cleanup()).
     void cleanup(const MapCleanup& c);
+    // max_entries of each bounded map loaded, under the names Snapshot::map_entries uses.
+    std::vector<std::pair<std::string, std::uint64_t>> map_capacities() const;
 
 private:
     // Follows modules loaded, unloaded or reloaded since the last call: a stat() of

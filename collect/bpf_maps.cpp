@@ -201,4 +201,18 @@ std::optional<GapSampling> BpfCollector::gap_sampling(std::uint64_t now_ns) cons
     return gap_duty_->state(now_ns);
 }
 
+std::vector<std::pair<std::string, std::uint64_t>> BpfCollector::map_capacities() const {
+    std::vector<std::pair<std::string, std::uint64_t>> out;
+    for (const char* name : {"ring_births", "sched_state", "wakers", "ring_work", "iopoll_stats",
+                             "nvme_stats", "work_gaps", "sq_passes"})
+        for (std::size_t o = 0; o < kBpfObjects; ++o) {
+            bpf_object* obj = objs_.object(static_cast<BpfObject>(o));
+            if (const bpf_map* m = obj ? bpf_object__find_map_by_name(obj, name) : nullptr) {
+                out.emplace_back(name, bpf_map__max_entries(m));
+                break;
+            }
+        }
+    return out;
+}
+
 }  // namespace iouscope

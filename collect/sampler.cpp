@@ -142,6 +142,7 @@ bool Sampler::sample_once() {
                          {"wakers", raw.wakers.size()},       {"ring_work", raw.ring_work.size()},
                          {"iopoll_stats", raw.iopoll.size()}, {"nvme_stats", raw.nvme.size()},
                          {"work_gaps", raw.gaps.size()},      {"sq_passes", raw.passes.size()}};
+    snap->map_capacity = bpf_.map_capacities();
     snap->hostname = hostname_;
     snap->kernel = kernel_;
     snap->host_visible = {{"tasks", view_.host_pid_namespace},

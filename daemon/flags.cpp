@@ -9,8 +9,12 @@
 #include "common/cli_parse.hpp"
 #include "common/duration.hpp"
 #include "exporters/metric_catalog.hpp"
+#include "iouscope/records.h"
 
 namespace iouscope {
+
+static_assert(kDefaultMaxRings == IOU_MAX_RINGS && kDefaultMaxSqThreads == IOU_MAX_SQ_THREADS,
+              "the flags' defaults are the compiled map sizes");
 
 namespace {
 
@@ -100,6 +104,34 @@ void add_web_options(CLI::App& app, DaemonConfig& cfg) {
         ->default_str("/metrics");
 }
 
+// What the daemon holds at scale: its BPF maps, and the series of plain rings.
+void add_scale_options(CLI::App& app, DaemonConfig& cfg) {
+    app.add_option("--rings.series-limit", cfg.ring_series_limit,
+                   "Plain rings (neither SQPOLL nor IOPOLL) that get iouscope_ring_* series of "
+                   "their own, at most; 0 gives every ring its own. The places go to the rings "
+                   "active most recently, and a ring keeps its place until it closes, or until it "
+                   "has been idle 10 minutes and an active ring wants it. The other plain rings "
+                   "are counted per process (iouscope_process_folded_rings, and their SQEs and "
+                   "CQEs). SQPOLL and IOPOLL rings always have their own series; top and the "
+                   "JSON API show every ring.")
+        ->default_str(std::to_string(RingSeries::kDefaultLimit));
+    app.add_option("--maps.rings", cfg.max_rings,
+                   "Rings the BPF maps keyed by ring hold (ring_births, created_rings, and the "
+                   "deep tier's ring_work and iopoll_stats), 64 to 4194304. Each entry costs "
+                   "about 100 bytes of locked kernel memory per map. A ring that finds its map "
+                   "full is still walked, without a birth time or deep-tier counts, and counts in "
+                   "iouscope_map_overflow_total; iouscope_map_entries against "
+                   "iouscope_map_capacity says how close a host is.")
+        ->default_str(std::to_string(kDefaultMaxRings))
+        ->check(CLI::Range(64u, 4194304u));
+    app.add_option("--maps.sq-threads", cfg.max_sq_threads,
+                   "SQ threads the BPF maps keyed by thread hold (sched_state, and the deep tier's "
+                   "work_gaps and sq_passes; wakers holds twice as many thread and waker pairs), "
+                   "16 to 1048576.")
+        ->default_str(std::to_string(kDefaultMaxSqThreads))
+        ->check(CLI::Range(16u, 1048576u));
+}
+
 void add_sampling_options(CLI::App& app, DaemonConfig& cfg, RawFlags& raw) {
     app.add_option("--sample.interval", raw.interval,
                    "Time between samples, e.g. 500ms, 1s, 1m (10ms to 1h).")
@@ -150,15 +182,6 @@ void add_sampling_options(CLI::App& app, DaemonConfig& cfg, RawFlags& raw) {
                    "iouscope_advice_finding, the log), 5s to 1h, or 0 to switch it off. The "
                    "sq_thread_idle curve needs --probes.deep.")
         ->default_str("60s");
-    app.add_option("--rings.series-limit", cfg.ring_series_limit,
-                   "Plain rings (neither SQPOLL nor IOPOLL) that get iouscope_ring_* series of "
-                   "their own, at most; 0 gives every ring its own. The places go to the rings "
-                   "active most recently, and a ring keeps its place until it closes, or until it "
-                   "has been idle 10 minutes and an active ring wants it. The other plain rings "
-                   "are counted per process (iouscope_process_folded_rings, and their SQEs and "
-                   "CQEs). SQPOLL and IOPOLL rings always have their own series; top and the "
-                   "JSON API show every ring.")
-        ->default_str(std::to_string(RingSeries::kDefaultLimit));
     app.add_option("--runas.user", cfg.runas_user,
                    "After attaching, switch to this user (e.g. nobody). Every capability is "
                    "dropped after attaching in any case.");
@@ -223,6 +246,7 @@ FlagsResult parse_daemon_flags(int argc, const char* const* argv) {
     app.get_formatter()->column_width(34);
     add_web_options(app, cfg);
     add_sampling_options(app, cfg, raw);
+    add_scale_options(app, cfg);
 
     FlagsResult result;
     if (!cli::parse_or_answer(app, argc, argv, "iouscoped", result)) return result;

@@ -3,6 +3,7 @@
 // parsed without side effects so every error path is unit-tested.
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -14,6 +15,9 @@ namespace iouscope {
 
 // 10464 sits outside 9100-9999, which the Prometheus exporter port registry has used up.
 inline constexpr std::string_view kDefaultListenAddress = "127.0.0.1:10464";
+
+// IOU_MAX_RINGS and IOU_MAX_SQ_THREADS (include/iouscope/records.h), the compiled map sizes.
+inline constexpr std::uint32_t kDefaultMaxRings = 16384, kDefaultMaxSqThreads = 4096;
 
 // --probes.sched-gate's values. on: detached while every SQ thread spins; lazy: also while there
 // is none and until one sleeps; automatic ("auto", the default): lazy unless the kernel has
@@ -38,6 +42,8 @@ struct DaemonConfig {
     std::chrono::nanoseconds advise_window = std::chrono::seconds(60);
     // --rings.series-limit: plain rings with series of their own; 0 = every ring.
     std::size_t ring_series_limit = RingSeries::kDefaultLimit;
+    // --maps.rings, --maps.sq-threads: BPF map capacities (collect/bpf_load.hpp).
+    std::uint32_t max_rings = kDefaultMaxRings, max_sq_threads = kDefaultMaxSqThreads;
 };
 
 struct FlagsResult {

@@ -49,7 +49,9 @@ int probe_report(const DaemonConfig& cfg, const KernelFeatures& kf) {
     // The table is the output; the log only adds noise unless debugging was asked for.
     if (cfg.log_level != "debug") spdlog::set_level(spdlog::level::err);
     std::string err;
-    auto bpf = BpfCollector::make(kf, LoaderOptions{true, cfg.no_fentry, cfg.gap_sampling}, err);
+    auto bpf = BpfCollector::make(
+        kf, LoaderOptions{true, cfg.no_fentry, cfg.gap_sampling, cfg.max_rings, cfg.max_sq_threads},
+        err);
     if (!bpf) {
         spdlog::error("{}", err);
         return 1;
@@ -144,8 +146,10 @@ int run(const DaemonConfig& cfg, const KernelFeatures& kf, const sigset_t& sigs)
     AdviseOptions advise_opts;
     if (cfg.advise_window.count() > 0) measure_submit_cost(advise_opts);
     std::string err;
-    auto bpf =
-        BpfCollector::make(kf, LoaderOptions{cfg.deep, cfg.no_fentry, cfg.gap_sampling}, err);
+    auto bpf = BpfCollector::make(
+        kf,
+        LoaderOptions{cfg.deep, cfg.no_fentry, cfg.gap_sampling, cfg.max_rings, cfg.max_sq_threads},
+        err);
     if (!bpf) {
         spdlog::error("{}", err);
         return 1;

@@ -68,8 +68,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
     Snapshot, hostname, kernel, seq, timestamp, monotonic_seconds, interval_seconds,
     sample_duration_seconds, hz, idle_ns_supported, threads, rings, processes, folded,
     ring_series_limit, devices, iopoll_host, probes, host_visible, coverage, rings_created_by_mode,
-    rings_short_lived_by_mode, map_overflows, map_entries, rings_replaced, threads_replaced,
-    walks_incomplete, advice)
+    rings_short_lived_by_mode, map_overflows, map_entries, map_capacity, rings_replaced,
+    threads_replaced, walks_incomplete, advice)
 
 std::string snapshot_to_json(const Snapshot& snap) {
     nlohmann::json j = snap;

@@ -172,6 +172,8 @@ const std::vector<MetricDecl>& metric_catalog() {
          "Entries a bounded BPF map could not take; non-zero means data was lost."},
         {"iouscope_map_entries", MetricKind::gauge, "daemon", {"map"},
          "Entries in each bounded BPF map at the last sample; they must stay flat when rings and threads come and go."},
+        {"iouscope_map_capacity", MetricKind::gauge, "daemon", {"map"},
+         "Entries each bounded BPF map can hold (--maps.rings, --maps.sq-threads). An insert beyond it fails and counts in iouscope_map_overflow_total."},
         {"iouscope_identities_replaced_total", MetricKind::counter, "daemon", {"kind"},
          "Rings that took a closed ring's kernel address, and SQ threads that took an exited thread's tid: each started from its own counts."},
         {"iouscope_walks_incomplete_total", MetricKind::counter, "daemon", {},

@@ -472,6 +472,9 @@ void daemon_families(Exposition& ex, const Snapshot& s) {
     Family& entries_now = ex.add("iouscope_map_entries");
     for (const auto& [map, n] : s.map_entries)
         entries_now.gauge({{"map", map}}, static_cast<double>(n));
+    Family& capacity = ex.add("iouscope_map_capacity");
+    for (const auto& [map, n] : s.map_capacity)
+        capacity.gauge({{"map", map}}, static_cast<double>(n));
     Family& replaced = ex.add("iouscope_identities_replaced_total");
     replaced.counter({{"kind", "ring"}}, static_cast<double>(s.rings_replaced));
     replaced.counter({{"kind", "sq_thread"}}, static_cast<double>(s.threads_replaced));

@@ -271,7 +271,8 @@ struct Snapshot {
     std::vector<std::pair<std::string, std::uint64_t>> rings_created_by_mode;      // cumulative
     std::vector<std::pair<std::string, std::uint64_t>> rings_short_lived_by_mode;  // cumulative
     std::vector<std::pair<std::string, std::uint64_t>> map_overflows;              // map -> drops
-    std::vector<std::pair<std::string, std::uint64_t>> map_entries;  // map -> entries now
+    std::vector<std::pair<std::string, std::uint64_t>> map_entries;   // map -> entries now
+    std::vector<std::pair<std::string, std::uint64_t>> map_capacity;  // map -> max_entries
     std::uint64_t rings_replaced = 0;    // rings that took a closed ring's address, cumulative
     std::uint64_t threads_replaced = 0;  // SQ threads that took an exited one's tid, cumulative
     std::uint64_t walks_incomplete = 0;  // ring walks that ended before the task list did

@@ -76,6 +76,7 @@ Snapshot full_snapshot() {
     s.rings_short_lived_by_mode = {{"sqpoll", 0}};
     s.map_overflows = {{"wakers", 0}};
     s.map_entries = {{"wakers", 1}};
+    s.map_capacity = {{"wakers", 8192}};
     Finding f;
     f.id = "sq_idle_too_long";
     f.subject = "sq_thread 42";

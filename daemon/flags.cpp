@@ -108,9 +108,10 @@ void add_web_options(CLI::App& app, DaemonConfig& cfg) {
 void add_scale_options(CLI::App& app, DaemonConfig& cfg) {
     app.add_option("--rings.series-limit", cfg.ring_series_limit,
                    "Plain rings (neither SQPOLL nor IOPOLL) that get iouscope_ring_* series of "
-                   "their own, at most; 0 gives every ring its own. The places go to the rings "
-                   "active most recently, and a ring keeps its place until it closes, or until it "
-                   "has been idle 10 minutes and an active ring wants it. The other plain rings "
+                   "their own, at most; 0 gives every ring its own. The places go to the busiest "
+                   "rings (SQEs and CQEs, weighted down over 5 minutes); a ring keeps its place "
+                   "until it closes, or until a ring more than twice as busy wants it and it has "
+                   "held it a minute. The other plain rings "
                    "are counted per process (iouscope_process_folded_rings, and their SQEs and "
                    "CQEs). SQPOLL and IOPOLL rings always have their own series; top and the "
                    "JSON API show every ring.")

@@ -103,7 +103,7 @@ const std::vector<MetricDecl>& metric_catalog() {
          "Time spent in io_do_iopoll; the SQ thread's (caller=\"sq_thread\") is its on-CPU "
          "time. Deep tier."},
         {"iouscope_ring_series_limit", MetricKind::gauge, "ring_fold", {},
-         "Plain rings (no SQPOLL, no IOPOLL) that get iouscope_ring_* series of their own, at most (--rings.series-limit); 0 = every ring. The places go to the most recently active rings and are held for 10 minutes of idleness; the other plain rings are folded into their process's iouscope_process_folded_*. SQPOLL and IOPOLL rings always have their own."},
+         "Plain rings (no SQPOLL, no IOPOLL) that get iouscope_ring_* series of their own, at most (--rings.series-limit); 0 = every ring. The places go to the busiest rings and change hands only to a ring twice as busy, after a minute; the other plain rings are folded into their process's iouscope_process_folded_*. SQPOLL and IOPOLL rings always have their own."},
         {"iouscope_process_folded_rings", MetricKind::gauge, "ring_fold", {"pid", "comm"},
          "Plain rings of the process without series of their own at the last sample (see iouscope_ring_series_limit). Present while the process holds a ring and some of its rings were folded."},
         {"iouscope_process_folded_ring_sqes_total", MetricKind::counter, "ring_fold", {"pid", "comm"},

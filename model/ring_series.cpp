@@ -1,6 +1,7 @@
 #include "model/ring_series.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 namespace iouscope {
@@ -27,8 +28,10 @@ RingSeries::Ring& RingSeries::observe(const RingSnapshot& r, const Snapshot& sna
     }
     s.sqes = r.sqes_total;
     s.cqes = r.cqes_total;
-    s.active = s.dsqes > 0 || s.dcqes > 0;
-    if (s.active) s.last_active = snap.monotonic_seconds;
+    const double now = snap.monotonic_seconds;
+    if (s.activity > 0 && now > s.at) s.activity *= std::exp(-(now - s.at) / kDecaySeconds);
+    s.activity += static_cast<double>(s.dsqes + s.dcqes);
+    s.at = now;
     return s;
 }
 
@@ -49,38 +52,40 @@ void RingSeries::apply(Snapshot& snap) {
     fold(snap, plain);
 }
 
-// Free places go to the rings waiting for one, most recently active first; then each ring
-// active in the last interval that still waits takes the place of a held ring idle for longer
-// than the hold, the longest idle first.
+// Free places go to the busiest rings waiting; then each waiting ring, busiest first, takes the
+// place of the least busy held ring it is more than kMargin times as busy as, when that one has
+// held its place for kTenureSeconds or never did anything.
 void RingSeries::allot(std::vector<Plain>& plain, std::size_t held, double now) {
-    std::vector<Plain*> waiting, idle;
+    std::vector<Plain*> waiting, yielding;
     for (auto& p : plain) {
         if (!p.ring->held)
             waiting.push_back(&p);
-        else if (p.ring->last_active < now - hold_)
-            idle.push_back(&p);
+        else if (p.ring->activity == 0 || now - p.ring->held_since >= kTenureSeconds)
+            yielding.push_back(&p);
     }
-    // Stable between samples: ties (rings never active) go by the most SQEs, then by address.
+    // Stable between samples: ties (rings that did nothing) go by the most SQEs, then by address.
     std::sort(waiting.begin(), waiting.end(), [](const Plain* a, const Plain* b) {
-        if (a->ring->last_active != b->ring->last_active)
-            return a->ring->last_active > b->ring->last_active;
+        if (a->ring->activity != b->ring->activity) return a->ring->activity > b->ring->activity;
         if (a->snap->sqes_total != b->snap->sqes_total)
             return a->snap->sqes_total > b->snap->sqes_total;
         return a->snap->ctx < b->snap->ctx;
     });
-    std::sort(idle.begin(), idle.end(), [](const Plain* a, const Plain* b) {
-        if (a->ring->last_active != b->ring->last_active)
-            return a->ring->last_active < b->ring->last_active;
+    std::sort(yielding.begin(), yielding.end(), [](const Plain* a, const Plain* b) {
+        if (a->ring->activity != b->ring->activity) return a->ring->activity < b->ring->activity;
         return a->snap->ctx > b->snap->ctx;
     });
+    auto take = [now](Ring& r) {
+        r.held = true;
+        r.held_since = now;
+    };
     auto w = waiting.begin();
     for (std::size_t free = limit_ > held ? limit_ - held : 0; w != waiting.end() && free > 0;
          ++w, --free)
-        (*w)->ring->held = true;
-    for (auto i = idle.begin(); i != idle.end() && w != waiting.end() && (*w)->ring->active;
-         ++i, ++w) {
-        (*i)->ring->held = false;
-        (*w)->ring->held = true;
+        take(*(*w)->ring);
+    for (auto y = yielding.begin(); y != yielding.end() && w != waiting.end(); ++y, ++w) {
+        if ((*w)->ring->activity <= kMargin * (*y)->ring->activity) break;
+        (*y)->ring->held = false;
+        take(*(*w)->ring);
     }
     for (auto& p : plain) p.snap->folded = !p.ring->held;
 }

@@ -77,34 +77,48 @@ TEST(RingSeries, AnActiveRingTakesThePlaceOfOneThatNeverDidAnything) {
     auto s1 = at(1, {{1, 0}, {2, 0}, {3, 4}});
     p.apply(s1);
     EXPECT_EQ(held(s1), (std::set<std::uint64_t>{1, 3}));  // 2: the higher address goes first
-    // What ring 3 did while it was folded is in the fold only up to its promotion: it did its 4
-    // SQEs in the interval it was promoted in, and its own series carries them.
+    // Ring 3 did its 4 SQEs in the interval it was promoted in: its own series carries them.
     ASSERT_EQ(s1.folded.size(), 1u);
     EXPECT_EQ(s1.folded[0].rings, 1u);
     EXPECT_EQ(s1.folded[0].sqes_total, 0u);
 }
 
-TEST(RingSeries, ARecentlyActiveRingKeepsItsPlaceUntilIdleForTheHold) {
-    RingSeries p(1, /*hold_seconds=*/10);
-    auto s = at(0, {{1, 0}, {2, 0}});
+// Ring 1 holds the place; ring 2 becomes busier. It takes the place only once 1 has held it a
+// minute and 2 is more than twice as busy; two rings about as busy never swap.
+TEST(RingSeries, APlaceChangesHandsOnlyForTwiceTheActivityAfterAMinute) {
+    RingSeries p(1);
+    std::uint64_t one = 0, two = 0;
+    auto s = at(0, {{1, one}, {2, two}});
     p.apply(s);
-    s = at(1, {{1, 1}, {2, 0}});  // 1 active: holds the place
+    for (int t = 1; t <= 120; ++t) {  // both 10 SQEs a second: no swap, ever
+        one += 10;
+        two += 10;
+        s = at(t, {{1, one}, {2, two}});
+        p.apply(s);
+        ASSERT_EQ(held(s), (std::set<std::uint64_t>{1})) << t;
+    }
+    int swapped = -1;
+    for (int t = 121; t <= 600 && swapped < 0; ++t) {  // 2 at 30 a second, 1 at 10
+        one += 10;
+        two += 30;
+        s = at(t, {{1, one}, {2, two}});
+        p.apply(s);
+        if (held(s) == std::set<std::uint64_t>{2}) swapped = t;
+    }
+    // At t = 120 both weigh 20/s * 300 s * (1 - e^-0.4) = 1978; x seconds on, 1 weighs
+    // 1978 e^(-x/300) + 6000 (1 - e^(-x/300)) and 2 the same with 18000. 2 > 2 * 1 from
+    // e^(-x/300) < 6000 / 7978, x > 85.5 s: at t = 206.
+    EXPECT_EQ(swapped, 206);
+    // Ring 1 got busy again at once: 2 has held it less than a minute, so it stays.
+    for (int t = swapped + 1; t < swapped + 60; ++t) {
+        one += 1000;
+        s = at(t, {{1, one}, {2, two}});
+        p.apply(s);
+        ASSERT_EQ(held(s), (std::set<std::uint64_t>{2})) << t;
+    }
+    s = at(swapped + 60, {{1, one + 1000}, {2, two}});
     p.apply(s);
     EXPECT_EQ(held(s), (std::set<std::uint64_t>{1}));
-    s = at(2, {{1, 1}, {2, 1}});  // 2 active now, 1 idle for 1 s: 1 keeps it
-    p.apply(s);
-    EXPECT_EQ(held(s), (std::set<std::uint64_t>{1}));
-    EXPECT_EQ(s.folded.at(0).sqes_total, 1u);
-    s = at(11, {{1, 1}, {2, 2}});  // 1 idle since t=1: 10 s, not longer than the hold
-    p.apply(s);
-    EXPECT_EQ(held(s), (std::set<std::uint64_t>{1}));
-    s = at(12, {{1, 1}, {2, 3}});  // 11 s idle: 2 takes the place
-    p.apply(s);
-    EXPECT_EQ(held(s), (std::set<std::uint64_t>{2}));
-    EXPECT_EQ(s.folded.at(0).sqes_total, 2u);  // 2's SQEs while folded; its third is its own
-    s = at(13, {{1, 1}, {2, 3}});              // nobody active: no change
-    p.apply(s);
-    EXPECT_EQ(held(s), (std::set<std::uint64_t>{2}));
 }
 
 TEST(RingSeries, FoldCountersNeverGoBackAndLeaveWithTheProcess) {
@@ -117,7 +131,7 @@ TEST(RingSeries, FoldCountersNeverGoBackAndLeaveWithTheProcess) {
     EXPECT_EQ(s.folded[0].sqes_total, 0u);  // before the first sample: not the fold's
     s = at(1, {{1, 100}, {2, 57, "plain", 20}, {3, 5, "plain", 20}});  // 3 born with 5
     p.apply(s);
-    // 2 took 1's place (1 never active since seen); 3 waits: one place.
+    // 2 took 1's place (1 never did anything since seen); 3, less busy, waits: one place.
     EXPECT_EQ(held(s), (std::set<std::uint64_t>{2}));
     ASSERT_EQ(s.folded.size(), 2u);
     EXPECT_EQ(s.folded[0].pid, 10u);
@@ -147,7 +161,7 @@ TEST(RingSeries, ANewRingAtAClosedRingsAddressStartsAfresh) {
     // Ring 1 closed and another took its address: the newcomer is new, not the held ring.
     s = at(2, {{1, 0, "plain", 10, "10:99"}, {2, 2}});
     p.apply(s);
-    EXPECT_EQ(held(s), (std::set<std::uint64_t>{2}));  // the newcomer never did anything
+    EXPECT_EQ(held(s), (std::set<std::uint64_t>{2}));  // the newcomer has done nothing yet
 }
 
 // Exact at scale: 10,000 plain rings, 100 of them active, 50 places.
@@ -157,7 +171,8 @@ TEST(RingSeries, TenThousandRingsFoldExactly) {
     for (std::uint64_t i = 1; i <= 10'000; ++i) rings.push_back({i, 0});
     auto s = at(0, rings);
     p.apply(s);
-    // Rings 100, 200, ..., 10,000 submit 1, 2, ..., 100 SQEs; rings 1..50 hold the places.
+    // Rings 100, 200, ..., 10,000 submit 1, 2, ..., 100 SQEs; rings 1..50 hold the places and
+    // never did anything, so each yields to one of the 50 busiest.
     for (std::uint64_t i = 0; i < 100; ++i) rings[i * 100 + 99].sqes = 1 + i;
     s = at(1, rings);
     p.apply(s);

@@ -64,12 +64,17 @@ void RingSeries::allot(std::vector<Plain>& plain, std::size_t held, double now) 
             yielding.push_back(&p);
     }
     // Stable between samples: ties (rings that did nothing) go by the most SQEs, then by address.
-    std::sort(waiting.begin(), waiting.end(), [](const Plain* a, const Plain* b) {
+    // Only the first free + yielding can get a place: at 10,000 rings they are sorted alone.
+    const auto busier = [](const Plain* a, const Plain* b) {
         if (a->ring->activity != b->ring->activity) return a->ring->activity > b->ring->activity;
         if (a->snap->sqes_total != b->snap->sqes_total)
             return a->snap->sqes_total > b->snap->sqes_total;
         return a->snap->ctx < b->snap->ctx;
-    });
+    };
+    const std::size_t free = limit_ > held ? limit_ - held : 0;
+    const auto candidates = std::min(waiting.size(), free + yielding.size());
+    std::partial_sort(waiting.begin(), waiting.begin() + static_cast<std::ptrdiff_t>(candidates),
+                      waiting.end(), busier);
     std::sort(yielding.begin(), yielding.end(), [](const Plain* a, const Plain* b) {
         if (a->ring->activity != b->ring->activity) return a->ring->activity < b->ring->activity;
         return a->snap->ctx > b->snap->ctx;
@@ -78,11 +83,10 @@ void RingSeries::allot(std::vector<Plain>& plain, std::size_t held, double now) 
         r.held = true;
         r.held_since = now;
     };
+    const auto end = waiting.begin() + static_cast<std::ptrdiff_t>(candidates);
     auto w = waiting.begin();
-    for (std::size_t free = limit_ > held ? limit_ - held : 0; w != waiting.end() && free > 0;
-         ++w, --free)
-        take(*(*w)->ring);
-    for (auto y = yielding.begin(); y != yielding.end() && w != waiting.end(); ++y, ++w) {
+    for (std::size_t n = free; w != end && n > 0; ++w, --n) take(*(*w)->ring);
+    for (auto y = yielding.begin(); y != yielding.end() && w != end; ++y, ++w) {
         if ((*w)->ring->activity <= kMargin * (*y)->ring->activity) break;
         (*y)->ring->held = false;
         take(*(*w)->ring);

@@ -16,7 +16,8 @@ then five scrapes of /metrics, 1.1 s apart so that each reads a new sample and r
   first   the slowest of them (a sample's first scrape renders the exposition), in ms;
   bytes   the exposition's size, uncompressed.
 The grid: the rings of --rings with the smallest --threads, then the threads of --threads with
-the smallest --rings. Each point runs --repeats times (default 2); the table gives the median
+the smallest --rings, then the most rings with the most SQ threads among them (the scale goal's
+point, 10,000 and 1,000 by default; in no fit). Each point runs --repeats times (default 2); the table gives the median
 and the range. The fit is a least-squares line through the medians of each series: CPU per
 1,000 rings and per 100 SQ threads, and the same for memory.
 
@@ -141,6 +142,11 @@ def main():
     t_min, r_min = a.threads[0], a.rings[0]
     grid = [(r, t_min) for r in a.rings if r >= t_min]
     grid += [(r_min if r_min >= t else t, t) for t in a.threads[1:]]
+    # The scale issue's own point: the most rings with the most SQ threads among them.
+    goal = (max(a.rings[-1], a.threads[-1]), a.threads[-1])
+    fitted = list(grid)
+    if goal not in grid:
+        grid.append(goal)
     results = {}
     for i in range(a.repeats):
         for rings, threads in grid:
@@ -159,13 +165,16 @@ def main():
               f"| {cell([r['peak'] for r in runs], '{:.1f}')} "
               f"| {cell([r['first'] for r in runs], '{:.0f}')} "
               f"| {statistics.median(r['bytes'] for r in runs):,.0f} |")
-    ring_series = [p for p in grid if p[1] == t_min]
-    thread_series = [grid[0]] + [p for p in grid if p[1] != t_min]
+    ring_series = [p for p in fitted if p[1] == t_min]
+    thread_series = [fitted[0]] + [p for p in fitted if p[1] != t_min]
     cpu_ring, cpu_thread = fit(results, ring_series, thread_series, "cpu")
     rss_ring, rss_thread = fit(results, ring_series, thread_series, "rss")
-    print(f"\nfitted: CPU {cpu_ring * 1000:.3f} % of a core per 1,000 rings, "
-          f"{cpu_thread * 100:.3f} % per 100 SQ threads; RSS {rss_ring * 1000:.1f} MB per 1,000 "
-          f"rings, {rss_thread * 100:.1f} MB per 100 SQ threads")
+    def per(v, scale, unit, fmt):
+        return "n/a (one point)" if v != v else f"{fmt.format(v * scale)} {unit}"
+    print(f"\nfitted: CPU {per(cpu_ring, 1000, '% of a core per 1,000 rings', '{:.3f}')}, "
+          f"{per(cpu_thread, 100, '% per 100 SQ threads', '{:.3f}')}; "
+          f"RSS {per(rss_ring, 1000, 'MB per 1,000 rings', '{:.1f}')}, "
+          f"{per(rss_thread, 100, 'MB per 100 SQ threads', '{:.1f}')}")
     return 0
 
 

@@ -325,7 +325,9 @@ void ring_fold_families(Exposition& ex, const Snapshot& s) {
     Family& sqes = ex.add("iouscope_process_folded_ring_sqes_total");
     Family& cqes = ex.add("iouscope_process_folded_ring_cqes_total");
     for (const auto& f : s.folded) {
-        const Labels l{{"pid", std::to_string(f.pid)}, {"comm", f.comm}};
+        // Labelled as the rings they stand for, so one selector (mode, sq_thread) takes both.
+        const Labels l{
+            {"pid", std::to_string(f.pid)}, {"comm", f.comm}, {"mode", "plain"}, {"sq_thread", ""}};
         rings.gauge(l, static_cast<double>(f.rings));
         sqes.counter(l, static_cast<double>(f.sqes_total));
         cqes.counter(l, static_cast<double>(f.cqes_total));

@@ -245,10 +245,10 @@ class Harness:
         return f"127.0.0.1:{server.server_address[1]}"
 
     # -- iouscoped --------------------------------------------------------------------------
-    def start_daemon(self, interval="250ms"):
+    def start_daemon(self, interval="250ms", extra=()):
         port = free_port()
         p = self.start("iouscoped", [DAEMON, f"--web.listen-address=127.0.0.1:{port}",
-                                       f"--sample.interval={interval}"])
+                                       f"--sample.interval={interval}", *extra])
         p.address = f"127.0.0.1:{port}"
         deadline = time.time() + 15
         while time.time() < deadline:

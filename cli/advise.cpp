@@ -112,9 +112,13 @@ std::optional<std::string> filter_findings(const Snapshot& snap, const Options& 
         const bool known = std::any_of(snap.threads.begin(), snap.threads.end(),
                                        [&](const auto& t) { return t.tid == *o.thread; });
         if (!known) {
+            // The first few: at 1,000 SQ threads the whole list would bury the message.
+            constexpr std::size_t kListed = 20;
             std::string tids;
-            for (const auto& t : snap.threads)
-                tids += (tids.empty() ? "" : " ") + std::to_string(t.tid);
+            for (std::size_t i = 0; i < snap.threads.size() && i < kListed; ++i)
+                tids += (tids.empty() ? "" : " ") + std::to_string(snap.threads[i].tid);
+            if (snap.threads.size() > kListed)
+                tids += fmt::format(" and {} more", snap.threads.size() - kListed);
             return fmt::format("no SQ thread with tid {} (SQ threads now: {})", *o.thread,
                                tids.empty() ? "none" : tids);
         }

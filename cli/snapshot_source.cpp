@@ -15,13 +15,13 @@ std::string SnapshotSource::last_error() const {
     return error_;
 }
 
-void SnapshotSource::start() {
-    worker_ = std::jthread([this](std::stop_token stop) {
+void SnapshotSource::start(bool fetched) {
+    worker_ = std::jthread([this, fetched](std::stop_token stop) {
         std::mutex mu;
         std::condition_variable_any cv;
-        while (!stop.stop_requested()) {
+        for (bool skip = fetched; !stop.stop_requested(); skip = false) {
             std::string err;
-            if (!fetch(err)) {
+            if (!skip && !fetch(err)) {
                 std::lock_guard lock(error_mu_);
                 error_ = std::move(err);
             }
@@ -33,6 +33,7 @@ void SnapshotSource::start() {
 }
 
 void SnapshotSource::stop() {
+    stopping_ = true;
     worker_.request_stop();
     if (worker_.joinable()) worker_.join();
 }

@@ -123,7 +123,6 @@ int run_batch(const Options& o, SnapshotSource& src, ViewState v) {
         if (o.json) {
             std::cout << snapshot_to_json(*s) << "\n";
         } else {
-            for (const auto& t : s->threads) v.expanded.insert(t.tid);
             for (auto& line : render(*s, v, h, width, 0, false)) {
                 while (!line.empty() && line.back() == ' ') line.pop_back();
                 std::cout << line << "\n";
@@ -151,20 +150,6 @@ void draw(const std::vector<std::string>& lines, int selected_line) {
     refresh();
 }
 
-// The selected thread's screen line: header (3) + column titles (1) + help if shown + the rows
-// before it, counting the expanded rings of earlier rows.
-int selected_line(const Snapshot& s, const std::vector<const ThreadSnapshot*>& rows,
-                  const ViewState& v) {
-    int line = 4 + (v.help ? 6 : 0);
-    for (int i = 0; i < v.selected && i < static_cast<int>(rows.size()); ++i) {
-        ++line;
-        if (v.expanded.count(rows[static_cast<std::size_t>(i)]->tid))
-            for (const auto& r : s.rings)
-                line += r.sq_thread == rows[static_cast<std::size_t>(i)]->tid;
-    }
-    return line;
-}
-
 void show(const std::shared_ptr<const Snapshot>& shown, ViewState& v, const History& h, bool utf8) {
     if (!shown) {
         erase();
@@ -172,10 +157,11 @@ void show(const std::shared_ptr<const Snapshot>& shown, ViewState& v, const Hist
         refresh();
         return;
     }
-    auto rows = visible_threads(*shown, v);
-    v.selected = std::clamp(v.selected, 0, std::max(0, static_cast<int>(rows.size()) - 1));
-    auto lines = render(*shown, v, h, COLS, LINES, utf8);
-    draw(lines, v.view == View::threads && !rows.empty() ? selected_line(*shown, rows, v) : -1);
+    const auto screen = render_screen(*shown, v, h, COLS, LINES, utf8);
+    // The list scrolls to follow the selection: the next frame starts where this one did.
+    v.selected = screen.selected;
+    v.first = screen.first;
+    draw(screen.lines, v.view == View::threads ? screen.selected_line : -1);
 }
 
 // A key while the filter is being typed: Enter applies it, Escape drops it.
@@ -236,6 +222,18 @@ bool apply_key(int ch, ViewState& v, const std::vector<const ThreadSnapshot*>& r
         case KEY_DOWN:
         case 'j':
             ++v.selected;
+            return true;
+        case KEY_PPAGE:
+        case KEY_NPAGE:
+            // A page: the screen's height less the header, titles and status line.
+            v.selected =
+                std::max(0, v.selected + (ch == KEY_NPAGE ? 1 : -1) * std::max(1, LINES - 6));
+            return true;
+        case KEY_HOME:
+            v.selected = 0;
+            return true;
+        case KEY_END:
+            v.selected = std::max(0, static_cast<int>(rows.size()) - 1);
             return true;
         case '<':
         case '>':
@@ -315,7 +313,13 @@ int run(const Options& o) {
     v.filter = o.filter;
     v.refresh_seconds = o.delay_seconds;
     v.source = src->description();
-    if (o.batch) return run_batch(o, *src, v);
+    v.ring_limit = o.rings_per_thread;
+    if (o.batch) {
+        v.expand_all = true;
+        v.limit = o.limit < 0 ? kBatchLimit : o.limit;
+        return run_batch(o, *src, v);
+    }
+    v.limit = std::max(o.limit, 0);
     if (!isatty(STDOUT_FILENO) || !isatty(STDIN_FILENO)) {
         std::cerr << "iouscope top: not a terminal; use -b for batch output\n";
         return 2;

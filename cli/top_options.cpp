@@ -13,19 +13,22 @@ const char* const kDescription =
 
 Shows every SQ thread with its CPU split into useful work, idle spinning and sleep, its sleep and
 wake rates and wake latency, how many rings it serves and how fairly. Enter lists a thread's
-rings; Tab switches to the IOPOLL view.
+rings; Tab switches to the IOPOLL view. Batch mode lists every thread's rings. Where there are
+more threads or rings than --limit, --rings-per-thread or the screen hold, the first by the sort
+order are listed and one line sums up the rest.
 
 Snapshots come from a running iouscoped (--daemon, its /api/v1/snapshot endpoint). When no
 daemon answers, top loads the same BPF collector itself, which needs root.)";
 
 const char* const kFooter = R"(KEYS
-  q quit   Tab threads/IOPOLL   Enter expand a thread's rings   Up/Down select
+  q quit   Tab threads/IOPOLL   Enter expand a thread's rings   Up/Down PgUp/PgDn Home/End select
   < > change sort column   r reverse   / filter by pid, tid, comm, container or pod   p pause
   + - refresh interval   h ? help
 
 EXAMPLES
   iouscope top
   iouscope top -b -n 3 -d 0.5          three text snapshots, half a second apart
+  iouscope top -b -n 1 --limit 0       one snapshot of every SQ thread and all its rings
   iouscope top --json -n 10 | jq .     JSON lines, one per snapshot
   iouscope top --local --sort spin     no daemon: sample in-process, busiest spinners first
 
@@ -60,6 +63,16 @@ OptionsResult parse_top_options(int argc, const char* const* argv) {
                    "contains it, or whose pod UID starts with it.");
     app.add_option("--width", o.width, "Line width in batch mode (default $COLUMNS or 160).")
         ->check(CLI::Range(40, 1000));
+    app.add_option("--limit", o.limit,
+                   "SQ threads listed (IOPOLL rings in that view), the first by the sort "
+                   "column; one line sums up the rest. Default 20 in batch mode, what fits on "
+                   "the screen otherwise; 0 lists all.")
+        ->check(CLI::Range(0, 1000000));
+    app.add_option("--rings-per-thread", o.rings_per_thread,
+                   "Rings listed under an SQ thread, the most SQEs first; one line sums up the "
+                   "rest. 0 lists all.")
+        ->check(CLI::Range(0, 1000000))
+        ->default_str("5");
 
     OptionsResult r;
     if (!cli::parse_or_answer(app, argc, argv, "iouscope top", r)) return r;

@@ -17,7 +17,14 @@ struct Options {
     Column sort = Column::cpu;
     std::string filter;
     int width = 0;  // batch output width, 0 = $COLUMNS or 160
+    // --limit: thread rows (IOPOLL rings in that view) listed, the rest summed up in a line.
+    // -1 = the mode's default: kBatchLimit in batch mode, what fits on the screen otherwise;
+    // 0 = all.
+    int limit = -1;
+    int rings_per_thread = 5;  // --rings-per-thread: rings listed under a thread, 0 = all
 };
+
+inline constexpr int kBatchLimit = 20;
 
 struct OptionsResult {
     std::optional<Options> options;

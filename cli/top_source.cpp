@@ -37,6 +37,10 @@ public:
         curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 3000L);
         curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
         curl_easy_setopt(c, CURLOPT_FAILONERROR, 1L);
+        // Quitting does not wait for the rest of a large snapshot.
+        curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, give_up_if_stopping);
+        curl_easy_setopt(c, CURLOPT_XFERINFODATA, this);
+        curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
         CURLcode rc = curl_easy_perform(c);
         curl_easy_cleanup(c);
         if (rc != CURLE_OK) {
@@ -53,6 +57,9 @@ public:
     }
 
 private:
+    static int give_up_if_stopping(void* self, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+        return static_cast<const DaemonSource*>(self)->stopping() ? 1 : 0;
+    }
     std::string url_;
 };
 
@@ -89,7 +96,7 @@ std::unique_ptr<SnapshotSource> connect_daemon(const std::string& base_url, doub
                                                std::string& error) {
     auto s = std::make_unique<DaemonSource>(base_url, interval_s);
     if (!s->fetch(error)) return nullptr;
-    s->start();
+    s->start(true);
     return s;
 }
 

@@ -25,11 +25,17 @@ protected:
     explicit SnapshotSource(double interval_s, std::string description);
     // Takes one snapshot into store_; returns false and sets error on failure.
     virtual bool fetch(std::string& error) = 0;
-    void start();
+    // Starts the worker. `fetched`: a snapshot was just taken (connect_daemon's first), so the
+    // worker waits an interval before the next instead of fetching it again at once, which at
+    // 10,000 rings kept `top -b -n 1` and advise waiting at exit for a second 11 MB fetch.
+    void start(bool fetched = false);
     void stop();
+    // True once stop() has begun: a fetch under way may give up.
+    bool stopping() const { return stopping_; }
     SnapshotStore store_;
 
 private:
+    std::atomic<bool> stopping_{false};
     std::atomic<long> interval_ms_;
     std::string description_;
     mutable std::mutex error_mu_;

@@ -10,9 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "cli/top_text.hpp"
+
 namespace iouscope::top {
 
-namespace {
+namespace text {
 
 std::string fmt(const char* f, double v) {
     char buf[64];
@@ -20,8 +22,8 @@ std::string fmt(const char* f, double v) {
     return buf;
 }
 
-// Display width of UTF-8 text: one column per code point. Names are made ASCII by field_safe or
-// replaced with U+FFFD by the exporter, and the sparkline's blocks are single-width.
+// Names are made ASCII by field_safe or replaced with U+FFFD by the exporter, and the sparkline's
+// blocks are single-width.
 std::size_t display_width(const std::string& s) {
     std::size_t n = 0;
     for (char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
@@ -43,9 +45,16 @@ std::string pad(std::string s, int width, bool right) {
     return right ? fill + s : s + fill;
 }
 
-std::string pct(double fraction) {
-    return fmt("%.1f", fraction * 100);
+bool cgroup_matches(const CgroupLabels& c, const std::string& filter) {
+    return c.container_id.find(filter) != std::string::npos || c.pod_uid.starts_with(filter);
 }
+
+}  // namespace text
+
+using text::fmt;
+using text::pad;
+
+namespace {
 
 double sort_value(const ThreadSnapshot& t, Column c) {
     switch (c) {
@@ -81,81 +90,6 @@ double sort_value(const ThreadSnapshot& t, Column c) {
             return t.cpu_util;
     }
     return 0;
-}
-
-std::string cell(const ThreadSnapshot& t, Column c, int width, const History& h, bool utf8) {
-    switch (c) {
-        case Column::tid:
-            return std::to_string(t.tid);
-        case Column::pid:
-            // A per-CPU shared thread serves several processes; its own pid is its creator's.
-            return t.shared_percpu ? "percpu" : std::to_string(t.pid);
-        case Column::comm:
-            // Not its creator's comm: the thread serves every process's rings on that CPU.
-            if (t.shared_percpu) return "cpu " + std::to_string(t.sq_cpu);
-            return field_safe(t.comm);
-        case Column::container:
-            return short_container(t.shared_percpu ? std::string() : t.cgroup.container_id);
-        case Column::cpu:
-            return pct(t.cpu_util);
-        case Column::work:
-            return pct(t.work_util) + (t.work_source == WorkSource::estimate ? "~" : "");
-        case Column::spin:
-            return pct(t.spin_util);
-        case Column::sleep:
-            return pct(t.sleep_util);
-        case Column::sleeps:
-            return human_rate(t.sleep_rate);
-        case Column::wakes:
-            return human_rate(t.wakeup_rate);
-        case Column::p50:
-            return human_seconds(t.wake_p50_seconds);
-        case Column::p99:
-            return human_seconds(t.wake_p99_seconds);
-        case Column::rings:
-            return std::to_string(t.rings);
-        case Column::sqes:
-            return human_rate(t.sqe_rate);
-        case Column::fairness:
-            return fmt("%.2f", t.fairness);
-        case Column::history: {
-            const auto* d = h.cpu(t.tid);
-            return d ? sparkline(*d, static_cast<std::size_t>(width), utf8) : std::string();
-        }
-    }
-    return "";
-}
-
-// Picks the columns that fit in `width`, dropping the least important first, and gives the
-// history column whatever is left.
-std::vector<std::pair<ColumnInfo, int>> layout(int width) {
-    auto cols = thread_columns();
-    std::vector<ColumnInfo> by_prio = cols;
-    std::stable_sort(by_prio.begin(), by_prio.end(),
-                     [](const auto& a, const auto& b) { return a.priority < b.priority; });
-    std::set<Column> chosen;
-    int used = 0;
-    for (const auto& c : by_prio) {
-        int need = c.width + (chosen.empty() ? 0 : 1);
-        if (used + need <= width) {
-            chosen.insert(c.id);
-            used += need;
-        }
-    }
-    std::vector<std::pair<ColumnInfo, int>> out;
-    for (const auto& c : cols)
-        if (chosen.count(c.id)) out.emplace_back(c, c.width);
-    if (!out.empty() && out.back().first.id == Column::history) out.back().second += width - used;
-    return out;
-}
-
-std::string ring_line(const RingSnapshot& r, int width) {
-    std::string s = "   + ring " + pad(r.id, 13, false) + " " + pad(r.mode, 7, false) + " SQE/s " +
-                    pad(human_rate(r.sqe_rate), 7, true) + "  CQE/s " +
-                    pad(human_rate(r.cqe_rate), 7, true) + "  share " +
-                    pad(fmt("%.0f%%", r.sqthread_share * 100), 4, true) + "  backlog " +
-                    std::to_string(r.sq_backlog);
-    return pad(s, width, false);
 }
 
 }  // namespace
@@ -212,22 +146,12 @@ std::string short_container(const std::string& container_id) {
     return id.substr(0, 12);  // as docker ps and crictl ps show it
 }
 
-namespace {
-
-// The part of the filter that threads and rings share: part of the container id, or the start
-// of the pod UID.
-bool cgroup_matches(const CgroupLabels& c, const std::string& filter) {
-    return c.container_id.find(filter) != std::string::npos || c.pod_uid.starts_with(filter);
-}
-
-}  // namespace
-
 bool thread_matches(const ThreadSnapshot& t, const std::string& filter) {
     if (filter.empty() || std::to_string(t.tid) == filter) return true;
     // A per-CPU shared thread is no tenant's: found by its tid or as "percpu", not its creator.
     if (t.shared_percpu) return filter == "percpu";
     return std::to_string(t.pid) == filter || t.comm.find(filter) != std::string::npos ||
-           cgroup_matches(t.cgroup, filter);
+           text::cgroup_matches(t.cgroup, filter);
 }
 
 std::vector<const ThreadSnapshot*> visible_threads(const Snapshot& s, const ViewState& v) {
@@ -255,6 +179,15 @@ std::string human_rate(double v) {
     if (v < 1e6) return fmt("%.1fk", v / 1e3);
     if (v < 1e9) return fmt("%.1fM", v / 1e6);
     return fmt("%.1fG", v / 1e9);
+}
+
+std::string thousands(std::size_t n) {
+    std::string digits = std::to_string(n), out;
+    for (std::size_t i = 0; i < digits.size(); ++i) {
+        if (i && (digits.size() - i) % 3 == 0) out += ',';
+        out += digits[i];
+    }
+    return out;
 }
 
 std::string human_seconds(double s) {
@@ -331,154 +264,30 @@ std::vector<std::string> header_lines(const Snapshot& s, const ViewState& v) {
     const std::string tiers = probe_tiers(s, attached);
     return {"iouscope top - " + s.hostname + "  kernel " + s.kernel + "  " + when + "  every " +
                 fmt("%.1fs", v.refresh_seconds) + (v.paused ? "  [PAUSED]" : ""),
-            "SQ threads " + std::to_string(s.threads.size()) + "  rings " +
-                std::to_string(s.rings.size()) + "  SQE/s " + human_rate(sqe_rate) + "  CQE/s " +
-                human_rate(cqe_rate) + "  SQ CPU " + fmt("%.2f", cpu) + " cores (work " +
-                fmt("%.2f", work) + ", spin " + fmt("%.2f", spin) + ")",
+            "SQ threads " + thousands(s.threads.size()) + "  rings " + thousands(s.rings.size()) +
+                "  SQE/s " + human_rate(sqe_rate) + "  CQE/s " + human_rate(cqe_rate) +
+                "  SQ CPU " + fmt("%.2f", cpu) + " cores (work " + fmt("%.2f", work) + ", spin " +
+                fmt("%.2f", spin) + ")",
             "probes " + std::to_string(attached) + "/" + std::to_string(s.probes.size()) + " (" +
                 tiers + ")  source " + v.source +
                 (v.filter.empty() ? "" : "  filter \"" + v.filter + "\"") + "  sort " +
                 column_name(v.sort) + (v.descending ? " desc" : " asc")};
 }
 
-// The threads view: its column header, then one line per thread and its rings when expanded.
-std::vector<std::string> thread_lines(const Snapshot& s, const ViewState& v, const History& h,
-                                      int width, bool utf8) {
-    const auto cols = layout(width);
-    std::string head;
-    for (const auto& [c, w] : cols) {
-        std::string title = c.title;
-        if (c.id == v.sort) title += v.descending ? "v" : "^";
-        head += (head.empty() ? "" : " ") + pad(title, w, c.numeric);
-    }
-    std::vector<std::string> out{head};
-    const auto rows = visible_threads(s, v);
-    for (const ThreadSnapshot* th : rows) {
-        std::string line;
-        for (const auto& [c, w] : cols) {
-            std::string text = cell(*th, c.id, w, h, utf8);
-            line += (line.empty() ? "" : " ") +
-                    (c.id == Column::history ? text : pad(text, w, c.numeric));
-        }
-        out.push_back(line);
-        if (v.expanded.count(th->tid))
-            for (const auto& r : s.rings)
-                if (r.sq_thread == th->tid) out.push_back(ring_line(r, width));
-    }
-    if (rows.empty())
-        out.push_back(s.threads.empty() ? "no SQ threads: no SQPOLL ring is open"
-                                        : "no SQ thread matches the filter");
-    return out;
-}
+const char* const kHelp[] = {
+    "keys:  q quit   Tab threads/IOPOLL view   Enter expand/collapse rings",
+    "       Up/Down PgUp/PgDn Home/End select   < > sort column   r reverse sort   / filter "
+    "(pid, comm, container, pod)",
+    "       p pause   + - refresh interval   h or ? this help",
+    "columns: CPU% = WORK% + SPIN% of one CPU over the last interval (~ = estimated",
+    "       work), SLEEP% time asleep, SLP/s WAKE/s transitions, P50 P99 wake latency,",
+    "       FAIR Jain's index over rings with demand, HISTORY CPU over time."};
 
-// A fixed-width table of the polling view: titles and widths declared once per table.
-struct TableColumn {
-    const char* title;
-    int width;
-    bool numeric;
-};
-
-std::string table_row(std::span<const TableColumn> cols, const std::vector<std::string>& cells) {
-    std::string line;
-    for (std::size_t i = 0; i < cols.size() && i < cells.size(); ++i)
-        // Width 0: the last column, as long as its text.
-        line += (i ? " " : "") +
-                (cols[i].width ? pad(cells[i], cols[i].width, cols[i].numeric) : cells[i]);
-    return line;
-}
-
-std::string table_head(std::span<const TableColumn> cols) {
-    std::vector<std::string> titles;
-    for (const auto& c : cols) titles.emplace_back(c.title);
-    return table_row(cols, titles);
-}
-
-constexpr TableColumn kIopollColumns[] = {
-    {"RING", 14, false}, {"COMM", 12, false},   {"MODE", 6, false},
-    {"CQE/s", 7, true},  {"CALLER", 9, false},  {"POLLS/s", 8, true},
-    {"EMPTY%", 6, true}, {"CQE/POLL", 8, true}, {"BACKLOG", 7, true}};
-constexpr TableColumn kDeviceColumns[] = {
-    {"DEVICE", 10, false}, {"CMPL/s", 8, true}, {"POLLED%", 7, true}, {"POLLS/CMPL", 10, true},
-    {"P50", 8, true},      {"P99", 8, true},    {" NOTE", 0, false}};
-
-bool ring_matches(const RingSnapshot& r, const std::string& filter) {
-    return filter.empty() || std::to_string(r.pid) == filter ||
-           r.comm.find(filter) != std::string::npos || cgroup_matches(r.cgroup, filter);
-}
-
-// Rings that poll, with io_do_iopoll efficiency where the deep tier measures it. Sets any_deep
-// when some ring has those figures.
-std::vector<std::string> iopoll_lines(const Snapshot& s, const ViewState& v, bool& any_deep) {
-    std::vector<std::string> out{table_head(kIopollColumns)};
-    for (const auto& r : s.rings) {
-        if ((r.mode != "iopoll" && r.mode != "both") || !ring_matches(r, v.filter)) continue;
-        std::vector<std::string> cells{r.id, field_safe(r.comm), r.mode, human_rate(r.cqe_rate)};
-        const std::string backlog = std::to_string(r.sq_backlog);
-        if (r.iopoll.empty()) {
-            auto row = cells;
-            row.insert(row.end(), {"-", "-", "-", "-", backlog});
-            out.push_back(table_row(kIopollColumns, row));
-        }
-        for (const auto& io : r.iopoll) {
-            any_deep = true;
-            auto row = cells;
-            row.insert(row.end(),
-                       {io.caller, human_rate(io.calls_rate), fmt("%.1f", io.empty_ratio * 100),
-                        fmt("%.2f", io.completions_per_call), backlog});
-            out.push_back(table_row(kIopollColumns, row));
-        }
-    }
-    if (out.size() == 1) out.push_back("no IOPOLL ring is open");
-    return out;
-}
-
-// NVMe passthrough completions per namespace.
-std::vector<std::string> device_lines(const Snapshot& s, const ViewState& v) {
-    std::vector<std::string> out{table_head(kDeviceColumns)};
-    for (const auto& d : s.devices) {
-        if (!v.filter.empty() && d.name.find(v.filter) == std::string::npos) continue;
-        out.push_back(
-            table_row(kDeviceColumns,
-                      {d.name, human_rate(d.completions_rate), fmt("%.1f", d.polled_ratio * 100),
-                       fmt("%.2f", d.polls_per_completion), human_seconds(d.latency_p50_seconds),
-                       human_seconds(d.latency_p99_seconds),
-                       d.iopoll_without_poll_queues
-                           ? " NO POLL QUEUES: polled I/O completes by IRQ; set nvme poll_queues"
-                           : ""}));
-    }
-    if (s.devices.empty()) out.push_back("no NVMe passthrough completions seen");
-    return out;
-}
-
-std::vector<std::string> polling_lines(const Snapshot& s, const ViewState& v) {
-    bool any_deep = false;
-    auto out = iopoll_lines(s, v, any_deep);
-    out.push_back("");
-    const auto devices = device_lines(s, v);
-    out.insert(out.end(), devices.begin(), devices.end());
-    const bool deep_attached = std::any_of(s.probes.begin(), s.probes.end(), [](const auto& p) {
-        return p.attached && (p.probe == "io_do_iopoll" || p.probe == "nvme_uring_cmd_end_io");
-    });
-    if (!deep_attached && !any_deep)
-        out.insert(out.end(), {"",
-                               "Poll efficiency and NVMe completions come from the deep tier "
-                               "(iouscoped --probes.deep), which is",
-                               "not attached here: only ring counters are shown."});
-    return out;
-}
-
+// The help, below the column titles.
 void insert_help(std::vector<std::string>& lines, int width) {
-    static const char* help[] = {
-        "keys:  q quit   Tab threads/IOPOLL view   Enter expand/collapse rings",
-        "       Up/Down select   < > sort column   r reverse sort   / filter (pid, comm, "
-        "container, pod)",
-        "       p pause   + - refresh interval   h or ? this help",
-        "columns: CPU% = WORK% + SPIN% of one CPU over the last interval (~ = estimated",
-        "       work), SLEEP% time asleep, SLP/s WAKE/s transitions, P50 P99 wake latency,",
-        "       FAIR Jain's index over rings with demand, HISTORY CPU over time."};
     std::size_t at = std::min<std::size_t>(4, lines.size());
     std::vector<std::string> overlay;
-    for (const char* l : help) overlay.push_back(pad(l, width, false));
+    for (const char* l : kHelp) overlay.push_back(pad(l, width, false));
     lines.insert(lines.begin() + static_cast<long>(at), overlay.begin(), overlay.end());
 }
 
@@ -495,17 +304,38 @@ void fit_with_status(std::vector<std::string>& lines, const ViewState& v, int wi
 
 }  // namespace
 
+Screen render_screen(const Snapshot& s, const ViewState& v, const History& h, int width, int height,
+                     bool utf8) {
+    width = std::max(width, 20);
+    Screen out;
+    out.lines = header_lines(s, v);
+    const int help_lines = v.help ? static_cast<int>(std::size(kHelp)) : 0;
+    // The body's lines: all it has in batch mode; on a screen, what the header, the help and
+    // the status line leave.
+    const int space =
+        height > 0 ? std::max(height - 1 - static_cast<int>(out.lines.size()) - help_lines, 1) : -1;
+    if (v.view == View::threads) {
+        auto body = text::thread_body(s, v, h, width, space, utf8);
+        out.lines.insert(out.lines.end(), body.lines.begin(), body.lines.end());
+        if (body.selected_line >= 0)
+            out.selected_line = 3 + body.selected_line + (body.selected_line > 0 ? help_lines : 0);
+        out.selected = body.selected;
+        out.first = body.first;
+    } else {
+        const auto body = text::polling_body(s, v, space);
+        out.lines.insert(out.lines.end(), body.begin(), body.end());
+    }
+    for (auto& l : out.lines) l = pad(std::move(l), width, false);
+    if (v.help) insert_help(out.lines, width);
+    if (height > 0) fit_with_status(out.lines, v, width, height);
+    if (out.selected_line >= static_cast<int>(out.lines.size()) - (height > 0 ? 1 : 0))
+        out.selected_line = -1;
+    return out;
+}
+
 std::vector<std::string> render(const Snapshot& s, const ViewState& v, const History& h, int width,
                                 int height, bool utf8) {
-    width = std::max(width, 20);
-    std::vector<std::string> lines = header_lines(s, v);
-    const auto body =
-        v.view == View::threads ? thread_lines(s, v, h, width, utf8) : polling_lines(s, v);
-    lines.insert(lines.end(), body.begin(), body.end());
-    for (auto& l : lines) l = pad(std::move(l), width, false);
-    if (v.help) insert_help(lines, width);
-    if (height > 0) fit_with_status(lines, v, width, height);
-    return lines;
+    return render_screen(s, v, h, width, height, utf8).lines;
 }
 
 }  // namespace iouscope::top

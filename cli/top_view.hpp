@@ -53,7 +53,13 @@ struct ViewState {
     bool descending = true;
     std::string filter;               // substring of comm, or exact pid; empty = everything
     std::set<std::int32_t> expanded;  // SQ threads whose rings are listed
-    int selected = 0;                 // index into the visible thread rows
+    bool expand_all = false;          // every SQ thread's rings are listed (batch mode)
+    // Thread rows (IOPOLL rings in that view) listed at most, the first by the sort order, and
+    // one line sums up the rest; 0 = no limit but the screen's height, where there is one.
+    int limit = 0;
+    int ring_limit = 0;  // rings listed under a thread, the busiest first; 0 = all
+    int selected = 0;    // index into the visible thread rows
+    int first = 0;       // the first row shown when the rows scroll (see Screen::first)
     bool paused = false;
     bool help = false;
     double refresh_seconds = 1.0;
@@ -84,8 +90,20 @@ bool thread_matches(const ThreadSnapshot& t, const std::string& filter);
 std::vector<std::string> render(const Snapshot& s, const ViewState& v, const History& h, int width,
                                 int height, bool utf8);
 
+// render's lines, and where the selected thread row went: the interactive loop highlights it
+// and keeps `first` and `selected` for the next frame, so the list scrolls to follow the selection.
+struct Screen {
+    std::vector<std::string> lines;
+    int selected_line = -1;  // index into lines, -1 when no thread row is selected
+    int selected = 0;        // ViewState::selected, within the rows there are
+    int first = 0;           // the first thread row shown
+};
+Screen render_screen(const Snapshot& s, const ViewState& v, const History& h, int width, int height,
+                     bool utf8);
+
 // Formatting helpers, exposed for tests.
 std::string human_rate(double per_second);  // 999, 1.23k, 45.6M
+std::string thousands(std::size_t n);       // 9950 -> "9,950"
 std::string human_seconds(double seconds);  // 850ns, 12.3us, 1.20ms, 1.05s, "-" if < 0
 std::string sparkline(const std::deque<double>& values, std::size_t width, bool utf8);
 // Makes a process name safe for one whitespace-separated field: control characters become '?',

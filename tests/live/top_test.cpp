@@ -212,3 +212,43 @@ TEST_F(Top, InteractiveInTmuxSortsFiltersAndRestoresTheTerminal) {
     system((tmux + "kill-server").c_str());
     std::filesystem::remove_all(dir);
 }
+
+// Beside 60 idle SQ threads and 500 plain rings, batch mode lists 20 threads, the load's busy one
+// among them with its rings, and one line sums up the rest: as many as the header counts less
+// the 20 listed.
+TEST_F(Top, ManyThreadsListTwentyAndOneLineSumsUpTheRest) {
+    Child idle({build_dir() + "/iouscope-load", "--ring", "sqpoll,count=1,n=60", "--ring",
+                "plain,count=1,n=500", "--hold", "30s"});
+    ASSERT_EQ(read_load_rings(idle, "ring", "done", seconds(20)).size(), 560u);
+    std::vector<std::string> lines;
+    std::size_t threads = 0;
+    ASSERT_TRUE(eventually(seconds(10), [&] {
+        Child top({top_bin(), "top", "-b", "-n", "1", "--width", "160", "--daemon", base_});
+        std::istringstream in(top.drain(seconds(10)));
+        lines.clear();
+        for (std::string l; std::getline(in, l);) lines.push_back(l);
+        if (top.wait(seconds(5)) != std::optional<int>(0) || lines.size() < 2) return false;
+        const auto head = split_ws(lines[1]);  // SQ threads N  rings M ...
+        if (head.size() < 3) return false;
+        std::string n = head[2];
+        std::erase(n, ',');
+        threads = std::stoul(n);
+        return threads >= 61;  // theirs and the fixture's one (its rings share it)
+    })) << (lines.size() > 1 ? lines[1] : "no output");
+    std::size_t rows = 0, ring_lines = 0;
+    bool found = false;
+    std::string rest;
+    for (std::size_t i = 4; i < lines.size(); ++i) {
+        const auto f = split_ws(lines[i]);
+        if (f.empty()) continue;
+        if (f[0] == "...") rest = lines[i];
+        if (f[0] == "+") ++ring_lines;
+        if (std::isdigit(static_cast<unsigned char>(f[0][0]))) ++rows;
+        found = found || f[0] == tid_;
+    }
+    EXPECT_EQ(rows, 20u);
+    EXPECT_GE(ring_lines, 20u);
+    EXPECT_TRUE(found) << "thread " << tid_ << " is not among the busiest";
+    EXPECT_EQ(rest.rfind("... and " + std::to_string(threads - 20) + " more SQ threads: ", 0), 0u)
+        << rest;
+}

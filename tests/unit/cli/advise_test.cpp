@@ -90,6 +90,20 @@ TEST(AdviseFilter, UnknownPidOrThreadIsAnError) {
     EXPECT_NE(err->find("77"), std::string::npos);  // lists the threads that exist
 }
 
+TEST(AdviseFilter, AnUnknownThreadListsTheFirstTwentyThreadsThere) {
+    Snapshot snap;
+    for (std::int32_t tid = 1000; tid < 2000; ++tid)
+        snap.threads.push_back(with_thread(tid, 9).threads[0]);
+    Options o;
+    o.thread = 5;
+    Advice a;
+    const auto err = filter_findings(snap, o, a);
+    ASSERT_TRUE(err);
+    EXPECT_NE(err->find("(SQ threads now: 1000 1001 "), std::string::npos) << *err;
+    EXPECT_NE(err->find(" 1019 and 980 more)"), std::string::npos) << *err;
+    EXPECT_EQ(err->find("1020"), std::string::npos) << *err;
+}
+
 TEST(AdviseFilter, KeepsOnlyTheAskedThread) {
     auto snap = with_thread(77, 10);
     snap.threads.push_back(with_thread(88, 20).threads.front());

@@ -58,3 +58,41 @@ TEST(SnapshotSource, ReadersRaceTheWorkerSafely) {
     EXPECT_GT(errors_seen, 0u);
     EXPECT_GT(last_seq, 0u);
 }
+
+namespace {
+
+// Counts fetches; started as connect_daemon starts it, after a first fetch of its own, or not.
+class CountingSource : public top::SnapshotSource {
+public:
+    explicit CountingSource(bool fetched) : SnapshotSource(3600, "test") { start(fetched); }
+    ~CountingSource() override { stop(); }
+    std::atomic<int> fetches{0};
+
+protected:
+    bool fetch(std::string&) override {
+        ++fetches;
+        return true;
+    }
+};
+
+}  // namespace
+
+// After connect_daemon's own fetch the worker waits an interval before the next: `top -b -n 1`
+// and `advise` exited only once a second fetch, 11 MB at 10,000 rings, had come in for nothing.
+// Stopping ends the wait at once.
+TEST(SnapshotSource, AfterAFetchTheWorkerWaitsAnIntervalAndStopsAtOnce) {
+    const auto start = steady_clock::now();
+    {
+        CountingSource src(true);
+        std::this_thread::sleep_for(milliseconds(200));
+        EXPECT_EQ(src.fetches.load(), 0);
+    }
+    {
+        CountingSource src(false);
+        const auto deadline = steady_clock::now() + seconds(5);
+        while (src.fetches.load() == 0 && steady_clock::now() < deadline)
+            std::this_thread::sleep_for(milliseconds(5));
+        EXPECT_EQ(src.fetches.load(), 1);
+    }
+    EXPECT_LT(steady_clock::now() - start, seconds(3));
+}

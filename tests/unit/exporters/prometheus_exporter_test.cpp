@@ -186,11 +186,20 @@ TEST(Exposition, FoldedRingsAreCountedPerProcessNotPerRing) {
             text,
             R"(iouscope_ring_sqes_total{ring="41:5",pid="41",comm="db",mode="sqpoll",sq_thread="42"})"),
         "1000");
-    EXPECT_EQ(value_of(text, R"(iouscope_process_folded_rings{pid="41",comm="db",mode="plain",sq_thread=""})"), "1");
-    EXPECT_EQ(value_of(text, R"(iouscope_process_folded_ring_sqes_total{pid="41",comm="db",mode="plain",sq_thread=""})"),
-              "70");
-    EXPECT_EQ(value_of(text, R"(iouscope_process_folded_ring_cqes_total{pid="41",comm="db",mode="plain",sq_thread=""})"),
-              "69");
+    EXPECT_EQ(
+        value_of(text,
+                 R"(iouscope_process_folded_rings{pid="41",comm="db",mode="plain",sq_thread=""})"),
+        "1");
+    EXPECT_EQ(
+        value_of(
+            text,
+            R"(iouscope_process_folded_ring_sqes_total{pid="41",comm="db",mode="plain",sq_thread=""})"),
+        "70");
+    EXPECT_EQ(
+        value_of(
+            text,
+            R"(iouscope_process_folded_ring_cqes_total{pid="41",comm="db",mode="plain",sq_thread=""})"),
+        "69");
     EXPECT_EQ(value_of(text, "iouscope_ring_series_limit"), "500");
 }
 

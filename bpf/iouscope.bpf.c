@@ -387,6 +387,55 @@ static __always_inline void holder_facts(struct task_struct *task, struct iou_ri
 }
 
 /*
+ * What a ring with an SQ thread has besides: its idle setting, its backlog, its sqd's CPU and
+ * work time, and the thread itself.
+ */
+static __always_inline void read_sq_side(struct io_ring_ctx *ctx, struct io_sq_data *sqd,
+					 struct iou_ring_record *r)
+{
+	r->sq_thread_idle = get_sq_thread_idle(ctx, sqd, &r->sq_idle_unit);
+	/*
+	 * SQEs published and not yet consumed: a backlog only where an SQ thread consumes them.
+	 * Elsewhere the application's own io_uring_enter does, so the tail, in the rings' shared
+	 * pages (a cache and TLB miss of its own), is left unread.
+	 */
+	struct io_rings *rings = BPF_CORE_READ(ctx, rings);
+	if (rings && !bpf_core_read(&r->sq_tail, sizeof(r->sq_tail), &rings->sq.tail))
+		r->caps |= IOU_CAP_SQ_TAIL;
+
+	struct io_sq_data___v512 *v512 = (void *)sqd;
+	if (bpf_core_field_exists(v512->sq_cpu)) {
+		r->caps |= IOU_CAP_SQ_CPU;
+		r->sq_cpu = get_sqd_cpu(sqd);
+	}
+	if (get_sqd_percpu(sqd))
+		r->caps |= IOU_CAP_SQD_PERCPU;
+	if (has_sqd_work_time(sqd)) {
+		r->caps |= IOU_CAP_WORK_TIME;
+		r->work_time_us = get_sqd_work_time_us(sqd);
+	}
+	struct task_struct *t = BPF_CORE_READ(sqd, thread);
+	if (!t)
+		return;
+	/* Its CPU time is read now, so its instant is now. */
+	r->read_ns = bpf_ktime_get_ns();
+	r->caps |= IOU_CAP_SQ_THREAD;
+	r->sq_tid = BPF_CORE_READ(t, pid);
+	r->sq_start_ns = BPF_CORE_READ(t, start_time);
+	r->sq_runtime_ns = BPF_CORE_READ(t, se.sum_exec_runtime);
+	r->sq_nvcsw = BPF_CORE_READ(t, nvcsw);
+	r->sq_nivcsw = BPF_CORE_READ(t, nivcsw);
+	if (running_since_switch_in(r->sq_tid, r->sq_start_ns, r->sq_runtime_ns,
+				    r->sq_nvcsw + r->sq_nivcsw, r->read_ns, &r->sq_running_ns,
+				    &r->sq_oncpu_ns))
+		r->caps |= IOU_CAP_RUNNING;
+	r->sq_state = get_task_state(t);
+	r->sq_tgid = BPF_CORE_READ(t, tgid);
+	r->sq_cgroup_id = get_task_cgroup_id(t);
+	BPF_CORE_READ_STR_INTO(&r->sq_comm, t, group_leader, comm);
+}
+
+/*
  * Every file of every task passes the first test, so it is made of plain loads: the iterator's
  * file is a BTF pointer, and so is its f_op (probe reads cost ~30 ns each, twice per file, 29 %
  * of the daemon's time at 10,000 rings). private_data is a void *, so the ring's own fields
@@ -426,49 +475,13 @@ int iou_iter_rings(struct bpf_iter__task_file *it)
 	if (work)
 		r.probe_sqes = work->sqes;
 
-	struct io_rings *rings = BPF_CORE_READ(ctx, rings);
-	if (rings && !bpf_core_read(&r.sq_tail, sizeof(r.sq_tail), &rings->sq.tail))
-		r.caps |= IOU_CAP_SQ_TAIL;
-
 	struct io_sq_data *sqd = BPF_CORE_READ(ctx, sq_data);
 	r.sqd = (__u64)sqd;
-	/* A ring without an SQ thread has no idle setting: one probe read fewer per plain ring. */
-	if (sqd)
-		r.sq_thread_idle = get_sq_thread_idle(ctx, sqd, &r.sq_idle_unit);
 	if (has_sqd_thread_idle())
 		r.caps |= IOU_CAP_IDLE_IN_SQD;
-	if (sqd) {
-		struct io_sq_data___v512 *v512 = (void *)sqd;
-		if (bpf_core_field_exists(v512->sq_cpu)) {
-			r.caps |= IOU_CAP_SQ_CPU;
-			r.sq_cpu = get_sqd_cpu(sqd);
-		}
-		if (get_sqd_percpu(sqd))
-			r.caps |= IOU_CAP_SQD_PERCPU;
-		if (has_sqd_work_time(sqd)) {
-			r.caps |= IOU_CAP_WORK_TIME;
-			r.work_time_us = get_sqd_work_time_us(sqd);
-		}
-		struct task_struct *t = BPF_CORE_READ(sqd, thread);
-		if (t) {
-			/* Its CPU time is read now, so its instant is now. */
-			r.read_ns = bpf_ktime_get_ns();
-			r.caps |= IOU_CAP_SQ_THREAD;
-			r.sq_tid = BPF_CORE_READ(t, pid);
-			r.sq_start_ns = BPF_CORE_READ(t, start_time);
-			r.sq_runtime_ns = BPF_CORE_READ(t, se.sum_exec_runtime);
-			r.sq_nvcsw = BPF_CORE_READ(t, nvcsw);
-			r.sq_nivcsw = BPF_CORE_READ(t, nivcsw);
-			if (running_since_switch_in(r.sq_tid, r.sq_start_ns, r.sq_runtime_ns,
-						    r.sq_nvcsw + r.sq_nivcsw, r.read_ns,
-						    &r.sq_running_ns, &r.sq_oncpu_ns))
-				r.caps |= IOU_CAP_RUNNING;
-			r.sq_state = get_task_state(t);
-			r.sq_tgid = BPF_CORE_READ(t, tgid);
-			r.sq_cgroup_id = get_task_cgroup_id(t);
-			BPF_CORE_READ_STR_INTO(&r.sq_comm, t, group_leader, comm);
-		}
-	}
+	/* A ring without an SQ thread has no idle setting, backlog or thread to read. */
+	if (sqd)
+		read_sq_side(ctx, sqd, &r);
 	__sync_fetch_and_add(&stats.iter_rings, 1);
 	bpf_seq_write(it->meta->seq, &r, sizeof(r));
 	return 0;

@@ -79,7 +79,7 @@ const std::vector<MetricDecl>& metric_catalog() {
         {"iouscope_ring_cqes_total", MetricKind::counter, "ring", kRing,
          "CQEs posted by the ring since it was created."},
         {"iouscope_ring_sq_backlog", MetricKind::gauge, "ring", kRing,
-         "SQEs the application has queued that the kernel has not consumed yet."},
+         "SQEs the application has queued that the ring's SQ thread has not consumed yet. Rings with an SQ thread only: elsewhere the application's own io_uring_enter consumes them."},
         {"iouscope_ring_sqthread_share", MetricKind::gauge, "ring", kRing,
          "The ring's share of its SQ thread's SQEs in the last sample interval."},
         {"iouscope_ring_sq_entries", MetricKind::gauge, "ring", kRing,

@@ -299,7 +299,8 @@ void thread_pass_families(Exposition& ex, const Snapshot& s) {
 constexpr PerEntity<RingSnapshot> kRing[] = {
     {"iouscope_ring_sqes_total", field<&RingSnapshot::sqes_total>},
     {"iouscope_ring_cqes_total", field<&RingSnapshot::cqes_total>},
-    {"iouscope_ring_sq_backlog", field<&RingSnapshot::sq_backlog>},
+    {"iouscope_ring_sq_backlog", field<&RingSnapshot::sq_backlog>,
+     [](const RingSnapshot& r) { return r.sq_thread > 0; }},
     {"iouscope_ring_sqthread_share", field<&RingSnapshot::sqthread_share>,
      [](const RingSnapshot& r) { return r.sq_thread > 0; }},
     {"iouscope_ring_sq_entries", field<&RingSnapshot::sq_entries>},

@@ -170,7 +170,7 @@ struct RingSnapshot {
     std::uint32_t sq_entries = 0;
     std::uint64_t sqes_total = 0;  // cumulative SQEs consumed since the ring was created
     std::uint64_t cqes_total = 0;  // cumulative CQEs posted since the ring was created
-    std::uint32_t sq_backlog = 0;  // SQEs published but not consumed yet
+    std::uint32_t sq_backlog = 0;  // SQEs published but not consumed yet; SQ thread rings only
     double sqthread_share = 0;     // share of its SQ thread's SQEs in the last interval
     double sqe_rate = 0, cqe_rate = 0;
     // Backlog seen by successive samples, cumulative, so any two snapshots give the fraction of

@@ -73,7 +73,8 @@ struct iou_ring_record {
 	__u32 setup_flags;          /* ctx->flags: IORING_SETUP_* */
 	__u32 caps;                 /* enum iou_ring_caps */
 	__u32 sq_head;              /* ctx->cached_sq_head: SQEs consumed, wraps at 2^32 */
-	__u32 sq_tail;              /* ctx->rings->sq.tail: SQEs published by the application */
+	__u32 sq_tail;              /* ctx->rings->sq.tail: SQEs published by the application; read
+	                             * (IOU_CAP_SQ_TAIL) only where an SQ thread consumes them */
 	__u32 cq_tail;              /* ctx->cached_cq_tail: CQEs posted, wraps at 2^32 */
 	__u32 sq_entries;           /* ctx->sq_entries */
 	__s32 sq_tid;               /* SQ thread tid, -1 without one */

@@ -25,8 +25,9 @@ constexpr int kBusy = 20;      // plain rings that keep submitting
 constexpr int kSqpoll = 40;    // SQPOLL rings, each with its own SQ thread
 constexpr int kLimit = 100;    // --rings.series-limit
 
+// The families every ring has (sq_backlog and sqthread_share are an SQ thread's rings' only).
 const char* const kRingFamilies[] = {"iouscope_ring_sqes_total", "iouscope_ring_cqes_total",
-                                     "iouscope_ring_sq_backlog", "iouscope_ring_sq_entries",
+                                     "iouscope_ring_sq_entries",
                                      "iouscope_ring_start_time_seconds"};
 
 // The ring ids ("pid:fd") of one process that have series of family `name`, by mode.
@@ -126,6 +127,7 @@ TEST_F(Scale, PlainRingsBeyondTheLimitFoldExactlyAndTheBusiestKeepTheirSeries) {
             << family;
     }
     EXPECT_EQ(count_of(m, "iouscope_ring_sqthread_share", pid), static_cast<std::size_t>(kSqpoll));
+    EXPECT_EQ(count_of(m, "iouscope_ring_sq_backlog", pid), static_cast<std::size_t>(kSqpoll));
     EXPECT_EQ(count_of(m, "iouscope_sqthread_cpu_seconds_total", pid),
               static_cast<std::size_t>(kSqpoll));
     const std::map<std::string, std::string> of_load{{"pid", std::to_string(pid)}};

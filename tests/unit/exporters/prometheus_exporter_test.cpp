@@ -117,10 +117,12 @@ TEST(Exposition, APerCpuSharedThreadIsLabelledSharedWithoutAPid) {
               "2");
 }
 
-TEST(Exposition, PlainRingsHaveNoShare) {
+TEST(Exposition, PlainRingsHaveNoShareNorBacklog) {
     auto text = render_text(one_thread_snapshot("db"));
     EXPECT_EQ(text.find(R"(iouscope_ring_sqthread_share{ring="41:6")"), std::string::npos);
     EXPECT_NE(text.find(R"(iouscope_ring_sqthread_share{ring="41:5")"), std::string::npos);
+    EXPECT_EQ(text.find(R"(iouscope_ring_sq_backlog{ring="41:6")"), std::string::npos);
+    EXPECT_NE(text.find(R"(iouscope_ring_sq_backlog{ring="41:5")"), std::string::npos);
 }
 
 TEST(Exposition, HistogramIsCumulativeWithInf) {

@@ -134,6 +134,27 @@ Snapshot Aggregator::update(const RawSample& raw) {
     return snap;
 }
 
+RawSample Aggregator::take_raw() {
+    // A fresh sample with the spare's buffers moved in and emptied: every other field starts as
+    // a new RawSample's does, whatever fields it gains.
+    RawSample raw;
+    const auto reuse = [](auto& to, auto& from) {
+        to.swap(from);
+        to.clear();
+    };
+    reuse(raw.rings, spare_.rings);
+    reuse(raw.births, spare_.births);
+    reuse(raw.sched, spare_.sched);
+    reuse(raw.wakers, spare_.wakers);
+    reuse(raw.created, spare_.created);
+    reuse(raw.ring_work, spare_.ring_work);
+    reuse(raw.iopoll, spare_.iopoll);
+    reuse(raw.gaps, spare_.gaps);
+    reuse(raw.passes, spare_.passes);
+    spare_ = RawSample{};
+    return raw;
+}
+
 void Aggregator::measure_hz(const RawSample& raw) {
     if (hz_ != 0 || raw.rings.empty()) return;
     // At least half a second apart, so one jiffy of rounding is < 1% at HZ=250.

@@ -107,6 +107,12 @@ public:
     // The SQ threads the last update saw, as the scheduler gate reads them.
     std::vector<GateThread> gate_threads() const;
 
+    // A RawSample to read the next sample into: empty, but its vectors keep the capacity of the
+    // one last handed back to recycle(). The records of 10,000 rings are 2.2 MB, which a steady
+    // sampler then reads without allocating, growing or copying.
+    RawSample take_raw();
+    void recycle(RawSample&& raw) { spare_ = std::move(raw); }
+
 private:
     struct RingState {
         std::string id;
@@ -240,6 +246,7 @@ private:
     void plan_waker_cleanup(const RawSample& raw);
     std::uint64_t thread_cpu_ns(const iou_ring_record& rec, const ThreadState& st,
                                 std::uint64_t at_ns) const;
+    RawSample spare_;  // recycle()'s, for take_raw()
     std::uint64_t seq_ = 0;
     unsigned hz_ = 0;
     std::uint64_t hz_jiffies_ = 0, hz_mono_ns_ = 0;

@@ -96,6 +96,11 @@ std::vector<ProcessSnapshot> processes_of(const Snapshot& snap) {
     return out;
 }
 
+Aggregator::Aggregator() : ix_(std::make_unique<SampleIndex>()) {}
+Aggregator::~Aggregator() = default;
+Aggregator::Aggregator(Aggregator&&) noexcept = default;
+Aggregator& Aggregator::operator=(Aggregator&&) noexcept = default;
+
 // The stages, in order: the sample's clocks and HZ; ring identity and lifecycle; each ring's
 // counters and deep-tier work; each SQ thread's identity, CPU split, rates and shares; thread
 // expiry and map cleanup; host-wide IOPOLL and device totals; coverage and global counters.
@@ -106,26 +111,27 @@ Snapshot Aggregator::update(const RawSample& raw) {
     snap.monotonic_seconds = static_cast<double>(raw.mono_ns) / 1e9;
     snap.interval_seconds =
         prev_mono_ns_ && raw.mono_ns > prev_mono_ns_ ? (raw.mono_ns - prev_mono_ns_) / 1e9 : 0;
-    UpdateContext cx(raw, snap.interval_seconds);
+    UpdateContext cx(raw, *ix_, snap.interval_seconds);
     cx.prev_mono_ns = prev_mono_ns_;
     prev_mono_ns_ = raw.mono_ns;
     cleanup_ = {};
     measure_hz(raw);
 
     if (!raw.walk_complete) ++walks_incomplete_;
-    count_created(raw, cx.live);
-    const std::vector<std::uint64_t> gone = end_ring_lives(raw, cx.live);
-    for (const auto& [ctx, rec] : cx.live)
-        snap.rings.push_back(observe_ring(cx, ctx, *rec, snap.rings.size()));
-    for (auto& [tid, members] : cx.by_thread)
-        snap.threads.push_back(observe_thread(cx, tid, members, snap.rings));
+    count_created(cx);
+    const std::vector<std::uint64_t> gone = end_ring_lives(cx);
+    observe_rings(cx, snap.rings);
+    snap.threads.reserve(cx.ix.threads.size());
+    for (const auto& g : cx.ix.threads)
+        snap.threads.push_back(observe_thread(
+            cx, g.tid, Members(cx.ix.members).subspan(g.begin, g.end - g.begin), snap.rings));
     expire_threads(cx);
 
     // Host totals: rings retired so far plus every entry in the map now. Entries about to be
     // deleted move into retired_iopoll_ in plan_ring_cleanup, so nothing counts twice or goes.
     std::map<std::uint32_t, iou_iopoll_stats> host = retired_iopoll_;
     for (const auto& [k, v] : raw.iopoll) add_iopoll(host[k.caller], v);
-    plan_ring_cleanup(raw, cx.live, gone);
+    plan_ring_cleanup(cx, gone);
     plan_waker_cleanup(raw);
     for (const auto& [caller, v] : host) snap.iopoll_host.push_back(iopoll_snapshot(caller, v));
 

@@ -6,7 +6,9 @@
 // devices.
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <set>
+#include <span>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -88,6 +90,11 @@ public:
     // reported in cleanup() for the sampler to delete.
     static constexpr int kExpireAfter = 3;
 
+    Aggregator();
+    ~Aggregator();
+    Aggregator(Aggregator&&) noexcept;
+    Aggregator& operator=(Aggregator&&) noexcept;
+
     Snapshot update(const RawSample& raw);
 
     // CONFIG_HZ, to turn sq_thread_idle jiffies into seconds. 0 = unknown: it is then measured
@@ -165,7 +172,11 @@ private:
         int missing = 0;
     };
 
-    std::map<std::uint64_t, RingState> rings_;      // by ctx
+    // Each ring's state by ctx, ascending: the addresses apart, so that telling whether rings
+    // came or went reads 8 bytes a ring. The *_next_ are end_ring_lives' merge, kept for their
+    // capacity.
+    std::vector<std::uint64_t> ring_ctx_, ring_ctx_next_;
+    std::vector<RingState> ring_states_, ring_states_next_;
     std::map<std::uint32_t, ThreadState> threads_;  // by tid
     std::map<std::string, std::uint64_t> created_by_mode_, short_lived_by_mode_;
     std::map<std::string, DeviceState> devices_;
@@ -187,22 +198,24 @@ private:
         std::uint64_t sqes = 0, cqes = 0;
         std::uint64_t deep_work_ns = 0;  // io_submit_sqes + SQ-thread io_do_iopoll time
     };
+    using Members = std::span<const std::pair<std::size_t, RingDelta>>;
+    struct SampleIndex;
     struct UpdateContext;
     struct MemberTotals {
         std::uint64_t sqes = 0, cqes = 0, deep_work_ns = 0, sqes_total = 0;
         bool pinned = false;
     };
     void measure_hz(const RawSample& raw);
-    RingSnapshot observe_ring(UpdateContext& cx, std::uint64_t ctx, const iou_ring_record& rec,
-                              std::size_t index);
-    RingSnapshot ring_counters(const UpdateContext& cx, std::uint64_t ctx,
-                               const iou_ring_record& rec, RingState& st, RingDelta& d);
-    std::uint64_t ring_iopoll(const UpdateContext& cx, std::uint64_t ctx, RingState& st,
+    void observe_rings(UpdateContext& cx, std::vector<RingSnapshot>& rings);
+    RingDelta observe_ring(UpdateContext& cx, std::uint64_t ctx, const iou_ring_record& rec,
+                           RingState& st, RingSnapshot& rs);
+    void ring_counters(const UpdateContext& cx, std::uint64_t ctx, const iou_ring_record& rec,
+                       RingState& st, RingDelta& d, RingSnapshot& rs);
+    std::uint64_t ring_iopoll(UpdateContext& cx, std::uint64_t ctx, RingState& st,
                               RingSnapshot& rs);
     void ring_deep_work(UpdateContext& cx, std::uint64_t ctx, const iou_ring_record& rec,
                         RingState& st, RingDelta& d, std::uint64_t sq_poll_ns, RingSnapshot& rs);
-    ThreadSnapshot observe_thread(UpdateContext& cx, std::int32_t tid,
-                                  const std::vector<std::pair<std::size_t, RingDelta>>& members,
+    ThreadSnapshot observe_thread(UpdateContext& cx, std::int32_t tid, Members members,
                                   std::vector<RingSnapshot>& rings);
     ThreadState& thread_identity(const RawSample& raw, std::int32_t tid, const iou_ring_record& rec,
                                  const RingSnapshot& first_ring);
@@ -222,9 +235,8 @@ private:
     static void note_untraced(const UpdateContext& cx, const iou_ring_record& rec,
                               const iou_sched_state* ss, std::uint64_t cpu_ns,
                               std::uint64_t asleep_ns, ThreadState& st);
-    static void shares_and_fairness(const std::vector<std::pair<std::size_t, RingDelta>>& members,
-                                    std::uint64_t dsqes, std::vector<RingSnapshot>& rings,
-                                    ThreadSnapshot& ts);
+    static void shares_and_fairness(Members members, std::uint64_t dsqes,
+                                    std::vector<RingSnapshot>& rings, ThreadSnapshot& ts);
     static void thread_gaps(const iou_work_gaps& g, const RawSample& raw, ThreadSnapshot& ts);
     static void thread_passes(const iou_sq_passes& p, double interval, ThreadState& st,
                               ThreadSnapshot& ts);
@@ -234,18 +246,20 @@ private:
                                   const iou_nvme_stats& n);
     void finish(const UpdateContext& cx, Snapshot& snap);
 
-    void count_created(const RawSample& raw,
-                       const std::map<std::uint64_t, const iou_ring_record*>& live);
-    std::vector<std::uint64_t> end_ring_lives(
-        const RawSample& raw, const std::map<std::uint64_t, const iou_ring_record*>& live);
+    void count_created(const UpdateContext& cx);
+    std::vector<std::uint64_t> end_ring_lives(const UpdateContext& cx);
+    void renew_if_replaced(RingState& st, const iou_ring_record& rec);
     bool replaced_by(const RingState& st, const iou_ring_record& rec) const;
     void retire_iopoll(const RingState& st);
-    void plan_ring_cleanup(const RawSample& raw,
-                           const std::map<std::uint64_t, const iou_ring_record*>& live,
-                           const std::vector<std::uint64_t>& gone);
+    void plan_ring_cleanup(const UpdateContext& cx, const std::vector<std::uint64_t>& gone);
     void plan_waker_cleanup(const RawSample& raw);
     std::uint64_t thread_cpu_ns(const iou_ring_record& rec, const ThreadState& st,
                                 std::uint64_t at_ns) const;
+
+    // What one update indexes of its raw sample, in sorted vectors that stay from one sample to
+    // the next so that a steady sample allocates nothing for them (model/aggregator_index.cpp).
+    std::unique_ptr<SampleIndex> ix_;
+
     RawSample spare_;  // recycle()'s, for take_raw()
     std::uint64_t seq_ = 0;
     unsigned hz_ = 0;

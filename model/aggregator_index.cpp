@@ -1,0 +1,94 @@
+// What one Aggregator::update indexes of its raw sample (Aggregator::SampleIndex): the live
+// rings by ctx, each map's entries by key, the SQ threads' rings grouped by thread. Sorted
+// vectors whose capacity stays from one sample to the next, so that a steady sample costs a
+// pass over what it read and allocates nothing here.
+#include <algorithm>
+
+#include "model/aggregator_update.hpp"
+
+namespace iouscope {
+
+namespace {
+
+// Entries of a raw vector by key, in the raw order under one key: sorting the pairs sorts by
+// key, then by the address in the vector, which is the raw order.
+template <class K, class V, class Src, class Entry>
+void index_by(RawIndex<K, V>& out, const Src& src, Entry entry) {
+    out.clear();
+    out.reserve(src.size());
+    for (const auto& x : src) out.push_back(entry(x));
+    std::sort(out.begin(), out.end());
+}
+
+// Positions 0..n-1 of a vector sorted by (key, position) into `order`. The last call's order
+// is kept when it still sorts them: the walk visits the same files in the same order, and a BPF
+// hash map hands out its entries in the same order, while nothing is added or removed. It is
+// then checked in one pass instead of sorted again.
+template <class Key>
+void sort_positions(std::size_t n, Key key, std::vector<std::uint32_t>& order,
+                    std::vector<std::pair<std::uint64_t, std::uint32_t>>& buf) {
+    // A permutation of 0..n-1 (the last call's, if n is the same and every position is below
+    // n) that ascends by (key, position) is the sorted order.
+    bool same = order.size() == n;
+    for (std::size_t k = 0; same && k < n; ++k)
+        same = order[k] < n && (k == 0 || std::pair(key(order[k - 1]), order[k - 1]) <
+                                              std::pair(key(order[k]), order[k]));
+    if (same) return;
+    buf.clear();
+    for (std::size_t i = 0; i < n; ++i) buf.emplace_back(key(i), static_cast<std::uint32_t>(i));
+    std::sort(buf.begin(), buf.end());
+    order.clear();
+    for (const auto& [k, i] : buf) order.push_back(i);
+}
+
+}  // namespace
+
+void Aggregator::SampleIndex::build(const RawSample& raw) {
+    const auto& rings = raw.rings;
+    sort_positions(
+        rings.size(), [&](std::size_t i) { return rings[i].ctx; }, live_order_, sort_buf_);
+    live.clear();
+    live.reserve(rings.size());
+    for (auto i : live_order_)  // the first holder walked names a ring held twice
+        if (live.empty() || live.back().first != rings[i].ctx)
+            live.emplace_back(rings[i].ctx, &rings[i]);
+    sort_positions(
+        raw.births.size(), [&](std::size_t i) { return raw.births[i].first; }, births_order_,
+        sort_buf_);
+    births.clear();
+    for (auto i : births_order_) births.push_back(raw.births[i].first);
+    index_by(work, raw.ring_work, [](const auto& x) { return std::pair(x.first, &x.second); });
+    index_by(polls, raw.iopoll, [](const auto& x) { return std::pair(x.first.ctx, &x); });
+    index_by(sched, raw.sched, [](const auto& x) { return std::pair(x.first, &x.second); });
+    index_by(gaps, raw.gaps, [](const auto& x) { return std::pair(x.first, &x.second); });
+    index_by(passes, raw.passes, [](const auto& x) { return std::pair(x.first, &x.second); });
+    index_by(wakers, raw.wakers, [](const auto& x) { return std::pair(x.first.sq_tid, &x); });
+    sq_rings.clear();
+    members.clear();
+    threads.clear();
+}
+
+void Aggregator::SampleIndex::group_threads() {
+    std::sort(sq_rings.begin(), sq_rings.end(), [](const SqRing& a, const SqRing& b) {
+        return a.tid != b.tid ? a.tid < b.tid : a.index < b.index;
+    });
+    for (const auto& r : sq_rings) {
+        if (threads.empty() || threads.back().tid != r.tid)
+            threads.push_back({r.tid, members.size(), members.size()});
+        members.emplace_back(r.index, r.d);
+        threads.back().end = members.size();
+    }
+}
+
+bool Aggregator::SampleIndex::has_thread(std::int32_t tid) const {
+    const auto it =
+        std::lower_bound(threads.begin(), threads.end(), tid,
+                         [](const ThreadGroup& g, std::int32_t t) { return g.tid < t; });
+    return it != threads.end() && it->tid == tid;
+}
+
+const iou_ring_record* Aggregator::UpdateContext::live(std::uint64_t ctx) const {
+    return aggregation::first_of(ix.live, ctx);
+}
+
+}  // namespace iouscope

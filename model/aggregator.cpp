@@ -82,18 +82,37 @@ CgroupLabels cgroup_labels(const RawSample& raw, std::uint64_t id) {
     return l;
 }
 
-std::vector<ProcessSnapshot> processes_of(const Snapshot& snap) {
+namespace aggregation {
+
+std::vector<ProcessSnapshot> processes_of(const Snapshot& snap, Holders& rings) {
     // A process is where its rings are held; an SQ thread's process that holds none (another
-    // process's shared thread) is where that thread is.
-    std::map<std::uint32_t, ProcessSnapshot> by_pid;
-    for (const auto& r : snap.rings)
-        by_pid.try_emplace(r.pid, ProcessSnapshot{r.pid, r.comm, r.cgroup});
-    for (const auto& t : snap.threads)
-        by_pid.try_emplace(t.pid, ProcessSnapshot{t.pid, t.comm, t.cgroup});
+    // process's shared thread) is where that thread is. The first ring, then the first thread,
+    // names each pid: (pid, place) pairs sorted keep the first place of each pid, rings' places
+    // before threads'.
+    for (std::size_t i = 0; i < snap.threads.size(); ++i)
+        add_holder(rings, snap.threads[i].pid, snap.rings.size() + i);
+    std::sort(rings.begin(), rings.end());
     std::vector<ProcessSnapshot> out;
-    out.reserve(by_pid.size());
-    for (auto& [pid, p] : by_pid) out.push_back(std::move(p));
+    for (std::size_t k = 0; k < rings.size(); ++k) {
+        if (k > 0 && rings[k].first == rings[k - 1].first) continue;
+        const auto [pid, place] = rings[k];
+        if (place < snap.rings.size()) {
+            const auto& r = snap.rings[place];
+            out.push_back(ProcessSnapshot{pid, r.comm, r.cgroup});
+        } else {
+            const auto& t = snap.threads[place - snap.rings.size()];
+            out.push_back(ProcessSnapshot{pid, t.comm, t.cgroup});
+        }
+    }
     return out;
+}
+
+}  // namespace aggregation
+
+std::vector<ProcessSnapshot> processes_of(const Snapshot& snap) {
+    Holders holders;
+    for (std::size_t i = 0; i < snap.rings.size(); ++i) add_holder(holders, snap.rings[i].pid, i);
+    return processes_of(snap, holders);
 }
 
 Aggregator::Aggregator() : ix_(std::make_unique<SampleIndex>()) {}
@@ -116,6 +135,7 @@ Snapshot Aggregator::update(const RawSample& raw) {
     prev_mono_ns_ = raw.mono_ns;
     cleanup_ = {};
     measure_hz(raw);
+    sync_cgroups(raw);
 
     if (!raw.walk_complete) ++walks_incomplete_;
     count_created(cx);
@@ -186,7 +206,7 @@ void Aggregator::finish(const UpdateContext& cx, Snapshot& snap) {
                       : -1;
         snap.coverage.push_back(c);
     }
-    snap.processes = processes_of(snap);
+    snap.processes = processes_of(snap, cx.ix.holders);
     for (const auto& [m, n] : created_by_mode_) snap.rings_created_by_mode.emplace_back(m, n);
     for (const auto& [m, n] : short_lived_by_mode_)
         snap.rings_short_lived_by_mode.emplace_back(m, n);

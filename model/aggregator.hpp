@@ -131,6 +131,10 @@ private:
         std::map<std::uint32_t, iou_iopoll_stats> prev_iopoll;  // by caller
         std::uint64_t prev_deep_work_ns = 0;  // io_submit_sqes + SQ-thread io_do_iopoll time
         std::uint64_t prev_probe_sqes = 0;    // ring_work.sqes at the last sample (0: no entry)
+        // The holder's comm as the record had it, and as a string: read again only when the
+        // bytes change (a prctl(PR_SET_NAME) of the group leader, or another holder).
+        char comm_raw[IOU_COMM_LEN] = {};
+        std::string comm;
         bool seen_before = false;
     };
     struct DeviceState {
@@ -259,6 +263,17 @@ private:
     // What one update indexes of its raw sample, in sorted vectors that stay from one sample to
     // the next so that a steady sample allocates nothing for them (model/aggregator_index.cpp).
     std::unique_ptr<SampleIndex> ix_;
+    // Each walked cgroup's labels, derived again only when its path changes.
+    struct CgroupEntry {
+        std::string path;
+        CgroupLabels labels;
+    };
+    std::unordered_map<std::uint64_t, CgroupEntry> cgroups_;
+    // The last labels_of() answer, until the next sync_cgroups().
+    std::uint64_t last_cgroup_id_ = 0;
+    const CgroupLabels* last_labels_ = nullptr;
+    void sync_cgroups(const RawSample& raw);
+    const CgroupLabels& labels_of(std::uint64_t cgroup_id);
 
     RawSample spare_;  // recycle()'s, for take_raw()
     std::uint64_t seq_ = 0;

@@ -1,7 +1,7 @@
 // What one Aggregator::update indexes of its raw sample (Aggregator::SampleIndex): the live
-// rings by ctx, each map's entries by key, the SQ threads' rings grouped by thread. Sorted
-// vectors whose capacity stays from one sample to the next, so that a steady sample costs a
-// pass over what it read and allocates nothing here.
+// rings by ctx, each map's entries by key, the SQ threads' rings grouped by thread; and the
+// walked cgroups' labels. Sorted vectors whose capacity stays from one sample to the next, so
+// that a steady sample costs a pass over what it read and allocates nothing here.
 #include <algorithm>
 
 #include "model/aggregator_update.hpp"
@@ -66,6 +66,7 @@ void Aggregator::SampleIndex::build(const RawSample& raw) {
     sq_rings.clear();
     members.clear();
     threads.clear();
+    holders.clear();
 }
 
 void Aggregator::SampleIndex::group_threads() {
@@ -89,6 +90,32 @@ bool Aggregator::SampleIndex::has_thread(std::int32_t tid) const {
 
 const iou_ring_record* Aggregator::UpdateContext::live(std::uint64_t ctx) const {
     return aggregation::first_of(ix.live, ctx);
+}
+
+// The cache follows the sample's paths exactly: an id the sample has no path for has no labels,
+// and an id whose path changed (a cgroup renamed) is read again.
+void Aggregator::sync_cgroups(const RawSample& raw) {
+    last_labels_ = nullptr;
+    for (const auto& [id, path] : raw.cgroup_paths) {
+        auto [it, added] = cgroups_.try_emplace(id);
+        if (added || it->second.path != path) {
+            it->second.path = path;
+            it->second.labels = cgroup_labels(raw, id);
+        }
+    }
+    if (cgroups_.size() == raw.cgroup_paths.size()) return;
+    for (auto it = cgroups_.begin(); it != cgroups_.end();)
+        it = raw.cgroup_paths.count(it->first) ? std::next(it) : cgroups_.erase(it);
+}
+
+const CgroupLabels& Aggregator::labels_of(std::uint64_t cgroup_id) {
+    static const CgroupLabels kNone;
+    // Rings met one after another are mostly in the same cgroup: the last answer, first.
+    if (last_labels_ && last_cgroup_id_ == cgroup_id) return *last_labels_;
+    const auto it = cgroups_.find(cgroup_id);
+    last_cgroup_id_ = cgroup_id;
+    last_labels_ = it == cgroups_.end() ? &kNone : &it->second.labels;
+    return *last_labels_;
 }
 
 }  // namespace iouscope

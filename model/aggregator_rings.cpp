@@ -2,6 +2,7 @@
 // and rates, its io_do_iopoll figures and its SQ thread's deep-tier work on it, and the deltas it
 // hands to its SQ thread (UpdateContext::by_thread).
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "model/aggregator_update.hpp"
@@ -43,6 +44,7 @@ void Aggregator::observe_rings(UpdateContext& cx, std::vector<RingSnapshot>& rin
         if (at + kAhead < ring_states_.size()) prefetch(&ring_states_[at + kAhead]);
         const auto index = static_cast<std::uint32_t>(rings.size());
         const RingDelta d = observe_ring(cx, ctx, *rec, ring_states_[at], rings.emplace_back());
+        add_holder(cx.ix.holders, rec->pid, index);
         if (rings.back().sq_thread > 0)
             cx.ix.sq_rings.push_back({rings.back().sq_thread, index, d});
     }
@@ -78,8 +80,12 @@ void Aggregator::ring_counters(const UpdateContext& cx, std::uint64_t ctx,
     rs.ctx = ctx;
     rs.pid = rec.pid;
     rs.fd = rec.fd;
-    rs.comm = comm_of(rec.comm);
-    rs.cgroup = cgroup_labels(cx.raw, rec.cgroup_id);
+    if (!st.seen_before || std::memcmp(st.comm_raw, rec.comm, IOU_COMM_LEN) != 0) {
+        std::memcpy(st.comm_raw, rec.comm, IOU_COMM_LEN);
+        st.comm = comm_of(rec.comm);
+    }
+    rs.comm = st.comm;
+    rs.cgroup = labels_of(rec.cgroup_id);
     rs.mode = ring_mode(rec.setup_flags);
     rs.setup_flags = rec.setup_flags;
     rs.sq_entries = rec.sq_entries;

@@ -49,7 +49,7 @@ ThreadSnapshot Aggregator::observe_thread(UpdateContext& cx, std::int32_t tid, M
     }
 
     ThreadSnapshot ts = thread_basics(tid, rec, st, members.size());
-    ts.cgroup = cgroup_labels(cx.raw, rec.sq_cgroup_id);
+    ts.cgroup = labels_of(rec.sq_cgroup_id);
     ts.pinned = m.pinned;
     const std::uint64_t cpu_ns = thread_cpu_ns(rec, st, cx.raw.mono_ns);
     auto [sleep_ns, block_ns] = asleep_totals(ss, cx.raw.mono_ns);

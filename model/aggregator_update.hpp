@@ -14,6 +14,10 @@
 
 namespace iouscope {
 
+// (pid, place) of the processes that hold rings, place an index into Snapshot::rings, each pid
+// once at least where it repeats in a row (processes_of).
+using Holders = std::vector<std::pair<std::uint32_t, std::size_t>>;
+
 // An index of raw entries by key: ascending keys, and under one key the raw sample's order (the
 // pointers into its vector ascend with it).
 template <class K, class V>
@@ -46,6 +50,7 @@ struct Aggregator::SampleIndex {
         std::size_t begin, end;  // its rings in members
     };
     std::vector<ThreadGroup> threads;
+    Holders holders;  // of the live rings, as the ring stage met them
 
     void build(const RawSample& raw);
     // Groups sq_rings into members and threads, after the ring stage.
@@ -118,6 +123,14 @@ double mono_to_unix(const RawSample& raw, std::uint64_t mono_ns);
 
 // io_do_iopoll counts added to a total.
 void add_iopoll(iou_iopoll_stats& to, const iou_iopoll_stats& v);
+
+// Adds a ring's (or a thread's) process to h unless h ends with it.
+inline void add_holder(Holders& h, std::uint32_t pid, std::size_t place) {
+    if (h.empty() || h.back().first != pid) h.emplace_back(pid, place);
+}
+// processes_of(snap) from the holders of its rings (which it extends with the threads' and
+// sorts).
+std::vector<ProcessSnapshot> processes_of(const Snapshot& snap, Holders& rings);
 
 // Idle and blocked time so far, counting a sleep still in progress up to the walk.
 std::pair<std::uint64_t, std::uint64_t> asleep_totals(const iou_sched_state* ss,

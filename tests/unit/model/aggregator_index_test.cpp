@@ -1,6 +1,6 @@
 // What one update indexes of its raw sample and keeps for the next (model/aggregator_index.cpp):
 // the walk's order, rings held twice, ring states as rings come and go, the map keys without a
-// ring, and the recycled sample.
+// ring, the cgroup labels and comm read again only when they change, and the recycled sample.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -94,6 +94,46 @@ TEST(AggregatorIndex, MapKeysWithoutARingAreFoundInAnyOrder) {
     raw.births = {{99, 5}, {5, 4}, {10, 3}, {30, 1}, {25, 2}};
     a.update(raw);
     EXPECT_EQ(a.cleanup().rings, (std::vector<std::uint64_t>{5, 25, 99}));
+}
+
+TEST(AggregatorIndex, LabelsAndCommFollowTheirSources) {
+    const std::string id(64, 'c');
+    Aggregator a;
+    auto r = ring(1, 10, 3, 0, 0);
+    r.cgroup_id = 7;
+    RawSample raw = sample(kSec, {r});
+    raw.cgroup_paths = {{7, "/docker/" + id}};
+    auto s = a.update(raw);
+    EXPECT_EQ(s.rings[0].cgroup.container_id, "docker://" + id);
+    EXPECT_EQ(s.rings[0].comm, "app");
+    // The cgroup renamed, the process renamed itself.
+    std::strcpy(r.comm, "app-worker");
+    raw = sample(2 * kSec, {r});
+    raw.cgroup_paths = {{7, "/system.slice/app.service"}};
+    s = a.update(raw);
+    EXPECT_EQ(s.rings[0].cgroup.cgroup, "/system.slice/app.service");
+    EXPECT_EQ(s.rings[0].cgroup.container_id, "");
+    EXPECT_EQ(s.rings[0].comm, "app-worker");
+    EXPECT_EQ(s.processes[0].comm, "app-worker");
+    // A sample without the id's path: no labels.
+    raw = sample(3 * kSec, {r});
+    s = a.update(raw);
+    EXPECT_EQ(s.rings[0].cgroup.cgroup, "");
+}
+
+TEST(AggregatorIndex, ProcessesAreListedByPidOnceEach) {
+    Aggregator a;
+    auto sq = ring(4, 30, 3, kSqpoll, 0, 50);
+    sq.sq_tgid = 5;  // the thread's own process holds no ring
+    std::strcpy(sq.sq_comm, "owner");
+    const auto s = a.update(sample(kSec, {ring(3, 20, 3, 0, 0), sq, ring(1, 20, 4, 0, 0),
+                                          ring(2, 30, 4, 0, 0), ring(5, 20, 5, 0, 0)}));
+    ASSERT_EQ(s.processes.size(), 3u);
+    EXPECT_EQ(s.processes[0].pid, 5u);
+    EXPECT_EQ(s.processes[0].comm, "owner");
+    EXPECT_EQ(s.processes[1].pid, 20u);
+    EXPECT_EQ(s.processes[2].pid, 30u);
+    EXPECT_EQ(processes_of(s).size(), 3u);
 }
 
 TEST(AggregatorIndex, ARecycledSampleIsEmptyAndKeepsItsBuffers) {

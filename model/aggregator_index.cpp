@@ -20,22 +20,24 @@ void index_by(RawIndex<K, V>& out, const Src& src, Entry entry) {
     std::sort(out.begin(), out.end());
 }
 
-// Positions 0..n-1 of a vector sorted by (key, position) into `order`. The last call's order
-// is kept when it still sorts them: the walk visits the same files in the same order, and a BPF
-// hash map hands out its entries in the same order, while nothing is added or removed. It is
-// then checked in one pass instead of sorted again.
+// The keys of a vector's n elements into `keys`, in the vector's order, and their positions
+// sorted by (key, position) into `order`. The walk visits the same files in the same order, and
+// a BPF hash map hands out its entries in the same order, while nothing is added or removed:
+// when the keys are the last call's, in the same places, the last call's order stands. That is
+// checked in the vector's own order, which streams through it, where the sorted order jumps.
 template <class Key>
-void sort_positions(std::size_t n, Key key, std::vector<std::uint32_t>& order,
+void sort_positions(std::size_t n, Key key, std::vector<std::uint64_t>& keys,
+                    std::vector<std::uint32_t>& order,
                     std::vector<std::pair<std::uint64_t, std::uint32_t>>& buf) {
-    // A permutation of 0..n-1 (the last call's, if n is the same and every position is below
-    // n) that ascends by (key, position) is the sorted order.
-    bool same = order.size() == n;
-    for (std::size_t k = 0; same && k < n; ++k)
-        same = order[k] < n && (k == 0 || std::pair(key(order[k - 1]), order[k - 1]) <
-                                              std::pair(key(order[k]), order[k]));
+    bool same = keys.size() == n;
+    for (std::size_t i = 0; same && i < n; ++i) same = keys[i] == key(i);
     if (same) return;
+    keys.resize(n);
     buf.clear();
-    for (std::size_t i = 0; i < n; ++i) buf.emplace_back(key(i), static_cast<std::uint32_t>(i));
+    for (std::size_t i = 0; i < n; ++i) {
+        keys[i] = key(i);
+        buf.emplace_back(keys[i], static_cast<std::uint32_t>(i));
+    }
     std::sort(buf.begin(), buf.end());
     order.clear();
     for (const auto& [k, i] : buf) order.push_back(i);
@@ -46,17 +48,18 @@ void sort_positions(std::size_t n, Key key, std::vector<std::uint32_t>& order,
 void Aggregator::SampleIndex::build(const RawSample& raw) {
     const auto& rings = raw.rings;
     sort_positions(
-        rings.size(), [&](std::size_t i) { return rings[i].ctx; }, live_order_, sort_buf_);
+        rings.size(), [&](std::size_t i) { return rings[i].ctx; }, live_keys_, live_order_,
+        sort_buf_);
     live.clear();
     live.reserve(rings.size());
     for (auto i : live_order_)  // the first holder walked names a ring held twice
-        if (live.empty() || live.back().first != rings[i].ctx)
-            live.emplace_back(rings[i].ctx, &rings[i]);
+        if (live.empty() || live.back().first != live_keys_[i])
+            live.emplace_back(live_keys_[i], &rings[i]);
     sort_positions(
-        raw.births.size(), [&](std::size_t i) { return raw.births[i].first; }, births_order_,
-        sort_buf_);
+        raw.births.size(), [&](std::size_t i) { return raw.births[i].first; }, births_keys_,
+        births_order_, sort_buf_);
     births.clear();
-    for (auto i : births_order_) births.push_back(raw.births[i].first);
+    for (auto i : births_order_) births.push_back(births_keys_[i]);
     index_by(work, raw.ring_work, [](const auto& x) { return std::pair(x.first, &x.second); });
     index_by(polls, raw.iopoll, [](const auto& x) { return std::pair(x.first.ctx, &x); });
     index_by(sched, raw.sched, [](const auto& x) { return std::pair(x.first, &x.second); });

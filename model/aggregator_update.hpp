@@ -58,8 +58,9 @@ struct Aggregator::SampleIndex {
     bool has_thread(std::int32_t tid) const;
 
 private:
-    // Positions in RawSample::rings and ::births by key, kept for the next sample's (see
-    // sort_positions in model/aggregator_index.cpp).
+    // The keys of RawSample::rings and ::births in their order, and their positions by key,
+    // kept for the next sample's (sort_positions in model/aggregator_index.cpp).
+    std::vector<std::uint64_t> live_keys_, births_keys_;
     std::vector<std::uint32_t> live_order_, births_order_;
     std::vector<std::pair<std::uint64_t, std::uint32_t>> sort_buf_;
 };

@@ -129,7 +129,7 @@ void Sampler::advise(const std::shared_ptr<Snapshot>& snap) {
 
 bool Sampler::sample_once() {
     const auto t0 = std::chrono::steady_clock::now();
-    RawSample raw;
+    RawSample raw = agg_.take_raw();
     if (!collect(raw)) return false;
     auto snap = std::make_shared<Snapshot>(agg_.update(raw));
     series_.apply(*snap);
@@ -152,6 +152,7 @@ bool Sampler::sample_once() {
     spdlog::debug("sample {}: {} rings, {} SQ threads, {:.3f} ms", snap->seq, snap->rings.size(),
                   snap->threads.size(), snap->sample_duration_seconds * 1e3);
     store_->publish(std::move(snap));
+    agg_.recycle(std::move(raw));
     return true;
 }
 

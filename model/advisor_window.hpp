@@ -4,7 +4,10 @@
 // figures. Internal to the advisor's files (model/advisor*.cpp).
 #include <cstdint>
 #include <map>
+#include <optional>
+#include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "model/advisor.hpp"
@@ -15,24 +18,29 @@ std::string fmt_seconds(double s);
 // A sq_thread_idle setting in its unit: nanoseconds or milliseconds.
 std::string fmt_setting(double s, bool ns_granular);
 
-// The `from` snapshot indexed once, so judging thousands of rings stays linear.
-struct FromIndex {
-    std::map<std::int32_t, const ThreadSnapshot*> threads;
-    std::map<std::uint64_t, const RingSnapshot*> rings;  // by ctx
-
-    explicit FromIndex(const Snapshot& s) {
-        for (const auto& t : s.threads) threads.emplace(t.tid, &t);
-        for (const auto& r : s.rings) rings.emplace(r.ctx, &r);
-    }
-    const ThreadSnapshot* thread(std::int32_t tid) const {
-        auto it = threads.find(tid);
-        return it == threads.end() ? nullptr : it->second;
-    }
+// The `from` snapshot indexed once, so judging thousands of rings stays linear. The
+// aggregator's snapshots list threads by tid and rings by ctx already: those are searched as
+// they are, and only a snapshot in another order (one read back from JSON, a test's) is sorted,
+// by position so that the first of a repeated key wins. The rings are looked at only once a
+// ring is asked for: a host without SQ threads asks for none.
+class FromIndex {
+public:
+    explicit FromIndex(const Snapshot& s);
+    const ThreadSnapshot* thread(std::int32_t tid) const;
     // A ctx address can be reused by a new ring; the id tells them apart.
-    const RingSnapshot* ring(const RingSnapshot& now) const {
-        auto it = rings.find(now.ctx);
-        return it != rings.end() && it->second->id == now.id ? it->second : nullptr;
-    }
+    const RingSnapshot* ring(const RingSnapshot& now) const;
+    // Finds the rings of `now` (listed by ctx) in one walk through this snapshot's, for ring()
+    // to answer from: a thousand SQ threads' rings, searched one by one, would each take half a
+    // dozen cache misses in a snapshot last read a window ago, where the walk streams through
+    // it. Fewer than one in 64 of its rings are left to be searched one by one.
+    void match(std::span<const RingSnapshot* const> now) const;
+
+private:
+    const std::vector<std::uint32_t>& ring_order() const;
+    const Snapshot& s_;
+    std::vector<std::uint32_t> threads_;  // positions by key; empty when in order
+    mutable std::optional<std::vector<std::uint32_t>> rings_;
+    mutable std::unordered_map<const RingSnapshot*, const RingSnapshot*> matched_;
 };
 
 // The growth of a cumulative counter, never negative.

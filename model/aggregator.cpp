@@ -82,19 +82,43 @@ CgroupLabels cgroup_labels(const RawSample& raw, std::uint64_t id) {
     return l;
 }
 
-std::vector<ProcessSnapshot> processes_of(const Snapshot& snap) {
+namespace aggregation {
+
+std::vector<ProcessSnapshot> processes_of(const Snapshot& snap, Holders& rings) {
     // A process is where its rings are held; an SQ thread's process that holds none (another
-    // process's shared thread) is where that thread is.
-    std::map<std::uint32_t, ProcessSnapshot> by_pid;
-    for (const auto& r : snap.rings)
-        by_pid.try_emplace(r.pid, ProcessSnapshot{r.pid, r.comm, r.cgroup});
-    for (const auto& t : snap.threads)
-        by_pid.try_emplace(t.pid, ProcessSnapshot{t.pid, t.comm, t.cgroup});
+    // process's shared thread) is where that thread is. The first ring, then the first thread,
+    // names each pid: (pid, place) pairs sorted keep the first place of each pid, rings' places
+    // before threads'.
+    for (std::size_t i = 0; i < snap.threads.size(); ++i)
+        add_holder(rings, snap.threads[i].pid, snap.rings.size() + i);
+    std::sort(rings.begin(), rings.end());
     std::vector<ProcessSnapshot> out;
-    out.reserve(by_pid.size());
-    for (auto& [pid, p] : by_pid) out.push_back(std::move(p));
+    for (std::size_t k = 0; k < rings.size(); ++k) {
+        if (k > 0 && rings[k].first == rings[k - 1].first) continue;
+        const auto [pid, place] = rings[k];
+        if (place < snap.rings.size()) {
+            const auto& r = snap.rings[place];
+            out.push_back(ProcessSnapshot{pid, r.comm, r.cgroup});
+        } else {
+            const auto& t = snap.threads[place - snap.rings.size()];
+            out.push_back(ProcessSnapshot{pid, t.comm, t.cgroup});
+        }
+    }
     return out;
 }
+
+}  // namespace aggregation
+
+std::vector<ProcessSnapshot> processes_of(const Snapshot& snap) {
+    Holders holders;
+    for (std::size_t i = 0; i < snap.rings.size(); ++i) add_holder(holders, snap.rings[i].pid, i);
+    return processes_of(snap, holders);
+}
+
+Aggregator::Aggregator() : ix_(std::make_unique<SampleIndex>()) {}
+Aggregator::~Aggregator() = default;
+Aggregator::Aggregator(Aggregator&&) noexcept = default;
+Aggregator& Aggregator::operator=(Aggregator&&) noexcept = default;
 
 // The stages, in order: the sample's clocks and HZ; ring identity and lifecycle; each ring's
 // counters and deep-tier work; each SQ thread's identity, CPU split, rates and shares; thread
@@ -106,32 +130,55 @@ Snapshot Aggregator::update(const RawSample& raw) {
     snap.monotonic_seconds = static_cast<double>(raw.mono_ns) / 1e9;
     snap.interval_seconds =
         prev_mono_ns_ && raw.mono_ns > prev_mono_ns_ ? (raw.mono_ns - prev_mono_ns_) / 1e9 : 0;
-    UpdateContext cx(raw, snap.interval_seconds);
+    UpdateContext cx(raw, *ix_, snap.interval_seconds);
     cx.prev_mono_ns = prev_mono_ns_;
     prev_mono_ns_ = raw.mono_ns;
     cleanup_ = {};
     measure_hz(raw);
+    sync_cgroups(raw);
 
     if (!raw.walk_complete) ++walks_incomplete_;
-    count_created(raw, cx.live);
-    const std::vector<std::uint64_t> gone = end_ring_lives(raw, cx.live);
-    for (const auto& [ctx, rec] : cx.live)
-        snap.rings.push_back(observe_ring(cx, ctx, *rec, snap.rings.size()));
-    for (auto& [tid, members] : cx.by_thread)
-        snap.threads.push_back(observe_thread(cx, tid, members, snap.rings));
+    count_created(cx);
+    const std::vector<std::uint64_t> gone = end_ring_lives(cx);
+    observe_rings(cx, snap.rings);
+    snap.threads.reserve(cx.ix.threads.size());
+    for (const auto& g : cx.ix.threads)
+        snap.threads.push_back(observe_thread(
+            cx, g.tid, Members(cx.ix.members).subspan(g.begin, g.end - g.begin), snap.rings));
     expire_threads(cx);
 
     // Host totals: rings retired so far plus every entry in the map now. Entries about to be
     // deleted move into retired_iopoll_ in plan_ring_cleanup, so nothing counts twice or goes.
     std::map<std::uint32_t, iou_iopoll_stats> host = retired_iopoll_;
     for (const auto& [k, v] : raw.iopoll) add_iopoll(host[k.caller], v);
-    plan_ring_cleanup(raw, cx.live, gone);
+    plan_ring_cleanup(cx, gone);
     plan_waker_cleanup(raw);
     for (const auto& [caller, v] : host) snap.iopoll_host.push_back(iopoll_snapshot(caller, v));
 
     for (const auto& [key, n] : raw.nvme) snap.devices.push_back(observe_device(cx, key, n));
     finish(cx, snap);
     return snap;
+}
+
+RawSample Aggregator::take_raw() {
+    // A fresh sample with the spare's buffers moved in and emptied: every other field starts as
+    // a new RawSample's does, whatever fields it gains.
+    RawSample raw;
+    const auto reuse = [](auto& to, auto& from) {
+        to.swap(from);
+        to.clear();
+    };
+    reuse(raw.rings, spare_.rings);
+    reuse(raw.births, spare_.births);
+    reuse(raw.sched, spare_.sched);
+    reuse(raw.wakers, spare_.wakers);
+    reuse(raw.created, spare_.created);
+    reuse(raw.ring_work, spare_.ring_work);
+    reuse(raw.iopoll, spare_.iopoll);
+    reuse(raw.gaps, spare_.gaps);
+    reuse(raw.passes, spare_.passes);
+    spare_ = RawSample{};
+    return raw;
 }
 
 void Aggregator::measure_hz(const RawSample& raw) {
@@ -159,7 +206,7 @@ void Aggregator::finish(const UpdateContext& cx, Snapshot& snap) {
                       : -1;
         snap.coverage.push_back(c);
     }
-    snap.processes = processes_of(snap);
+    snap.processes = processes_of(snap, cx.ix.holders);
     for (const auto& [m, n] : created_by_mode_) snap.rings_created_by_mode.emplace_back(m, n);
     for (const auto& [m, n] : short_lived_by_mode_)
         snap.rings_short_lived_by_mode.emplace_back(m, n);

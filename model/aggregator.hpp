@@ -6,7 +6,9 @@
 // devices.
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <set>
+#include <span>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -88,6 +90,11 @@ public:
     // reported in cleanup() for the sampler to delete.
     static constexpr int kExpireAfter = 3;
 
+    Aggregator();
+    ~Aggregator();
+    Aggregator(Aggregator&&) noexcept;
+    Aggregator& operator=(Aggregator&&) noexcept;
+
     Snapshot update(const RawSample& raw);
 
     // CONFIG_HZ, to turn sq_thread_idle jiffies into seconds. 0 = unknown: it is then measured
@@ -107,6 +114,12 @@ public:
     // The SQ threads the last update saw, as the scheduler gate reads them.
     std::vector<GateThread> gate_threads() const;
 
+    // A RawSample to read the next sample into: empty, but its vectors keep the capacity of the
+    // one last handed back to recycle(). The records of 10,000 rings are 2.2 MB, which a steady
+    // sampler then reads without allocating, growing or copying.
+    RawSample take_raw();
+    void recycle(RawSample&& raw) { spare_ = std::move(raw); }
+
 private:
     struct RingState {
         std::string id;
@@ -118,6 +131,10 @@ private:
         std::map<std::uint32_t, iou_iopoll_stats> prev_iopoll;  // by caller
         std::uint64_t prev_deep_work_ns = 0;  // io_submit_sqes + SQ-thread io_do_iopoll time
         std::uint64_t prev_probe_sqes = 0;    // ring_work.sqes at the last sample (0: no entry)
+        // The holder's comm as the record had it, and as a string: read again only when the
+        // bytes change (a prctl(PR_SET_NAME) of the group leader, or another holder).
+        char comm_raw[IOU_COMM_LEN] = {};
+        std::string comm;
         bool seen_before = false;
     };
     struct DeviceState {
@@ -159,7 +176,11 @@ private:
         int missing = 0;
     };
 
-    std::map<std::uint64_t, RingState> rings_;      // by ctx
+    // Each ring's state by ctx, ascending: the addresses apart, so that telling whether rings
+    // came or went reads 8 bytes a ring. The *_next_ are end_ring_lives' merge, kept for their
+    // capacity.
+    std::vector<std::uint64_t> ring_ctx_, ring_ctx_next_;
+    std::vector<RingState> ring_states_, ring_states_next_;
     std::map<std::uint32_t, ThreadState> threads_;  // by tid
     std::map<std::string, std::uint64_t> created_by_mode_, short_lived_by_mode_;
     std::map<std::string, DeviceState> devices_;
@@ -181,22 +202,24 @@ private:
         std::uint64_t sqes = 0, cqes = 0;
         std::uint64_t deep_work_ns = 0;  // io_submit_sqes + SQ-thread io_do_iopoll time
     };
+    using Members = std::span<const std::pair<std::size_t, RingDelta>>;
+    struct SampleIndex;
     struct UpdateContext;
     struct MemberTotals {
         std::uint64_t sqes = 0, cqes = 0, deep_work_ns = 0, sqes_total = 0;
         bool pinned = false;
     };
     void measure_hz(const RawSample& raw);
-    RingSnapshot observe_ring(UpdateContext& cx, std::uint64_t ctx, const iou_ring_record& rec,
-                              std::size_t index);
-    RingSnapshot ring_counters(const UpdateContext& cx, std::uint64_t ctx,
-                               const iou_ring_record& rec, RingState& st, RingDelta& d);
-    std::uint64_t ring_iopoll(const UpdateContext& cx, std::uint64_t ctx, RingState& st,
+    void observe_rings(UpdateContext& cx, std::vector<RingSnapshot>& rings);
+    RingDelta observe_ring(UpdateContext& cx, std::uint64_t ctx, const iou_ring_record& rec,
+                           RingState& st, RingSnapshot& rs);
+    void ring_counters(const UpdateContext& cx, std::uint64_t ctx, const iou_ring_record& rec,
+                       RingState& st, RingDelta& d, RingSnapshot& rs);
+    std::uint64_t ring_iopoll(UpdateContext& cx, std::uint64_t ctx, RingState& st,
                               RingSnapshot& rs);
     void ring_deep_work(UpdateContext& cx, std::uint64_t ctx, const iou_ring_record& rec,
                         RingState& st, RingDelta& d, std::uint64_t sq_poll_ns, RingSnapshot& rs);
-    ThreadSnapshot observe_thread(UpdateContext& cx, std::int32_t tid,
-                                  const std::vector<std::pair<std::size_t, RingDelta>>& members,
+    ThreadSnapshot observe_thread(UpdateContext& cx, std::int32_t tid, Members members,
                                   std::vector<RingSnapshot>& rings);
     ThreadState& thread_identity(const RawSample& raw, std::int32_t tid, const iou_ring_record& rec,
                                  const RingSnapshot& first_ring);
@@ -216,9 +239,8 @@ private:
     static void note_untraced(const UpdateContext& cx, const iou_ring_record& rec,
                               const iou_sched_state* ss, std::uint64_t cpu_ns,
                               std::uint64_t asleep_ns, ThreadState& st);
-    static void shares_and_fairness(const std::vector<std::pair<std::size_t, RingDelta>>& members,
-                                    std::uint64_t dsqes, std::vector<RingSnapshot>& rings,
-                                    ThreadSnapshot& ts);
+    static void shares_and_fairness(Members members, std::uint64_t dsqes,
+                                    std::vector<RingSnapshot>& rings, ThreadSnapshot& ts);
     static void thread_gaps(const iou_work_gaps& g, const RawSample& raw, ThreadSnapshot& ts);
     static void thread_passes(const iou_sq_passes& p, double interval, ThreadState& st,
                               ThreadSnapshot& ts);
@@ -228,18 +250,32 @@ private:
                                   const iou_nvme_stats& n);
     void finish(const UpdateContext& cx, Snapshot& snap);
 
-    void count_created(const RawSample& raw,
-                       const std::map<std::uint64_t, const iou_ring_record*>& live);
-    std::vector<std::uint64_t> end_ring_lives(
-        const RawSample& raw, const std::map<std::uint64_t, const iou_ring_record*>& live);
+    void count_created(const UpdateContext& cx);
+    std::vector<std::uint64_t> end_ring_lives(const UpdateContext& cx);
+    void renew_if_replaced(RingState& st, const iou_ring_record& rec);
     bool replaced_by(const RingState& st, const iou_ring_record& rec) const;
     void retire_iopoll(const RingState& st);
-    void plan_ring_cleanup(const RawSample& raw,
-                           const std::map<std::uint64_t, const iou_ring_record*>& live,
-                           const std::vector<std::uint64_t>& gone);
+    void plan_ring_cleanup(const UpdateContext& cx, const std::vector<std::uint64_t>& gone);
     void plan_waker_cleanup(const RawSample& raw);
     std::uint64_t thread_cpu_ns(const iou_ring_record& rec, const ThreadState& st,
                                 std::uint64_t at_ns) const;
+
+    // What one update indexes of its raw sample, in sorted vectors that stay from one sample to
+    // the next so that a steady sample allocates nothing for them (model/aggregator_index.cpp).
+    std::unique_ptr<SampleIndex> ix_;
+    // Each walked cgroup's labels, derived again only when its path changes.
+    struct CgroupEntry {
+        std::string path;
+        CgroupLabels labels;
+    };
+    std::unordered_map<std::uint64_t, CgroupEntry> cgroups_;
+    // The last labels_of() answer, until the next sync_cgroups().
+    std::uint64_t last_cgroup_id_ = 0;
+    const CgroupLabels* last_labels_ = nullptr;
+    void sync_cgroups(const RawSample& raw);
+    const CgroupLabels& labels_of(std::uint64_t cgroup_id);
+
+    RawSample spare_;  // recycle()'s, for take_raw()
     std::uint64_t seq_ = 0;
     unsigned hz_ = 0;
     std::uint64_t hz_jiffies_ = 0, hz_mono_ns_ = 0;

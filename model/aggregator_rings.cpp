@@ -2,6 +2,7 @@
 // and rates, its io_do_iopoll figures and its SQ thread's deep-tier work on it, and the deltas it
 // hands to its SQ thread (UpdateContext::by_thread).
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "model/aggregator_update.hpp"
@@ -9,6 +10,16 @@
 namespace iouscope {
 
 using namespace aggregation;
+
+namespace {
+
+template <class T>
+void prefetch(const T* p) {
+    const char* c = reinterpret_cast<const char*>(p);
+    for (std::size_t off = 0; off < sizeof(T); off += 64) __builtin_prefetch(c + off);
+}
+
+}  // namespace
 
 std::string ring_mode(std::uint32_t flags) {
     bool sq = flags & IOU_SETUP_SQPOLL, io = flags & IOU_SETUP_IOPOLL;
@@ -18,39 +29,63 @@ std::string ring_mode(std::uint32_t flags) {
     return "plain";
 }
 
-RingSnapshot Aggregator::observe_ring(UpdateContext& cx, std::uint64_t ctx,
-                                      const iou_ring_record& rec, std::size_t index) {
-    auto& st = rings_[ctx];
+// Every live ring, in ascending ctx, with its state (end_ring_lives aligned the states with them).
+void Aggregator::observe_rings(UpdateContext& cx, std::vector<RingSnapshot>& rings) {
+    const auto& live = cx.ix.live;
+    rings.reserve(live.size());
+    std::size_t at = 0;
+    for (std::size_t k = 0; k < live.size(); ++k) {
+        const auto [ctx, rec] = live[k];
+        while (ring_ctx_[at] < ctx) ++at;
+        // A ring's record and state are a few cache lines each, met once a sample and cold by
+        // then: asked for a few rings ahead, they arrive while the rings before are worked on.
+        constexpr std::size_t kAhead = 4;
+        if (k + kAhead < live.size()) prefetch(live[k + kAhead].second);
+        if (at + kAhead < ring_states_.size()) prefetch(&ring_states_[at + kAhead]);
+        const auto index = static_cast<std::uint32_t>(rings.size());
+        const RingDelta d = observe_ring(cx, ctx, *rec, ring_states_[at], rings.emplace_back());
+        add_holder(cx.ix.holders, rec->pid, index);
+        if (rings.back().sq_thread > 0)
+            cx.ix.sq_rings.push_back({rings.back().sq_thread, index, d});
+    }
+    cx.ix.group_threads();
+}
+
+// One ring into rs; returns the interval's deltas, for its SQ thread.
+Aggregator::RingDelta Aggregator::observe_ring(UpdateContext& cx, std::uint64_t ctx,
+                                               const iou_ring_record& rec, RingState& st,
+                                               RingSnapshot& rs) {
+    renew_if_replaced(st, rec);
     if (!st.seen_before) {
         st.id = std::to_string(rec.pid) + ":" + std::to_string(rec.fd);
         st.born_ns = rec.born_ns;
         st.start_time_unix = mono_to_unix(cx.raw, st.born_ns);  // once: the gauge never jitters
     }
     RingDelta d;
-    RingSnapshot rs = ring_counters(cx, ctx, rec, st, d);
+    ring_counters(cx, ctx, rec, st, d, rs);
     const std::uint64_t sq_poll_ns = ring_iopoll(cx, ctx, st, rs);
     ring_deep_work(cx, ctx, rec, st, d, sq_poll_ns, rs);
     st.prev_sqes = rs.sqes_total;
     st.prev_cqes = rs.cqes_total;
     st.seen_before = true;
-    if (rs.sq_thread > 0) {
-        cx.by_thread[rs.sq_thread].emplace_back(index, d);
-        cx.thread_rec.emplace(rs.sq_thread, &rec);
-    }
-    return rs;
+    return d;
 }
 
 // Identity, SQ and CQ counters, backlog and rates; the interval's deltas go to d.
-RingSnapshot Aggregator::ring_counters(const UpdateContext& cx, std::uint64_t ctx,
-                                       const iou_ring_record& rec, RingState& st, RingDelta& d) {
-    RingSnapshot rs;
+void Aggregator::ring_counters(const UpdateContext& cx, std::uint64_t ctx,
+                               const iou_ring_record& rec, RingState& st, RingDelta& d,
+                               RingSnapshot& rs) {
     rs.id = st.id;
     rs.start_time_seconds = st.start_time_unix;
     rs.ctx = ctx;
     rs.pid = rec.pid;
     rs.fd = rec.fd;
-    rs.comm = comm_of(rec.comm);
-    rs.cgroup = cgroup_labels(cx.raw, rec.cgroup_id);
+    if (!st.seen_before || std::memcmp(st.comm_raw, rec.comm, IOU_COMM_LEN) != 0) {
+        std::memcpy(st.comm_raw, rec.comm, IOU_COMM_LEN);
+        st.comm = comm_of(rec.comm);
+    }
+    rs.comm = st.comm;
+    rs.cgroup = labels_of(rec.cgroup_id);
     rs.mode = ring_mode(rec.setup_flags);
     rs.setup_flags = rec.setup_flags;
     rs.sq_entries = rec.sq_entries;
@@ -73,16 +108,15 @@ RingSnapshot Aggregator::ring_counters(const UpdateContext& cx, std::uint64_t ct
         rs.sqe_rate = d.sqes / cx.interval;
         rs.cqe_rate = d.cqes / cx.interval;
     }
-    return rs;
 }
 
 // The ring's io_do_iopoll figures per caller (deep tier); returns the SQ thread's polling time.
-std::uint64_t Aggregator::ring_iopoll(const UpdateContext& cx, std::uint64_t ctx, RingState& st,
+std::uint64_t Aggregator::ring_iopoll(UpdateContext& cx, std::uint64_t ctx, RingState& st,
                                       RingSnapshot& rs) {
     std::uint64_t sq_poll_ns = 0;
-    const auto it = cx.polls.find(ctx);
-    if (it == cx.polls.end()) return 0;
-    for (const auto& [caller, p] : it->second) {
+    for (const auto& [key, entry] : seek(cx.ix.polls, cx.polls_at, ctx)) {
+        const std::uint32_t caller = entry->first.caller;
+        const iou_iopoll_stats* p = &entry->second;
         IopollSnapshot io = iopoll_snapshot(caller, *p);
         if (caller == IOU_CALLER_SQ_THREAD) sq_poll_ns = p->ns;
         if (auto prev = st.prev_iopoll.find(caller);
@@ -104,7 +138,8 @@ std::uint64_t Aggregator::ring_iopoll(const UpdateContext& cx, std::uint64_t ctx
 void Aggregator::ring_deep_work(UpdateContext& cx, std::uint64_t ctx, const iou_ring_record& rec,
                                 RingState& st, RingDelta& d, std::uint64_t sq_poll_ns,
                                 RingSnapshot& rs) {
-    const auto w = cx.work.find(ctx);
+    const auto found = seek(cx.ix.work, cx.work_at, ctx);
+    const iou_ring_work* w = found.empty() ? nullptr : found.front().second;
     // From the record, read with sq_head: the map is read after the walk, and the SQEs
     // submitted in between would skew the baseline.
     const std::uint64_t probe_sqes = rec.probe_sqes;
@@ -113,14 +148,14 @@ void Aggregator::ring_deep_work(UpdateContext& cx, std::uint64_t ctx, const iou_
         cx.cov_iter += d.sqes;
     }
     st.prev_probe_sqes = probe_sqes;
-    const std::uint64_t deep_ns = (w != cx.work.end() ? w->second->submit_ns : 0) + sq_poll_ns;
+    const std::uint64_t deep_ns = (w ? w->submit_ns : 0) + sq_poll_ns;
     if (st.seen_before) d.deep_work_ns = deep_ns - std::min(deep_ns, st.prev_deep_work_ns);
     st.prev_deep_work_ns = deep_ns;
-    if (w != cx.work.end()) {
+    if (w) {
         rs.has_sqthread_work = true;
-        rs.sqthread_submit_seconds = w->second->submit_ns / 1e9;
-        rs.sqthread_work_seconds = cx.raw.ring_turns ? w->second->turn_ns / 1e9 : deep_ns / 1e9;
-        rs.sqthread_batches = w->second->batches;
+        rs.sqthread_submit_seconds = w->submit_ns / 1e9;
+        rs.sqthread_work_seconds = cx.raw.ring_turns ? w->turn_ns / 1e9 : deep_ns / 1e9;
+        rs.sqthread_batches = w->batches;
     } else if (sq_poll_ns > 0) {
         rs.has_sqthread_work = true;
         rs.sqthread_work_seconds = sq_poll_ns / 1e9;

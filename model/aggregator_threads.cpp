@@ -27,20 +27,18 @@ WakerSnapshot waker_of(const std::pair<iou_waker_key, iou_waker_val>& w) {
 }  // namespace
 
 // What a thread's rings did in the interval, summed.
-ThreadSnapshot Aggregator::observe_thread(
-    UpdateContext& cx, std::int32_t tid,
-    const std::vector<std::pair<std::size_t, RingDelta>>& members,
-    std::vector<RingSnapshot>& rings) {
-    const iou_ring_record& rec = *cx.thread_rec.at(tid);
+ThreadSnapshot Aggregator::observe_thread(UpdateContext& cx, std::int32_t tid, Members members,
+                                          std::vector<RingSnapshot>& rings) {
+    // Its first ring's record carries the thread's fields.
+    const iou_ring_record& rec = *cx.ix.live[members.front().first].second;
     ThreadState& st = thread_identity(cx.raw, tid, rec, rings[members.front().first]);
     // BPF entries under this tid count only if they are this thread's (records.h).
-    const auto owned = [&](const auto& index) -> decltype(index.begin()->second) {
-        auto it = index.find(static_cast<std::uint32_t>(tid));
-        return it != index.end() && it->second->owner_start_ns == rec.sq_start_ns ? it->second
-                                                                                  : nullptr;
+    const auto owned = [&](const auto& index) {
+        const auto* x = first_of(index, static_cast<std::uint32_t>(tid));
+        return x && x->owner_start_ns == rec.sq_start_ns ? x : nullptr;
     };
-    const iou_sched_state* ss = owned(cx.sched);
-    const iou_sq_passes* own_passes = owned(cx.passes);
+    const iou_sched_state* ss = owned(cx.ix.sched);
+    const iou_sq_passes* own_passes = owned(cx.ix.passes);
     MemberTotals m;
     for (const auto& [idx, d] : members) {
         m.sqes += d.sqes;
@@ -51,7 +49,7 @@ ThreadSnapshot Aggregator::observe_thread(
     }
 
     ThreadSnapshot ts = thread_basics(tid, rec, st, members.size());
-    ts.cgroup = cgroup_labels(cx.raw, rec.sq_cgroup_id);
+    ts.cgroup = labels_of(rec.sq_cgroup_id);
     ts.pinned = m.pinned;
     const std::uint64_t cpu_ns = thread_cpu_ns(rec, st, cx.raw.mono_ns);
     auto [sleep_ns, block_ns] = asleep_totals(ss, cx.raw.mono_ns);
@@ -77,9 +75,9 @@ ThreadSnapshot Aggregator::observe_thread(
         thread_rates(cx.interval, st, cpu_ns, prev_sleep_total, split_was_started, m.sqes, ts);
     if (ss) thread_wake_latency(*ss, st, ts);
     shares_and_fairness(members, m.sqes, rings, ts);
-    if (const iou_work_gaps* g = owned(cx.gaps)) thread_gaps(*g, cx.raw, ts);
+    if (const iou_work_gaps* g = owned(cx.ix.gaps)) thread_gaps(*g, cx.raw, ts);
     if (own_passes) thread_passes(*own_passes, cx.interval, st, ts);
-    for (const auto* w : cx.wakers[static_cast<std::uint32_t>(tid)])
+    for (const auto& [sq_tid, w] : entries_of(cx.ix.wakers, static_cast<std::uint32_t>(tid)))
         if (w->second.sq_start_ns == rec.sq_start_ns) ts.wakers.push_back(waker_of(*w));
     std::sort(ts.wakers.begin(), ts.wakers.end(),
               [](const auto& a, const auto& b) { return a.wakeups > b.wakeups; });
@@ -154,9 +152,8 @@ void Aggregator::thread_rates(double interval, const ThreadState& st, std::uint6
 // Each ring's share of the thread's SQEs, Jain's fairness among the rings that wanted service
 // in the interval (those that got some, and those left with a backlog), and the deep tier's
 // per-ring work summed.
-void Aggregator::shares_and_fairness(const std::vector<std::pair<std::size_t, RingDelta>>& members,
-                                     std::uint64_t dsqes, std::vector<RingSnapshot>& rings,
-                                     ThreadSnapshot& ts) {
+void Aggregator::shares_and_fairness(Members members, std::uint64_t dsqes,
+                                     std::vector<RingSnapshot>& rings, ThreadSnapshot& ts) {
     std::vector<double> demand;
     for (const auto& [idx, d] : members) {
         auto& ring = rings[idx];

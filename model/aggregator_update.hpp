@@ -2,6 +2,7 @@
 // What one Aggregator::update reads from the raw sample, indexed once, and what its stages hand
 // on (Aggregator::UpdateContext); and the readers of raw records the stages share, defined in
 // model/aggregator.cpp. Internal to the aggregator's files (model/aggregator*.cpp).
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <span>
@@ -13,38 +14,102 @@
 
 namespace iouscope {
 
+// (pid, place) of the processes that hold rings, place an index into Snapshot::rings, each pid
+// once at least where it repeats in a row (processes_of).
+using Holders = std::vector<std::pair<std::uint32_t, std::size_t>>;
+
+// An index of raw entries by key: ascending keys, and under one key the raw sample's order (the
+// pointers into its vector ascend with it).
+template <class K, class V>
+using RawIndex = std::vector<std::pair<K, const V*>>;
+
+// What one update reads from the raw sample, indexed once into vectors that the aggregator keeps
+// from one sample to the next (their capacity, not their contents): a steady sample of 10,000
+// rings allocates nothing here. Built by build(), in model/aggregator_index.cpp.
+struct Aggregator::SampleIndex {
+    // A ring can sit in several fd tables (fork, SCM_RIGHTS); the first holder walked names it.
+    RawIndex<std::uint64_t, iou_ring_record> live;  // by ctx
+    std::vector<std::uint64_t> births;              // ring_births' keys, ascending
+    RawIndex<std::uint64_t, iou_ring_work> work;
+    RawIndex<std::uint64_t, std::pair<iou_iopoll_key, iou_iopoll_stats>> polls;  // by ctx
+    RawIndex<std::uint32_t, iou_sched_state> sched;
+    RawIndex<std::uint32_t, iou_work_gaps> gaps;
+    RawIndex<std::uint32_t, iou_sq_passes> passes;
+    RawIndex<std::uint32_t, std::pair<iou_waker_key, iou_waker_val>> wakers;  // by sq_tid
+    // From the ring stage: the SQ threads' rings (index into Snapshot::rings, and the ring's
+    // deltas), grouped by thread in ascending tid, each group in the rings' order.
+    struct SqRing {
+        std::int32_t tid;
+        std::uint32_t index;
+        RingDelta d;
+    };
+    std::vector<SqRing> sq_rings;
+    std::vector<std::pair<std::size_t, RingDelta>> members;
+    struct ThreadGroup {
+        std::int32_t tid;
+        std::size_t begin, end;  // its rings in members
+    };
+    std::vector<ThreadGroup> threads;
+    Holders holders;  // of the live rings, as the ring stage met them
+
+    void build(const RawSample& raw);
+    // Groups sq_rings into members and threads, after the ring stage.
+    void group_threads();
+    bool has_thread(std::int32_t tid) const;
+
+private:
+    // The keys of RawSample::rings and ::births in their order, and their positions by key,
+    // kept for the next sample's (sort_positions in model/aggregator_index.cpp).
+    std::vector<std::uint64_t> live_keys_, births_keys_;
+    std::vector<std::uint32_t> live_order_, births_order_;
+    std::vector<std::pair<std::uint64_t, std::uint32_t>> sort_buf_;
+};
+
 // What one update reads from the raw sample, indexed once, and what the ring stage hands to
 // the thread stage.
 struct Aggregator::UpdateContext {
     const RawSample& raw;
+    SampleIndex& ix;
     double interval = 0;             // seconds since the previous sample, 0 on the first
     std::uint64_t prev_mono_ns = 0;  // the previous sample's instant, 0 on the first
-    // A ring can sit in several fd tables (fork, SCM_RIGHTS); the first holder walked names it.
-    std::map<std::uint64_t, const iou_ring_record*> live;
-    std::map<std::uint64_t, const iou_ring_work*> work;
-    std::map<std::uint64_t, std::vector<std::pair<std::uint32_t, const iou_iopoll_stats*>>> polls;
-    std::map<std::uint32_t, const iou_sched_state*> sched;
-    std::map<std::uint32_t, const iou_work_gaps*> gaps;
-    std::map<std::uint32_t, const iou_sq_passes*> passes;
-    std::map<std::uint32_t, std::vector<const std::pair<iou_waker_key, iou_waker_val>*>> wakers;
-    // From the ring stage: each SQ thread's rings (index into Snapshot::rings, and the ring's
-    // deltas) and one record that carries the thread's fields.
-    std::map<std::int32_t, std::vector<std::pair<std::size_t, RingDelta>>> by_thread;
-    std::map<std::int32_t, const iou_ring_record*> thread_rec;
+    // The ring stage's places in the indexes by ctx: it reads them in ascending ctx.
+    std::size_t work_at = 0, polls_at = 0;
     std::uint64_t cov_probe = 0, cov_iter = 0;  // this interval's SQEs, see ProbeCoverage
 
-    UpdateContext(const RawSample& r, double iv) : raw(r), interval(iv) {
-        for (const auto& x : r.rings) live.emplace(x.ctx, &x);
-        for (const auto& [ctx, w] : r.ring_work) work.emplace(ctx, &w);
-        for (const auto& [k, v] : r.iopoll) polls[k.ctx].emplace_back(k.caller, &v);
-        for (const auto& [tid, x] : r.sched) sched.emplace(tid, &x);
-        for (const auto& [tid, g] : r.gaps) gaps.emplace(tid, &g);
-        for (const auto& [tid, x] : r.passes) passes.emplace(tid, &x);
-        for (const auto& w : r.wakers) wakers[w.first.sq_tid].push_back(&w);
+    UpdateContext(const RawSample& r, SampleIndex& x, double iv) : raw(r), ix(x), interval(iv) {
+        ix.build(r);
     }
+    // The live record of ctx, nullptr if the walk did not see it.
+    const iou_ring_record* live(std::uint64_t ctx) const;
 };
 
 namespace aggregation {
+
+// The entries of key in an index.
+template <class K, class V>
+std::span<const std::pair<K, const V*>> entries_of(const RawIndex<K, V>& ix, K key) {
+    auto lo =
+        std::lower_bound(ix.begin(), ix.end(), key, [](const auto& e, K k) { return e.first < k; });
+    auto hi = lo;
+    while (hi != ix.end() && hi->first == key) ++hi;
+    return {lo, hi};
+}
+
+// The first entry of key in an index, nullptr if none.
+template <class K, class V>
+const V* first_of(const RawIndex<K, V>& ix, K key) {
+    const auto e = entries_of(ix, key);
+    return e.empty() ? nullptr : e.front().second;
+}
+
+// The entries of key, for a reader that asks for keys in ascending order: `at` moves forward.
+template <class K, class V>
+std::span<const std::pair<K, const V*>> seek(const RawIndex<K, V>& ix, std::size_t& at, K key) {
+    while (at < ix.size() && ix[at].first < key) ++at;
+    std::size_t end = at;
+    while (end < ix.size() && ix[end].first == key) ++end;
+    return {ix.data() + at, end - at};
+}
 
 // A BPF log2 histogram of nanoseconds (bucket i holds [2^i, 2^(i+1)) ns) as a Prometheus-style
 // histogram in seconds.
@@ -59,6 +124,14 @@ double mono_to_unix(const RawSample& raw, std::uint64_t mono_ns);
 
 // io_do_iopoll counts added to a total.
 void add_iopoll(iou_iopoll_stats& to, const iou_iopoll_stats& v);
+
+// Adds a ring's (or a thread's) process to h unless h ends with it.
+inline void add_holder(Holders& h, std::uint32_t pid, std::size_t place) {
+    if (h.empty() || h.back().first != pid) h.emplace_back(pid, place);
+}
+// processes_of(snap) from the holders of its rings (which it extends with the threads' and
+// sorts).
+std::vector<ProcessSnapshot> processes_of(const Snapshot& snap, Holders& rings);
 
 // Idle and blocked time so far, counting a sleep still in progress up to the walk.
 std::pair<std::uint64_t, std::uint64_t> asleep_totals(const iou_sched_state* ss,

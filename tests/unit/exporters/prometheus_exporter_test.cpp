@@ -149,26 +149,22 @@ TEST(Exposition, HistogramKeepsOnlyTheBucketsThatSaySomething) {
     h.upper_bounds_s = {1, 2, 4, 8, 16, 32, 64};
     h.cumulative = {0, 0, 0, 2, 5, 5, 5};
     h.count = 5;
-    const std::string text = render_text(s);
     const std::string b =
         R"(iouscope_sqthread_wakeup_latency_seconds_bucket{sq_thread="42",pid="41",comm="db",shared="",le=")";
-    std::vector<std::string> les;
-    for (const auto& [k, v] : series(text))
-        if (k.rfind(b, 0) == 0) les.push_back(k.substr(b.size()) + "=" + v);
-    EXPECT_EQ(les, (std::vector<std::string>{"4\"}=0", "8\"}=2", "16\"}=5", "+Inf\"}=5"}));
+    auto buckets = [&] {  // "LE"}=COUNT" of each bucket line, in order
+        std::vector<std::string> les;
+        for (const auto& [k, v] : series(render_text(s)))
+            if (k.rfind(b, 0) == 0) les.push_back(k.substr(b.size()) + "=" + v);
+        return les;
+    };
+    EXPECT_EQ(buckets(), (std::vector<std::string>{"4\"}=0", "8\"}=2", "16\"}=5", "+Inf\"}=5"}));
 
     h.cumulative = {0, 0, 0, 0, 0, 0, 0};  // no observation: +Inf alone
     h.count = 0;
-    les.clear();
-    for (const auto& [k, v] : series(render_text(s)))
-        if (k.rfind(b, 0) == 0) les.push_back(k.substr(b.size()) + "=" + v);
-    EXPECT_EQ(les, (std::vector<std::string>{"+Inf\"}=0"}));
+    EXPECT_EQ(buckets(), (std::vector<std::string>{"+Inf\"}=0"}));
 
     h.count = 3;  // every observation beyond the last bound: the last finite bucket bounds them
-    les.clear();
-    for (const auto& [k, v] : series(render_text(s)))
-        if (k.rfind(b, 0) == 0) les.push_back(k.substr(b.size()) + "=" + v);
-    EXPECT_EQ(les, (std::vector<std::string>{"64\"}=0", "+Inf\"}=3"}));
+    EXPECT_EQ(buckets(), (std::vector<std::string>{"64\"}=0", "+Inf\"}=3"}));
 }
 
 // A folded ring has no series of its own; its process's fold counts it.

@@ -374,7 +374,7 @@ static __always_inline void holder_facts(struct task_struct *task, struct iou_ri
 		return;
 	}
 	r->read_ns = bpf_ktime_get_ns();
-	r->pid = task->tgid;
+	r->pid = BPF_CORE_READ(task, tgid);
 	r->cgroup_id = get_task_cgroup_id(task);
 	BPF_CORE_READ_STR_INTO(&r->comm, task, group_leader, comm);
 	if (f) {

@@ -88,18 +88,22 @@ struct bpf_iter__task_file {
 	union { struct file *file; };
 };
 
+/*
+ * The walk's filter loads these directly, not by probe read, and the verifier checks such loads
+ * against the running kernel's BTF: tests/core/run places them at its offsets (IOU_HOST_*).
+ */
 struct poll_table_struct;
 struct file_operations {
-	void *owner;
-	void *llseek;
-	void *read;
-	void *write;
-	void *read_iter;
-	void *write_iter;
-	void *iopoll;
-	void *iterate_shared;
+	u8 __opaque_before_poll[IOU_HOST_FOPS_POLL];
 	unsigned int (*poll)(struct file *, struct poll_table_struct *);
 	void *unlocked_ioctl;
+};
+
+struct file {
+	u8 __opaque_before_f_op[IOU_HOST_FILE_F_OP];
+	const struct file_operations *f_op;
+	u8 __opaque_before_private_data[IOU_HOST_FILE_PRIVATE_DATA - IOU_HOST_FILE_F_OP - 8];
+	void *private_data;
 };
 
 #endif

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * task_struct, sched_entity and file as laid out before 5.14 (x86-64, approximate offsets):
+ * task_struct and sched_entity as laid out before 5.14 (x86-64, approximate offsets):
  * task_struct.state is a `volatile long` right after thread_info. 5.14 renamed it to __state
  * (commit 2f064a59a11f), which is what get_task_state() switches on.
  */
@@ -50,29 +50,6 @@ struct task_struct {
 	char comm[16];
 	u8 __opaque_fs[64];
 	struct css_set *cgroups;
-};
-
-struct path {
-	void *mnt;
-	void *dentry;
-};
-
-struct file {
-	union { struct list_head fu_llist; } f_u;
-	struct path f_path;
-	void *f_inode;
-	const struct file_operations *f_op;
-	int f_lock;
-	unsigned int f_write_hint;
-	long f_count;
-	unsigned int f_flags;
-	unsigned int f_mode;
-	struct mutex f_pos_lock;
-	long long f_pos;
-	u8 __opaque_owner_cred_ra[104];
-	u64 f_version;
-	void *f_security;
-	void *private_data;
 };
 
 #endif

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * task_struct, sched_entity and file as laid out around 6.18 (x86-64, approximate offsets):
- * task_struct.__state is an unsigned int; struct file starts with f_lock, f_mode, f_op.
+ * task_struct.__state is an unsigned int.
  */
 #ifndef IOU_CORE_KERNEL_V6_H
 #define IOU_CORE_KERNEL_V6_H
@@ -58,19 +58,6 @@ struct task_struct {
 	char comm[16];
 	u8 __opaque_fs[64];
 	struct css_set *cgroups;
-};
-
-struct file {
-	int f_lock;
-	unsigned int f_mode;
-	const struct file_operations *f_op;
-	void *f_mapping;
-	void *private_data;
-	void *f_inode;
-	unsigned int f_flags;
-	unsigned int f_iocb_flags;
-	void *f_cred;
-	void *f_owner;
 };
 
 #endif

@@ -173,7 +173,8 @@ static __always_inline void switch_in(struct task_struct *next, __u64 now)
 	if (s)
 		close_sleep(s, now);
 	if (s && s->wake_ts_ns) {
-		__u64 lat = now - s->wake_ts_ns;
+		/* Woken on another CPU, whose clock may be ahead (submit_exit() in the deep tier). */
+		__u64 lat = now > s->wake_ts_ns ? now - s->wake_ts_ns : 0;
 		__u32 b = log2_bucket(lat);
 
 		s->wake_ts_ns = 0;

@@ -204,7 +204,13 @@ static __always_inline void submit_exit(long ret)
 
 	if (!st)
 		return;
-	__u64 ns = bpf_ktime_get_ns() - st->ts;
+	/*
+	 * The call may have started on another CPU, whose clock can be ahead: a TCG guest's vCPUs
+	 * differ by up to a millisecond (a call 0.73 ms "negative" wrapped the ring's submit time
+	 * to 2^64 ns in Churn.ShortFioJobsHoldTheInvariants on the sid guest). Such a call counts 0.
+	 */
+	__u64 now = bpf_ktime_get_ns();
+	__u64 ns = now > st->ts ? now - st->ts : 0;
 	__u64 ctx = st->ctx;
 	bpf_map_delete_elem(&submit_calls, &tid);
 
@@ -274,7 +280,8 @@ static __always_inline void iopoll_exit(long ret)
 
 	if (!st)
 		return;
-	__u64 ns = bpf_ktime_get_ns() - st->ts;
+	__u64 now = bpf_ktime_get_ns();
+	__u64 ns = now > st->ts ? now - st->ts : 0; /* another CPU's clock, see submit_exit() */
 	__u64 reaped = 0;
 	if (iopoll_counts_in_arg) {
 		__u32 after = st->nr_before;

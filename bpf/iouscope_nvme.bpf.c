@@ -64,7 +64,8 @@ static __always_inline void nvme_end_io(struct request *req)
 	}
 	__u64 start = BPF_CORE_READ(req, start_time_ns);
 	if (start) {
-		__u64 lat = now - start;
+		/* Started on another CPU, whose clock may be ahead: then it counts as 0. */
+		__u64 lat = now > start ? now - start : 0;
 		__u32 b = log2_bucket(lat);
 		if (b < IOU_LAT_BUCKETS)
 			__sync_fetch_and_add(&s->lat_hist[b], 1);

@@ -61,7 +61,8 @@ public:
     bool read_sample(RawSample& raw, std::string& error);
     // Deletes the entries whose owners the aggregator found gone (Aggregator::cleanup()).
     void cleanup(const MapCleanup& c);
-    // max_entries of each bounded map loaded, under the names Snapshot::map_entries uses.
+    // max_entries of each bounded map loaded, under the names Snapshot::map_entries uses; fixed
+    // once make() returns.
     std::vector<std::pair<std::string, std::uint64_t>> map_capacities() const;
 
 private:

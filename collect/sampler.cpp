@@ -17,7 +17,8 @@ Sampler::Sampler(BpfCollector& bpf, KernelTraits traits, std::shared_ptr<Snapsho
       store_(std::move(store)),
       kernel_(std::move(kernel_release)),
       view_(read_host_view()),
-      cgroups_(view_.cgroup.point) {
+      cgroups_(view_.cgroup.point),
+      capacities_(bpf.map_capacities()) {
     for (const auto& limit : host_view_limits(view_)) spdlog::warn("{}", limit);
     char host[256] = {};
     gethostname(host, sizeof host - 1);
@@ -142,7 +143,7 @@ bool Sampler::sample_once() {
                          {"wakers", raw.wakers.size()},       {"ring_work", raw.ring_work.size()},
                          {"iopoll_stats", raw.iopoll.size()}, {"nvme_stats", raw.nvme.size()},
                          {"work_gaps", raw.gaps.size()},      {"sq_passes", raw.passes.size()}};
-    snap->map_capacity = bpf_.map_capacities();
+    snap->map_capacity = capacities_;
     snap->hostname = hostname_;
     snap->kernel = kernel_;
     snap->host_visible = {{"tasks", view_.host_pid_namespace},

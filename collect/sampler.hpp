@@ -7,6 +7,7 @@
 #include <stop_token>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "collect/bpf_loader.hpp"
 #include "collect/cgroups.hpp"
@@ -59,6 +60,8 @@ private:
     RingSeries series_;
     HostView view_;
     CgroupPaths cgroups_;
+    // The maps' capacities: fixed once the collector is made, so read once, not per sample.
+    std::vector<std::pair<std::string, std::uint64_t>> capacities_;
     std::set<std::string> flagged_;  // devices logged as IOPOLL without poll queues
     std::unique_ptr<AdviceWindow> advice_;
     std::set<std::pair<std::string, std::string>> logged_findings_;  // (finding, subject) logged

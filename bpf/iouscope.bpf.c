@@ -79,6 +79,8 @@ static __always_inline struct iou_sched_state *sched_state_get(struct task_struc
 
 /* Set by the loader when the deep tier, the only writer of ring_work, is loaded. */
 const volatile bool ring_work_kept = false;
+/* The kernel has bpf_rdonly_cast: the walk reads rings with plain loads (core_fixes.bpf.h). */
+const volatile bool ring_cast = false;
 
 /* Set by the loader when io_submit_sqes or io_do_iopoll is timed: see calls_switch(). */
 const volatile bool track_call_cpu = false;
@@ -439,8 +441,8 @@ static __always_inline void read_sq_side(struct io_ring_ctx *ctx, struct io_sq_d
 /*
  * Every file of every task passes the first test, so it is made of plain loads: the iterator's
  * file is a BTF pointer, and so is its f_op (probe reads cost ~30 ns each, twice per file, 29 %
- * of the daemon's time at 10,000 rings). private_data is a void *, so the ring's own fields
- * below are probe reads still.
+ * of the daemon's time at 10,000 rings). private_data is a void *: the ring's own fields are
+ * plain loads only where the kernel can cast it (ring_cast).
  */
 SEC("iter/task_file")
 int iou_iter_rings(struct bpf_iter__task_file *it)
@@ -462,10 +464,12 @@ int iou_iter_rings(struct bpf_iter__task_file *it)
 	r.ctx = (__u64)ctx;
 	r.fd = it->fd;
 	holder_facts(task, &r);
-	r.setup_flags = BPF_CORE_READ(ctx, flags);
-	r.sq_head = BPF_CORE_READ(ctx, cached_sq_head);
-	r.cq_tail = BPF_CORE_READ(ctx, cached_cq_tail);
-	r.sq_entries = BPF_CORE_READ(ctx, sq_entries);
+	struct ring_ctx_fields f;
+	get_ring_ctx_fields(ctx, ring_cast, &f);
+	r.setup_flags = f.flags;
+	r.sq_head = f.sq_head;
+	r.cq_tail = f.cq_tail;
+	r.sq_entries = f.sq_entries;
 	r.sq_tid = -1;
 	r.sq_cpu = -1;
 	r.jiffies = bpf_jiffies64();
@@ -476,7 +480,7 @@ int iou_iter_rings(struct bpf_iter__task_file *it)
 	if (work)
 		r.probe_sqes = work->sqes;
 
-	struct io_sq_data *sqd = BPF_CORE_READ(ctx, sq_data);
+	struct io_sq_data *sqd = f.sqd;
 	r.sqd = (__u64)sqd;
 	if (has_sqd_thread_idle())
 		r.caps |= IOU_CAP_IDLE_IN_SQD;

@@ -121,6 +121,7 @@ std::string load_error_text(int err) {
 // Values the programs take from userspace before load.
 struct LoadConstants {
     bool iopoll_counts_in_arg = false;
+    bool ring_cast = false;  // the walk reads rings through bpf_rdonly_cast (core_fixes.bpf.h)
     std::uint64_t gap_cutoff_ns = 0;  // per-SQE gap programs record only in windows
     std::vector<std::pair<std::string, std::uint32_t>> capacities;  // map -> max_entries
 };
@@ -142,6 +143,7 @@ void set_constants(const Selection& sel, const LoadConstants& k, BpfObjects& obj
         selects(sel, ProbeId::io_submit_sqes) || selects(sel, ProbeId::io_do_iopoll);
     objs.core->rodata->gap_cutoff_ns = k.gap_cutoff_ns;
     objs.core->rodata->ring_work_kept = objs.deep != nullptr;
+    objs.core->rodata->ring_cast = k.ring_cast;
     if (objs.gaps) objs.gaps->rodata->gap_cutoff_ns = k.gap_cutoff_ns;
     // Without the pass probe nothing would close a pass's work bracket, and end_io notes
     // commands for io_uring_cmd_done only when something will take them off.
@@ -312,6 +314,7 @@ std::optional<Selection> load_probes(const KernelFeatures& kf, const LoaderOptio
     LoadConstants consts;
     consts.capacities = map_capacities(opts);
     consts.iopoll_counts_in_arg = kf.btf_func_params("io_do_iopoll").value_or(0) == 3;
+    consts.ring_cast = kf.has_btf_func("bpf_rdonly_cast");
     if (opts.gap_sampling.enabled())
         consts.gap_cutoff_ns = static_cast<std::uint64_t>(kGapCutoff.count());
     Selection sel, essential;
@@ -325,6 +328,16 @@ std::optional<Selection> load_probes(const KernelFeatures& kf, const LoaderOptio
         }
     }
     if (try_load(sel, consts, objs) == 0) return sel;
+    if (consts.ring_cast) {
+        // A kernel whose BTF names the kfunc but that refuses it to iterators: probe reads.
+        consts.ring_cast = false;
+        if (try_load(sel, consts, objs) == 0) {
+            spdlog::warn(
+                "the kernel refused bpf_rdonly_cast to the ring walk; it reads rings "
+                "with probe reads instead");
+            return sel;
+        }
+    }
     auto good = fall_back(sel, essential, kf, opts, consts, states, error);
     if (!good) return std::nullopt;
     if (int err = try_load(*good, consts, objs); err != 0) {

@@ -6,9 +6,7 @@
 
 namespace iouscope {
 
-RingSeries::Ring& RingSeries::observe(const RingSnapshot& r, const Snapshot& snap) {
-    auto [it, fresh] = rings_.try_emplace(r.ctx);
-    Ring& s = it->second;
+void RingSeries::observe(Ring& s, bool fresh, const RingSnapshot& r, const Snapshot& snap) const {
     if (!fresh && (s.id != r.id || s.start != r.start_time_seconds)) {
         s = Ring{};  // a new ring at a closed one's address
         fresh = true;
@@ -32,86 +30,135 @@ RingSeries::Ring& RingSeries::observe(const RingSnapshot& r, const Snapshot& sna
     if (s.activity > 0 && now > s.at) s.activity *= std::exp(-(now - s.at) / kDecaySeconds);
     s.activity += static_cast<double>(s.dsqes + s.dcqes);
     s.at = now;
-    return s;
+}
+
+// This sample's plain rings, in ctx order, each joined to what is kept of it; rings no longer
+// there are forgotten.
+void RingSeries::join(Snapshot& snap) {
+    plain_.clear();
+    for (auto& r : snap.rings)
+        if (r.mode == "plain") plain_.push_back({&r, nullptr});
+    const auto by_ctx = [](const Plain& a, const Plain& b) { return a.snap->ctx < b.snap->ctx; };
+    if (!std::is_sorted(plain_.begin(), plain_.end(), by_ctx))  // the aggregator's order already
+        std::sort(plain_.begin(), plain_.end(), by_ctx);
+    bool same = rings_.size() == plain_.size();
+    for (std::size_t i = 0; same && i < plain_.size(); ++i)
+        same = rings_[i].first == plain_[i].snap->ctx;
+    if (!same) {  // rings came or went: merge
+        rings_next_.clear();
+        rings_next_.reserve(plain_.size());
+        std::size_t i = 0;
+        for (const auto& p : plain_) {
+            const std::uint64_t ctx = p.snap->ctx;
+            while (i < rings_.size() && rings_[i].first < ctx) ++i;
+            const bool known = i < rings_.size() && rings_[i].first == ctx;
+            rings_next_.emplace_back(ctx, known ? std::move(rings_[i++].second) : Ring{});
+        }
+        rings_.swap(rings_next_);
+    }
+    for (std::size_t i = 0; i < plain_.size(); ++i) {
+        Ring& s = rings_[i].second;
+        observe(s, s.seen == 0, *plain_[i].snap, snap);  // seen is 0 only for a new entry
+        plain_[i].ring = &s;
+    }
 }
 
 void RingSeries::apply(Snapshot& snap) {
     snap.ring_series_limit = limit_;
     if (limit_ == 0) return;
     ++samples_;
-    std::vector<Plain> plain;
+    join(snap);
     std::size_t held = 0;
-    for (auto& r : snap.rings) {
-        if (r.mode != "plain") continue;
-        Ring& s = observe(r, snap);
-        held += s.held;
-        plain.push_back({&r, &s});
-    }
-    std::erase_if(rings_, [&](const auto& kv) { return kv.second.seen != samples_; });
-    allot(plain, held, snap.monotonic_seconds);
-    fold(snap, plain);
+    for (const auto& p : plain_) held += p.ring->held;
+    allot(held, snap.monotonic_seconds);
+    fold(snap);
 }
 
 // Free places go to the busiest rings waiting; then each waiting ring, busiest first, takes the
 // place of the least busy held ring it is more than kMargin times as busy as, when that one has
 // held its place for kTenureSeconds or never did anything.
-void RingSeries::allot(std::vector<Plain>& plain, std::size_t held, double now) {
-    std::vector<Plain*> waiting, yielding;
-    for (auto& p : plain) {
+void RingSeries::allot(std::size_t held, double now) {
+    waiting_.clear();
+    yielding_.clear();
+    for (auto& p : plain_) {
         if (!p.ring->held)
-            waiting.push_back(&p);
+            waiting_.push_back(&p);
         else if (p.ring->activity == 0 || now - p.ring->held_since >= kTenureSeconds)
-            yielding.push_back(&p);
+            yielding_.push_back(&p);
     }
     // Stable between samples: ties (rings that did nothing) go by the most SQEs, then by address.
-    // Only the first free + yielding can get a place: at 10,000 rings they are sorted alone.
     const auto busier = [](const Plain* a, const Plain* b) {
         if (a->ring->activity != b->ring->activity) return a->ring->activity > b->ring->activity;
         if (a->snap->sqes_total != b->snap->sqes_total)
             return a->snap->sqes_total > b->snap->sqes_total;
         return a->snap->ctx < b->snap->ctx;
     };
+    // Only the first free + yielding can get a place, and a ring that did nothing only a free
+    // one: taking a held place needs more than kMargin times its holder's activity. So of
+    // 10,000 idle rings waiting, none is sorted once the places are full.
     const std::size_t free = limit_ > held ? limit_ - held : 0;
-    const auto candidates = std::min(waiting.size(), free + yielding.size());
-    std::partial_sort(waiting.begin(), waiting.begin() + static_cast<std::ptrdiff_t>(candidates),
-                      waiting.end(), busier);
-    std::sort(yielding.begin(), yielding.end(), [](const Plain* a, const Plain* b) {
-        if (a->ring->activity != b->ring->activity) return a->ring->activity < b->ring->activity;
-        return a->snap->ctx > b->snap->ctx;
-    });
+    const auto active = std::partition(waiting_.begin(), waiting_.end(),
+                                       [](const Plain* p) { return p->ring->activity > 0; });
+    const auto n_active = static_cast<std::size_t>(active - waiting_.begin());
+    const auto end_active =
+        waiting_.begin() + static_cast<std::ptrdiff_t>(std::min(n_active, free + yielding_.size()));
+    std::partial_sort(waiting_.begin(), end_active, active, busier);
+    const auto n_idle = std::min(free > n_active ? free - n_active : 0,
+                                 static_cast<std::size_t>(waiting_.end() - active));
+    const auto end =
+        end_active == active ? active + static_cast<std::ptrdiff_t>(n_idle) : end_active;
+    std::partial_sort(active, active + static_cast<std::ptrdiff_t>(n_idle), waiting_.end(), busier);
     auto take = [now](Ring& r) {
         r.held = true;
         r.held_since = now;
     };
-    const auto end = waiting.begin() + static_cast<std::ptrdiff_t>(candidates);
-    auto w = waiting.begin();
+    auto w = waiting_.begin();
     for (std::size_t n = free; w != end && n > 0; ++w, --n) take(*(*w)->ring);
-    for (auto y = yielding.begin(); y != yielding.end() && w != end; ++y, ++w) {
+    if (w != end) {
+        std::sort(yielding_.begin(), yielding_.end(), [](const Plain* a, const Plain* b) {
+            if (a->ring->activity != b->ring->activity)
+                return a->ring->activity < b->ring->activity;
+            return a->snap->ctx > b->snap->ctx;
+        });
+    }
+    for (auto y = yielding_.begin(); y != yielding_.end() && w != end; ++y, ++w) {
         if ((*w)->ring->activity <= kMargin * (*y)->ring->activity) break;
         (*y)->ring->held = false;
         take(*(*w)->ring);
     }
-    for (auto& p : plain) p.snap->folded = !p.ring->held;
+    for (auto& p : plain_) p.snap->folded = !p.ring->held;
 }
 
 // Each process's folded rings: how many now, and what they did while folded. A process's fold
-// lives as long as it holds a ring, so its counters never go back while it can still fold.
-void RingSeries::fold(Snapshot& snap, const std::vector<Plain>& plain) {
+// lives as long as it holds a ring, so its counters never go back while it can still fold. A
+// process's rings mostly come one after another: its entries are looked up once per run.
+void RingSeries::fold(Snapshot& snap) {
     std::map<std::uint32_t, std::size_t> now;  // folded rings by pid
-    for (const auto& p : plain) {
+    Fold* f = nullptr;
+    std::size_t* n = nullptr;
+    std::uint32_t of = 0;  // the pid f and n are of
+    for (const auto& p : plain_) {
         if (!p.snap->folded) continue;
-        Fold& f = folds_[p.snap->pid];
-        f.sqes += p.ring->dsqes;
-        f.cqes += p.ring->dcqes;
-        f.comm = p.snap->comm;
-        ++now[p.snap->pid];
+        const std::uint32_t pid = p.snap->pid;
+        if (!f || of != pid) {
+            f = &folds_[pid];
+            n = &now[pid];
+            of = pid;
+        }
+        f->sqes += p.ring->dsqes;
+        f->cqes += p.ring->dcqes;
+        if (f->comm != p.snap->comm) f->comm = p.snap->comm;
+        ++*n;
     }
-    for (const auto& r : snap.rings)
-        if (auto it = folds_.find(r.pid); it != folds_.end()) it->second.seen = samples_;
+    auto seen = folds_.end();
+    for (const auto& r : snap.rings) {
+        if (seen == folds_.end() || seen->first != r.pid) seen = folds_.find(r.pid);
+        if (seen != folds_.end()) seen->second.seen = samples_;
+    }
     std::erase_if(folds_, [&](const auto& kv) { return kv.second.seen != samples_; });
-    for (const auto& [pid, f] : folds_) {
-        const auto n = now.find(pid);
-        snap.folded.push_back({pid, f.comm, n == now.end() ? 0 : n->second, f.sqes, f.cqes});
+    for (const auto& [pid, fd] : folds_) {
+        const auto c = now.find(pid);
+        snap.folded.push_back({pid, fd.comm, c == now.end() ? 0 : c->second, fd.sqes, fd.cqes});
     }
 }
 

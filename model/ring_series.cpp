@@ -140,14 +140,14 @@ void RingSeries::fold(Snapshot& snap) {
     for (const auto& p : plain_) {
         if (!p.snap->folded) continue;
         const std::uint32_t pid = p.snap->pid;
-        if (!f || of != pid) {
+        if (!f || of != pid) {  // one walk reads one comm for all of a process's rings
             f = &folds_[pid];
             n = &now[pid];
             of = pid;
+            f->comm = p.snap->comm;
         }
         f->sqes += p.ring->dsqes;
         f->cqes += p.ring->dcqes;
-        if (f->comm != p.snap->comm) f->comm = p.snap->comm;
         ++*n;
     }
     auto seen = folds_.end();

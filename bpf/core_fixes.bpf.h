@@ -11,6 +11,14 @@
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
 
+/*
+ * A member of a kernel object: a plain load where `cast` says the pointer is one the verifier
+ * lets a program load through (a BTF pointer from bpf_rdonly_cast, see get_ring_ctx()), else a
+ * probe read, a helper call. `cast` is a load-time constant, so the verifier walks only one of
+ * the two, and a kernel without the cast never sees the plain load.
+ */
+#define IOU_READ(cast, p, field) ((cast) ? (p)->field : BPF_CORE_READ(p, field))
+
 /* include/linux/sched.h; stable since 2.6. */
 #define IOU_PF_IO_WORKER 0x00000010
 #define IOU_PF_KTHREAD 0x00200000
@@ -29,19 +37,21 @@ struct task_struct___pre514 {
  * oldest kernel iouscope supports, so no flavour is needed; the inline keeps the path in one
  * place.
  */
-static __always_inline __u64 get_task_cgroup_id(struct task_struct *t)
+static __always_inline __u64 get_task_cgroup_id(struct task_struct *t, bool cast)
 {
+	if (cast)
+		return t->cgroups->dfl_cgrp->kn->id;
 	return BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
 }
 
-static __always_inline __u32 get_task_state(void *task)
+static __always_inline __u32 get_task_state(void *task, bool cast)
 {
 	struct task_struct *t = task;
 	struct task_struct___pre514 *o = task;
 
 	if (bpf_core_field_exists(t->__state))
-		return BPF_CORE_READ(t, __state);
-	return (__u32)BPF_CORE_READ(o, state);
+		return IOU_READ(cast, t, __state);
+	return (__u32)IOU_READ(cast, o, state);
 }
 
 /*
@@ -248,23 +258,23 @@ struct io_sq_data___percpu {
 	unsigned int sq_thread_cpu;
 } __attribute__((preserve_access_index));
 
-static __always_inline bool get_sqd_percpu(void *sqd)
+static __always_inline bool get_sqd_percpu(void *sqd, bool cast)
 {
 	struct io_sq_data___percpu *p = sqd;
 
-	return bpf_core_field_exists(p->percpu) && BPF_CORE_READ(p, percpu);
+	return bpf_core_field_exists(p->percpu) && IOU_READ(cast, p, percpu);
 }
 
-static __always_inline int get_sqd_cpu(void *sqd)
+static __always_inline int get_sqd_cpu(void *sqd, bool cast)
 {
 	struct io_sq_data___v512 *s = sqd;
 
 	if (bpf_core_field_exists(s->sq_cpu))
-		return BPF_CORE_READ(s, sq_cpu);
+		return IOU_READ(cast, s, sq_cpu);
 	return -1;
 }
 
-static __always_inline bool has_sqd_work_time(void *sqd)
+static __always_inline bool has_sqd_work_time(void *sqd, bool cast)
 {
 	struct io_sq_data___v69 *s = sqd;
 	struct io_sq_data___sqthread_stats *p = sqd;
@@ -272,7 +282,7 @@ static __always_inline bool has_sqd_work_time(void *sqd)
 	if (!bpf_core_field_exists(s->work_time))
 		return false;
 	if (bpf_core_field_exists(p->enable_work_time_stat))
-		return BPF_CORE_READ(p, enable_work_time_stat);
+		return IOU_READ(cast, p, enable_work_time_stat);
 	return true;
 }
 
@@ -286,11 +296,11 @@ static __always_inline bool has_sqd_thread_idle(void)
 	return bpf_core_field_exists(s->sq_thread_idle) || bpf_core_field_exists(n->sq_thread_idle);
 }
 
-static __always_inline __u64 get_sqd_work_time_us(void *sqd)
+static __always_inline __u64 get_sqd_work_time_us(void *sqd, bool cast)
 {
 	struct io_sq_data___v69 *s = sqd;
 
-	return BPF_CORE_READ(s, work_time);
+	return IOU_READ(cast, s, work_time);
 }
 
 /*
@@ -324,59 +334,38 @@ static __always_inline bool is_first_sqe_of_batch_btf(struct io_ring_ctx *ctx)
 
 /*
  * The walk reaches a ring through file->private_data, a void *, so every member it reads of the
- * ring is a probe read: a helper call each, 43 % of the walk's time at 10,000 rings.
- * bpf_rdonly_cast (6.2, commit a35b9af4ec2c) types such a pointer as an untrusted io_ring_ctx,
- * whose members are plain loads the JIT guards against faults. Weak, so that an object that
- * calls it still loads where it is absent: there the loader leaves `cast` false, and the
- * verifier, seeing a constant, never walks the call.
+ * ring and of its SQ thread was a probe read: a helper call each, 43 % of the walk's time at
+ * 10,000 rings. bpf_rdonly_cast (6.2, commit a35b9af4ec2c) types such a pointer as an untrusted
+ * io_ring_ctx, and what is reached through it takes plain loads the JIT guards against faults
+ * (IOU_READ). Weak, so that an object that calls it still loads where it is absent: there the
+ * loader leaves `cast` false, and the verifier, seeing a constant, never walks the call.
  */
 extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
 
-/* What the walk reads of every ring: its flags, sizes and counters, and its io_sq_data. */
-struct ring_ctx_fields {
-	__u32 flags;
-	__u32 sq_head;
-	__u32 cq_tail;
-	__u32 sq_entries;
-	struct io_sq_data *sqd;
-};
-
-static __always_inline void get_ring_ctx_fields(struct io_ring_ctx *ctx, bool cast,
-						struct ring_ctx_fields *f)
+static __always_inline struct io_ring_ctx *get_ring_ctx(void *private_data, bool cast)
 {
-	if (cast) {
-		struct io_ring_ctx *c =
-			bpf_rdonly_cast(ctx, bpf_core_type_id_kernel(struct io_ring_ctx));
-		f->flags = c->flags;
-		f->sq_head = c->cached_sq_head;
-		f->cq_tail = c->cached_cq_tail;
-		f->sq_entries = c->sq_entries;
-		f->sqd = c->sq_data;
-		return;
-	}
-	f->flags = BPF_CORE_READ(ctx, flags);
-	f->sq_head = BPF_CORE_READ(ctx, cached_sq_head);
-	f->cq_tail = BPF_CORE_READ(ctx, cached_cq_tail);
-	f->sq_entries = BPF_CORE_READ(ctx, sq_entries);
-	f->sqd = BPF_CORE_READ(ctx, sq_data);
+	if (cast)
+		return bpf_rdonly_cast(private_data, bpf_core_type_id_kernel(struct io_ring_ctx));
+	return private_data;
 }
 
 /* Returns the idle setting; *unit gets IOU_IDLE_JIFFIES or IOU_IDLE_NS. */
-static __always_inline __u64 get_sq_thread_idle(struct io_ring_ctx *ctx, void *sqd, __u32 *unit)
+static __always_inline __u64 get_sq_thread_idle(struct io_ring_ctx *ctx, void *sqd, bool cast,
+						 __u32 *unit)
 {
 	struct io_sq_data___idle_ns *n = sqd;
 	struct io_sq_data___v511 *s = sqd;
 
 	*unit = IOU_IDLE_JIFFIES;
 	if (sqd && bpf_core_field_exists(n->idle_mode)) {
-		if (BPF_CORE_READ(n, idle_mode))
+		if (IOU_READ(cast, n, idle_mode))
 			*unit = IOU_IDLE_NS;
-		return BPF_CORE_READ(n, sq_thread_idle);
+		return IOU_READ(cast, n, sq_thread_idle);
 	}
 	if (sqd && bpf_core_field_exists(s->sq_thread_idle))
-		return BPF_CORE_READ(s, sq_thread_idle);
+		return IOU_READ(cast, s, sq_thread_idle);
 	/* 5.10: only the ctx has it. */
-	return BPF_CORE_READ(ctx, sq_thread_idle);
+	return IOU_READ(cast, ctx, sq_thread_idle);
 }
 
 /*

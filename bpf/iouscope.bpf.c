@@ -207,7 +207,7 @@ int BPF_PROG(iou_sched_switch, bool preempt, struct task_struct *prev, struct ta
 	}
 	passes_switch(prev, prev_sq, next, next_sq, now);
 
-	__u32 state = prev_sq && !preempt ? get_task_state(prev) : TASK_RUNNING;
+	__u32 state = prev_sq && !preempt ? get_task_state(prev, false) : TASK_RUNNING;
 	if (prev_sq) {
 		/* A thread going to sleep gets an entry; one merely preempted only if it has one. */
 		s = state != TASK_RUNNING
@@ -378,7 +378,7 @@ static __always_inline void holder_facts(struct task_struct *task, struct iou_ri
 	}
 	r->read_ns = bpf_ktime_get_ns();
 	r->pid = BPF_CORE_READ(task, tgid);
-	r->cgroup_id = get_task_cgroup_id(task);
+	r->cgroup_id = get_task_cgroup_id(task, false);
 	BPF_CORE_READ_STR_INTO(&r->comm, task, group_leader, comm);
 	if (f) {
 		f->task = (__u64)task;
@@ -396,46 +396,55 @@ static __always_inline void holder_facts(struct task_struct *task, struct iou_ri
 static __always_inline void read_sq_side(struct io_ring_ctx *ctx, struct io_sq_data *sqd,
 					 struct iou_ring_record *r)
 {
-	r->sq_thread_idle = get_sq_thread_idle(ctx, sqd, &r->sq_idle_unit);
+	const bool cast = ring_cast;
+
+	r->sq_thread_idle = get_sq_thread_idle(ctx, sqd, cast, &r->sq_idle_unit);
 	/*
 	 * SQEs published and not yet consumed: a backlog only where an SQ thread consumes them.
 	 * Elsewhere the application's own io_uring_enter does, so the tail, in the rings' shared
 	 * pages (a cache and TLB miss of its own), is left unread.
 	 */
-	struct io_rings *rings = BPF_CORE_READ(ctx, rings);
-	if (rings && !bpf_core_read(&r->sq_tail, sizeof(r->sq_tail), &rings->sq.tail))
+	struct io_rings *rings = IOU_READ(cast, ctx, rings);
+	if (rings && cast) {
+		r->sq_tail = rings->sq.tail;
 		r->caps |= IOU_CAP_SQ_TAIL;
+	} else if (rings && !bpf_core_read(&r->sq_tail, sizeof(r->sq_tail), &rings->sq.tail)) {
+		r->caps |= IOU_CAP_SQ_TAIL;
+	}
 
 	struct io_sq_data___v512 *v512 = (void *)sqd;
 	if (bpf_core_field_exists(v512->sq_cpu)) {
 		r->caps |= IOU_CAP_SQ_CPU;
-		r->sq_cpu = get_sqd_cpu(sqd);
+		r->sq_cpu = get_sqd_cpu(sqd, cast);
 	}
-	if (get_sqd_percpu(sqd))
+	if (get_sqd_percpu(sqd, cast))
 		r->caps |= IOU_CAP_SQD_PERCPU;
-	if (has_sqd_work_time(sqd)) {
+	if (has_sqd_work_time(sqd, cast)) {
 		r->caps |= IOU_CAP_WORK_TIME;
-		r->work_time_us = get_sqd_work_time_us(sqd);
+		r->work_time_us = get_sqd_work_time_us(sqd, cast);
 	}
-	struct task_struct *t = BPF_CORE_READ(sqd, thread);
+	struct task_struct *t = IOU_READ(cast, sqd, thread);
 	if (!t)
 		return;
 	/* Its CPU time is read now, so its instant is now. */
 	r->read_ns = bpf_ktime_get_ns();
 	r->caps |= IOU_CAP_SQ_THREAD;
-	r->sq_tid = BPF_CORE_READ(t, pid);
-	r->sq_start_ns = BPF_CORE_READ(t, start_time);
-	r->sq_runtime_ns = BPF_CORE_READ(t, se.sum_exec_runtime);
-	r->sq_nvcsw = BPF_CORE_READ(t, nvcsw);
-	r->sq_nivcsw = BPF_CORE_READ(t, nivcsw);
+	r->sq_tid = IOU_READ(cast, t, pid);
+	r->sq_start_ns = IOU_READ(cast, t, start_time);
+	r->sq_runtime_ns = IOU_READ(cast, t, se.sum_exec_runtime);
+	r->sq_nvcsw = IOU_READ(cast, t, nvcsw);
+	r->sq_nivcsw = IOU_READ(cast, t, nivcsw);
 	if (running_since_switch_in(r->sq_tid, r->sq_start_ns, r->sq_runtime_ns,
 				    r->sq_nvcsw + r->sq_nivcsw, r->read_ns, &r->sq_running_ns,
 				    &r->sq_oncpu_ns))
 		r->caps |= IOU_CAP_RUNNING;
-	r->sq_state = get_task_state(t);
-	r->sq_tgid = BPF_CORE_READ(t, tgid);
-	r->sq_cgroup_id = get_task_cgroup_id(t);
-	BPF_CORE_READ_STR_INTO(&r->sq_comm, t, group_leader, comm);
+	r->sq_state = get_task_state(t, cast);
+	r->sq_tgid = IOU_READ(cast, t, tgid);
+	r->sq_cgroup_id = get_task_cgroup_id(t, cast);
+	if (cast)
+		bpf_probe_read_kernel_str(r->sq_comm, sizeof(r->sq_comm), t->group_leader->comm);
+	else
+		BPF_CORE_READ_STR_INTO(&r->sq_comm, t, group_leader, comm);
 }
 
 /*
@@ -456,7 +465,7 @@ int iou_iter_rings(struct bpf_iter__task_file *it)
 	if (!fop || (const void *)fop->poll != &io_uring_poll)
 		return 0;
 
-	struct io_ring_ctx *ctx = file->private_data;
+	struct io_ring_ctx *ctx = get_ring_ctx(file->private_data, ring_cast);
 	if (!ctx)
 		return 0;
 
@@ -464,12 +473,10 @@ int iou_iter_rings(struct bpf_iter__task_file *it)
 	r.ctx = (__u64)ctx;
 	r.fd = it->fd;
 	holder_facts(task, &r);
-	struct ring_ctx_fields f;
-	get_ring_ctx_fields(ctx, ring_cast, &f);
-	r.setup_flags = f.flags;
-	r.sq_head = f.sq_head;
-	r.cq_tail = f.cq_tail;
-	r.sq_entries = f.sq_entries;
+	r.setup_flags = IOU_READ(ring_cast, ctx, flags);
+	r.sq_head = IOU_READ(ring_cast, ctx, cached_sq_head);
+	r.cq_tail = IOU_READ(ring_cast, ctx, cached_cq_tail);
+	r.sq_entries = IOU_READ(ring_cast, ctx, sq_entries);
 	r.sq_tid = -1;
 	r.sq_cpu = -1;
 	r.jiffies = bpf_jiffies64();
@@ -480,7 +487,7 @@ int iou_iter_rings(struct bpf_iter__task_file *it)
 	if (work)
 		r.probe_sqes = work->sqes;
 
-	struct io_sq_data *sqd = f.sqd;
+	struct io_sq_data *sqd = IOU_READ(ring_cast, ctx, sq_data);
 	r.sqd = (__u64)sqd;
 	if (has_sqd_thread_idle())
 		r.caps |= IOU_CAP_IDLE_IN_SQD;

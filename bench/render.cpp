@@ -3,7 +3,7 @@
 // and 9,000 plain rings of one process, 500 of which keep series of their own (the rest folded,
 // --rings.series-limit's default), rendered and gzip-compressed as RenderCache does.
 //
-//   iouscope-render-bench [--runs N] [--path A] [--dump FILE] [--gzip-levels]
+//   iouscope-render-bench [--runs N] [--path A|B] [--dump FILE] [--gzip-levels]
 //
 // Each render path runs N times (default 20), the paths interleaved round by round in an order
 // shuffled every round (what ran before matters: a path that follows one which freed a lot of
@@ -11,9 +11,9 @@
 // spread between two measurements of the same code shows beside the difference between two. Per
 // path and stage (building the families, serialising, gzip) it prints the median and the min-max in
 // ms, and the bytes.
-// --path runs only the paths whose name starts with it, for perf. --gzip-levels measures zlib's
-// settings on the same text instead. --dump writes the text. Not a test: it prints figures for
-// docs/BENCHMARKS.md.
+// --path runs only the paths whose name starts with it (A: prometheus-cpp's, B: render_text), for
+// perf. --gzip-levels measures zlib's settings on the same text instead. --dump writes the text.
+// Not a test: it prints figures for docs/BENCHMARKS.md.
 #include <prometheus/text_serializer.h>
 #include <zlib.h>
 
@@ -195,6 +195,15 @@ Stages families_and_text_serializer(const Snapshot& s) {
     return gzip_stage(st, text);
 }
 
+// render_text: the same calls written straight as text.
+Stages direct_text(const Snapshot& s) {
+    Stages st;
+    const auto t0 = Clock::now();
+    const std::string text = render_text(s);
+    st.serialize = ms_since(t0);
+    return gzip_stage(st, text);
+}
+
 std::string reference_text(const Snapshot& s) {
     std::ostringstream os;
     prometheus::TextSerializer{}.Serialize(os, to_metric_families(s));
@@ -254,6 +263,8 @@ void compare_paths(const Snapshot& s, int runs, const std::string& only) {
     std::vector<Path> paths = {
         {"A  families + TextSerializer", families_and_text_serializer},
         {"A' families + TextSerializer (A/A)", families_and_text_serializer},
+        {"B  render_text, written directly", direct_text},
+        {"B' render_text, written directly (A/A)", direct_text},
     };
     std::erase_if(paths, [&](const Path& p) { return !p.name.starts_with(only); });
     for (const std::size_t k : shuffled_rounds(paths.size(), runs))
@@ -328,15 +339,17 @@ int main(int argc, char** argv) {
         } else if (!std::strcmp(argv[i], "--gzip-levels")) {
             levels = true;
         } else {
-            std::fprintf(stderr, "usage: %s [--runs N] [--path A] [--dump FILE] [--gzip-levels]\n",
+            std::fprintf(stderr,
+                         "usage: %s [--runs N] [--path A|B] [--dump FILE] [--gzip-levels]\n",
                          argv[0]);
             return 2;
         }
     }
     const Snapshot s = goal_snapshot();
     const std::string text = reference_text(s);
-    std::printf("exposition: %zu bytes, %zu lines\n", text.size(),
-                static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n')));
+    std::printf("exposition: %zu bytes, %zu lines; render_text %s TextSerializer's\n", text.size(),
+                static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n')),
+                render_text(s) == text ? "is byte for byte" : "DIFFERS from");
     if (dump) std::ofstream(dump) << text;
     if (levels)
         compare_gzip(text, runs);

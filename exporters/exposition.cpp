@@ -28,7 +28,32 @@ MetricType type_of(MetricKind k) {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
+void append_label(std::string& out, const Labels::Label& l) {
+    out.append(l.name).append("=\"");
+    text_exposition::append_label_value(out, l.value);
+    out += '"';
+}
+
 }  // namespace
+
+void Labels::push_back(Label l) {
+    if (written_) {
+        if (!list_.empty()) text_ += ',';
+        append_label(text_, l);
+    }
+    list_.push_back(std::move(l));
+}
+
+const std::string& Labels::text() const {
+    if (!written_) {
+        for (const auto& l : list_) {
+            if (&l != &list_.front()) text_ += ',';
+            append_label(text_, l);
+        }
+        written_ = true;
+    }
+    return text_;
+}
 
 BucketRange histogram_buckets(const LatencyHistogram& h) {
     const auto& c = h.cumulative;
@@ -44,9 +69,9 @@ BucketRange histogram_buckets(const LatencyHistogram& h) {
 }
 
 void Family::check_labels(const Labels& labels) const {
-    bool same = labels.size() == decl_.labels.size();
-    for (std::size_t i = 0; same && i < labels.size(); ++i)
-        same = labels[i].name == decl_.labels[i];
+    const auto& list = labels.list();
+    bool same = list.size() == decl_.labels.size();
+    for (std::size_t i = 0; same && i < list.size(); ++i) same = list[i].name == decl_.labels[i];
     if (!same)
         throw std::logic_error("series of " + std::string(decl_.name) +
                                " do not carry the labels metric_catalog declares");
@@ -77,7 +102,7 @@ void Family::begin_series(const Labels& labels) {
 
 ClientMetric& Family::add(const Labels& labels) {
     auto& m = family_.metric.emplace_back();
-    m.label = labels;
+    m.label = labels.list();
     for (auto& l : m.label) l.value = sanitize_utf8(l.value);
     return m;
 }
@@ -86,15 +111,9 @@ void Family::head(std::string_view suffix, const Labels& labels, const double* l
     text_.append(decl_.name).append(suffix);
     if (!labels.empty() || le) {
         text_ += '{';
-        const char* sep = "";
-        for (const auto& l : labels) {
-            text_.append(sep).append(l.name).append("=\"");
-            text_exposition::append_label_value(text_, l.value);
-            text_ += '"';
-            sep = ",";
-        }
+        text_ += labels.text();
         if (le) {
-            text_.append(sep).append("le=\"");
+            text_.append(labels.empty() ? "le=\"" : ",le=\"");
             text_exposition::append_value(text_, *le);
             text_ += '"';
         }

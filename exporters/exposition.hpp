@@ -9,7 +9,8 @@
 // std::ostream, and each double through printf. At the scale goal's point (1,000 SQ threads,
 // 10,000 rings, 3.8 MB of text; bench/render.cpp, 20 runs) building the families took 7.9 ms
 // and TextSerializer 28.1 ms (ostream insertion 33 % of perf's samples, float formatting 16 %);
-// writing the same text straight into strings takes 6.1 ms.
+// writing the same text straight into strings takes 4.8-5.0 ms (--path B; 6-7 ms each run
+// right after the families', whose memory it then faults back in).
 // tests/unit/exporters/exposition_text_test.cpp holds it to TextSerializer's output byte for
 // byte.
 #include <prometheus/metric_family.h>
@@ -17,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,7 +28,24 @@
 
 namespace iouscope {
 
-using Labels = std::vector<prometheus::ClientMetric::Label>;
+// The labels of a series, in the order the catalogue declares them. For the text target they
+// are also written once, escaped, as `name="value",...`: every series of an entity (an SQ
+// thread has two dozen) then copies that text rather than escaping its labels again.
+class Labels {
+public:
+    using Label = prometheus::ClientMetric::Label;
+    Labels() = default;
+    Labels(std::initializer_list<Label> labels) : list_(labels) {}
+    void push_back(Label l);
+    const std::vector<Label>& list() const { return list_; }
+    bool empty() const { return list_.empty(); }
+    const std::string& text() const;  // written at the first call
+
+private:
+    std::vector<Label> list_;
+    mutable std::string text_;
+    mutable bool written_ = false;
+};
 
 enum class ExpositionTarget : std::uint8_t { families, text };
 

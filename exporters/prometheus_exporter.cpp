@@ -1,121 +1,14 @@
 #include "exporters/prometheus_exporter.hpp"
 
-#include <prometheus/text_serializer.h>
-
-#include <algorithm>
-#include <deque>
-#include <limits>
 #include <map>
 #include <span>
-#include <sstream>
-#include <stdexcept>
 #include <string_view>
 
-#include "exporters/metric_catalog.hpp"
-#include "exporters/utf8.hpp"
+#include "exporters/exposition.hpp"
 
 namespace iouscope {
 
 namespace {
-
-using prometheus::ClientMetric;
-using prometheus::MetricFamily;
-using prometheus::MetricType;
-using Labels = std::vector<ClientMetric::Label>;
-
-MetricType type_of(MetricKind k) {
-    switch (k) {
-        case MetricKind::counter:
-            return MetricType::Counter;
-        case MetricKind::gauge:
-            return MetricType::Gauge;
-        case MetricKind::histogram:
-            return MetricType::Histogram;
-    }
-    return MetricType::Untyped;
-}
-
-// One declared family (exporters/metric_catalog) and its series.
-class Family {
-public:
-    explicit Family(const MetricDecl& d) : decl_(d) {
-        f_.name = std::string(d.name);
-        f_.help = std::string(d.help);
-        f_.type = type_of(d.kind);
-    }
-    ClientMetric& add(Labels labels) {
-        // Series of one family take their labels from one helper, so the first shows them all.
-        if (f_.metric.empty()) check_labels(labels);
-        for (auto& l : labels) l.value = sanitize_utf8(l.value);
-        auto& m = f_.metric.emplace_back();
-        m.label = std::move(labels);
-        return m;
-    }
-    void counter(Labels labels, double v) { add(std::move(labels)).counter.value = v; }
-    void gauge(Labels labels, double v) { add(std::move(labels)).gauge.value = v; }
-    // A counter or a gauge, as the catalogue declares the family.
-    void value(Labels labels, double v) {
-        if (decl_.kind == MetricKind::histogram)
-            throw std::logic_error(f_.name + " is a histogram: it takes no single value");
-        if (decl_.kind == MetricKind::counter) return counter(std::move(labels), v);
-        gauge(std::move(labels), v);
-    }
-    // Only the buckets that say something: from the last empty one below the first observation
-    // (the lower bound histogram_quantile interpolates from) to the first that holds them all.
-    // The others repeat 0 or the count. Counts only grow, so a bucket once shown stays; a
-    // histogram with no observation is its +Inf bucket, _sum and _count. Thirty idle SQ threads
-    // cost 30 lines rather than 750 (IOU_LAT_BUCKETS from 1 us).
-    void histogram(Labels labels, const LatencyHistogram& h) {
-        auto& m = add(std::move(labels));
-        m.histogram.sample_count = h.count;
-        m.histogram.sample_sum = h.sum_s;
-        const auto& c = h.cumulative;
-        std::size_t first = 0, end = 0;
-        while (first < c.size() && c[first] == 0) ++first;
-        if (h.count > 0) {  // then [first - 1, end] holds the observations' buckets
-            end = first;
-            while (end < c.size() && c[end] < h.count) ++end;
-            end = std::min(end + 1, c.size());
-            first = first > 0 ? first - 1 : 0;
-        }
-        for (std::size_t i = first; i < end; ++i)
-            m.histogram.bucket.push_back({c[i], h.upper_bounds_s[i]});
-        m.histogram.bucket.push_back({h.count, std::numeric_limits<double>::infinity()});
-    }
-    void move_into(std::vector<MetricFamily>& out) {
-        // Families without series are left out, as the Go client does; a scrape of a host with no
-        // rings is then short rather than full of HELP lines.
-        if (!f_.metric.empty()) out.push_back(std::move(f_));
-    }
-
-private:
-    void check_labels(const Labels& labels) const {
-        bool same = labels.size() == decl_.labels.size();
-        for (std::size_t i = 0; same && i < labels.size(); ++i)
-            same = labels[i].name == decl_.labels[i];
-        if (!same)
-            throw std::logic_error("series of " + f_.name +
-                                   " do not carry the labels metric_catalog declares");
-    }
-    const MetricDecl& decl_;
-    MetricFamily f_;
-};
-
-// The families of one exposition, in the order they were added. A family exists by being added,
-// so none can be declared and then left out of the output; one not in the catalogue throws.
-class Exposition {
-public:
-    Family& add(std::string_view name) { return families_.emplace_back(metric_decl(name)); }
-    std::vector<MetricFamily> take() {
-        std::vector<MetricFamily> out;
-        for (auto& f : families_) f.move_into(out);
-        families_.clear();
-        return out;
-    }
-
-private:
-    std::deque<Family> families_;  // stable references while more are added
-};
 
 // A per-CPU shared SQ thread (seeds patch 000) serves rings of several processes: its pid and
 // comm would charge it to its creator alone, so it has neither and says shared="percpu".
@@ -498,22 +391,30 @@ void daemon_families(Exposition& ex, const Snapshot& s) {
 
 }  // namespace
 
-std::vector<MetricFamily> to_metric_families(const Snapshot& s) {
+namespace {
+
+void add_sections(Exposition& ex, const Snapshot& s) {
     // Every section is listed here; one left out is also an unused function, which the build
     // reports (-Wunused-function).
-    Exposition ex;
     for (auto* section :
          {thread_cpu_families, thread_wake_families, thread_info_families, thread_pass_families,
           process_families, ring_families, ring_iopoll_families, ring_fold_families,
           ring_count_families, device_families, probe_families, advice_families, daemon_families})
         section(ex, s);
-    return ex.take();
 }
 
-std::string render_text(const Snapshot& snap) {
-    std::ostringstream os;
-    prometheus::TextSerializer{}.Serialize(os, to_metric_families(snap));
-    return os.str();
+}  // namespace
+
+std::vector<prometheus::MetricFamily> to_metric_families(const Snapshot& s) {
+    Exposition ex(ExpositionTarget::families);
+    add_sections(ex, s);
+    return ex.families();
+}
+
+std::string render_text(const Snapshot& s) {
+    Exposition ex(ExpositionTarget::text);
+    add_sections(ex, s);
+    return ex.text();
 }
 
 }  // namespace iouscope

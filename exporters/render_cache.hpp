@@ -1,10 +1,10 @@
 #pragma once
-// One rendering per snapshot. The exposition of 1,000 rings takes prometheus-cpp about 12 ms to
-// serialise; every scrape of the same sample after the first (a second Prometheus of an HA
-// pair, dashboards, a curl loop) then costs a copy of the text. Rendering happens at the first
-// scrape of a sample rather than in the sampler, so samples nobody scrapes cost nothing. Served
-// from the cache without a copy (HttpResponse::shared_body), and gzip-compressed once for
-// scrapers that ask (Prometheus does).
+// One rendering per snapshot. The exposition of 10,000 rings and 1,000 SQ threads takes about
+// 5 ms to write and 7.5 ms to gzip (bench/render.cpp); every scrape of the same sample after
+// the first (a second Prometheus of an HA pair, dashboards, a curl loop) then costs a copy of
+// the text. Rendering happens at the first scrape of a sample rather than in the sampler, so
+// samples nobody scrapes cost nothing. Served from the cache without a copy
+// (HttpResponse::shared_body), and gzip-compressed once for scrapers that ask (Prometheus does).
 #include <functional>
 #include <memory>
 #include <mutex>

@@ -5,46 +5,12 @@
 #include <regex>
 #include <sstream>
 
+#include "tests/unit/exporters/snapshots.hpp"
+
 using namespace iouscope;
+using iouscope::test::one_thread_snapshot;
 
 namespace {
-
-Snapshot one_thread_snapshot(const std::string& comm) {
-    Snapshot s;
-    s.seq = 3;
-    ThreadSnapshot t;
-    t.tid = 42;
-    t.pid = 41;
-    t.comm = comm;
-    t.cpu_seconds = 2;
-    t.work_seconds = 0.5;
-    t.spin_seconds = 1.5;
-    t.rings = 1;
-    t.wake_latency.upper_bounds_s = {1e-6, 2e-6};
-    t.wake_latency.cumulative = {1, 3};
-    t.wake_latency.count = 4;
-    t.wake_latency.sum_s = 0.25;
-    t.wakers.push_back({7, "waker", 9, "task"});
-    s.threads.push_back(t);
-    RingSnapshot r;
-    r.id = "41:5";
-    r.pid = 41;
-    r.fd = 5;
-    r.comm = comm;
-    r.mode = "sqpoll";
-    r.sq_thread = 42;
-    r.sqes_total = 1000;
-    r.cqes_total = 999;
-    s.rings.push_back(r);
-    RingSnapshot plain = r;
-    plain.id = "41:6";
-    plain.mode = "plain";
-    plain.sq_thread = -1;
-    s.rings.push_back(plain);
-    s.probes.push_back({"sched_switch", "tp_btf", true, ""});
-    s.probes.push_back({"io_uring_create", "tp_btf", false, "kernel lacks it"});
-    return s;
-}
 
 // Parses "name{labels} value" lines into (series, value) pairs, ignoring comments.
 std::vector<std::pair<std::string, std::string>> series(const std::string& text) {

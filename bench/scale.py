@@ -13,8 +13,9 @@ Each point runs iouscope-load holding R rings, T of them SQPOLL rings with an SQ
           of one core;
   rss     its resident memory at the end, and its peak (VmHWM);
 then five scrapes of /metrics, 1.1 s apart so that each reads a new sample and renders it:
-  first   the slowest of them (a sample's first scrape renders the exposition), in ms;
-  bytes   the exposition's size, uncompressed.
+  first   the slowest of them (a sample's first scrape renders the exposition), in ms, asking
+          for gzip as Prometheus does (the daemon compresses once per sample);
+  bytes   the exposition's size, uncompressed, and gzip-compressed.
 The grid: the rings of --rings with the smallest --threads, then the threads of --threads with
 the smallest --rings, then the most rings with the most SQ threads among them (the scale goal's
 point, 10,000 and 1,000 by default; in no fit). Each point runs --repeats times (default 2); the table gives the median
@@ -24,11 +25,13 @@ and the range. The fit is a least-squares line through the medians of each serie
 Not a test: it prints figures for docs/BENCHMARKS.md ("Scale"). Needs root (BPF) and a build.
 """
 import argparse
+import gzip
 import os
 import statistics
 import subprocess
 import sys
 import time
+import urllib.request
 from importlib.machinery import SourceFileLoader
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -58,9 +61,15 @@ def start_load(build, rings, threads):
 
 
 def timed_scrape(daemon):
+    """One scrape as Prometheus makes it (Accept-Encoding: gzip): ms, bytes, gzip bytes."""
+    req = urllib.request.Request(daemon.url(), headers={"Accept-Encoding": "gzip"})
     t0 = time.monotonic()
-    text = daemon.scrape()
-    return (time.monotonic() - t0) * 1000, len(text.encode())
+    with urllib.request.urlopen(req, timeout=10) as r:
+        body = r.read()
+        gzipped = r.headers.get("Content-Encoding") == "gzip"
+    ms = (time.monotonic() - t0) * 1000
+    text = gzip.decompress(body) if gzipped else body
+    return ms, len(text), len(body) if gzipped else 0
 
 
 def measure(a, rings, threads):
@@ -79,7 +88,8 @@ def measure(a, rings, threads):
             time.sleep(1.1)
             scrapes.append(timed_scrape(daemon))
         return {"cpu": cpu, "rss": rss, "peak": peak,
-                "first": max(ms for ms, _ in scrapes), "bytes": scrapes[-1][1]}
+                "first": max(ms for ms, _, _ in scrapes), "bytes": scrapes[-1][1],
+                "gzip": scrapes[-1][2]}
     finally:
         if daemon:
             daemon.stop()
@@ -157,14 +167,15 @@ def main():
           f"median (min-max) of {a.repeats} runs; idle rings, nothing scraping during the CPU "
           f"window\n")
     print("| rings | SQ threads | daemon CPU, % of a core | RSS, MB | peak RSS, MB "
-          "| first scrape, ms | /metrics, bytes |")
-    print("|---|---|---|---|---|---|---|")
+          "| first scrape (gzip), ms | /metrics, bytes | gzip, bytes |")
+    print("|---|---|---|---|---|---|---|---|")
     for (rings, threads), runs in results.items():
         print(f"| {rings:,} | {threads:,} | {cell([r['cpu'] for r in runs], '{:.2f}')} "
               f"| {cell([r['rss'] for r in runs], '{:.1f}')} "
               f"| {cell([r['peak'] for r in runs], '{:.1f}')} "
               f"| {cell([r['first'] for r in runs], '{:.0f}')} "
-              f"| {statistics.median(r['bytes'] for r in runs):,.0f} |")
+              f"| {statistics.median(r['bytes'] for r in runs):,.0f} "
+              f"| {statistics.median(r['gzip'] for r in runs):,.0f} |")
     ring_series = [p for p in fitted if p[1] == t_min]
     thread_series = [fitted[0]] + [p for p in fitted if p[1] != t_min]
     cpu_ring, cpu_thread = fit(results, ring_series, thread_series, "cpu")

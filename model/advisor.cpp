@@ -50,6 +50,7 @@ Advice make_advice(const Snapshot& from, const Snapshot& to, const AdviseOptions
 }
 
 Advice AdviceWindow::update(const std::shared_ptr<const Snapshot>& now) {
+    if (judged_ && seconds_between(*judged_, *now) < window_s_ / 12) return last_;
     Advice a;
     if (!history_.empty()) {
         // The newest snapshot at least a window old, else the oldest we have.
@@ -65,6 +66,8 @@ Advice AdviceWindow::update(const std::shared_ptr<const Snapshot>& now) {
     }
     if (history_.empty() || seconds_between(*history_.back(), *now) >= window_s_ / 8)
         history_.push_back(now);
+    judged_ = now;
+    last_ = a;
     return a;
 }
 

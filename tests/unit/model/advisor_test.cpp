@@ -55,6 +55,20 @@ TEST(AdviceWindow, JudgesAgainstASnapshotAWindowOld) {
     EXPECT_EQ(last.findings.front().id, "sq_spinning_without_work");
 }
 
+// At a minute's window it judges every 5 s, and the samples between carry the last verdict:
+// its window moves only when it judges.
+TEST(AdviceWindow, JudgesAfreshEveryTwelfthOfTheWindow) {
+    AdviceWindow w(60);
+    std::vector<double> judged;
+    for (int t = 0; t <= 80; ++t) {
+        auto s = std::make_shared<Snapshot>(snap(t));
+        s->threads = {thread(5, 9, t * 0.99, 0)};
+        s->rings = {ring("9:4", 2, 5, 0)};
+        judged.push_back(w.update(s).window_seconds);
+    }
+    for (int t = 61; t <= 80; ++t) EXPECT_EQ(judged[t] != judged[t - 1], t % 5 == 0) << t;
+}
+
 TEST(Advise, AFindingNamesTheThreadsContainerAndPod) {
     Snapshot a = snap(0), b = snap(10);
     auto t0 = thread(42, 7, 0, 0, 5.0), t1 = thread(42, 7, 9.9, 0, 5.0);

@@ -73,7 +73,7 @@ private:
     // One walk of every task's files; appends one record per io_uring file. complete is false
     // when the walk stopped before the end of the task list (the records read are kept); the
     // call fails only when it read nothing.
-    bool walk_rings(std::vector<iou_ring_record>& out, bool& complete, std::string& error);
+    bool walk_rings(RingRecords& out, bool& complete, std::string& error);
     // The maps, into raw; the deep tier's are empty when it is off.
     void read_maps(RawSample& raw) const;
     // Moves every pending io_uring_create record out of the map.

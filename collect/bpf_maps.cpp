@@ -14,8 +14,7 @@
 
 namespace iouscope {
 
-bool BpfCollector::walk_rings(std::vector<iou_ring_record>& out, bool& complete,
-                              std::string& error) {
+bool BpfCollector::walk_rings(RingRecords& out, bool& complete, std::string& error) {
     complete = true;
     UniqueFd fd(bpf_iter_create(bpf_link__fd(iter_link_)));
     if (!fd) {

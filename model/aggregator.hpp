@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/uninit_allocator.hpp"
 #include "iouscope/records.h"
 #include "model/counters.hpp"
 #include "model/kernel_traits.hpp"
@@ -22,10 +23,14 @@
 
 namespace iouscope {
 
+using RingRecords = std::vector<iou_ring_record, UninitAllocator<iou_ring_record>>;
+
 struct RawSample {
     std::uint64_t mono_ns = 0;  // CLOCK_MONOTONIC at the walk, the clock of bpf_ktime_get_ns()
     double unix_time = 0;
-    std::vector<iou_ring_record> rings;
+    // The walk's records, read straight into (collect/bpf_maps.cpp): growing it leaves the room
+    // unwritten for the read to fill; zeroing it was 1.4 % of the daemon at 10,000 rings.
+    RingRecords rings;
     std::vector<std::pair<std::uint32_t, iou_sched_state>> sched;
     std::vector<std::pair<iou_waker_key, iou_waker_val>> wakers;
     std::vector<iou_created_ring> created;  // drained from the map before the walk

@@ -39,7 +39,7 @@ inline iou_ring_record ring(std::uint64_t ctx, std::uint32_t pid, std::uint32_t 
 inline RawSample sample(std::uint64_t t_ns, std::vector<iou_ring_record> rings) {
     RawSample s;
     s.mono_ns = t_ns;
-    s.rings = std::move(rings);
+    s.rings.assign(rings.begin(), rings.end());
     return s;
 }
 

@@ -68,9 +68,15 @@ void RingSeries::apply(Snapshot& snap) {
     if (limit_ == 0) return;
     ++samples_;
     join(snap);
-    std::size_t held = 0;
-    for (const auto& p : plain_) held += p.ring->held;
-    allot(held, snap.monotonic_seconds);
+    std::size_t held = 0, stirring = 0;  // rings with places; rings waiting that did something
+    for (const auto& p : plain_) {
+        held += p.ring->held;
+        stirring += !p.ring->held && p.ring->activity > 0;
+    }
+    // With every place taken, only a waiting ring that did something can take one: at 10,000
+    // idle rings nothing moves, and nothing is sorted.
+    if (held < limit_ || stirring > 0) allot(held, snap.monotonic_seconds);
+    for (auto& p : plain_) p.snap->folded = !p.ring->held;
     fold(snap);
 }
 
@@ -126,7 +132,6 @@ void RingSeries::allot(std::size_t held, double now) {
         (*y)->ring->held = false;
         take(*(*w)->ring);
     }
-    for (auto& p : plain_) p.snap->folded = !p.ring->held;
 }
 
 // Each process's folded rings: how many now, and what they did while folded. A process's fold

@@ -327,7 +327,13 @@ std::optional<Selection> load_probes(const KernelFeatures& kf, const LoaderOptio
             return std::nullopt;
         }
     }
-    if (try_load(sel, consts, objs) == 0) return sel;
+    const auto loaded = [&](Selection s) {
+        spdlog::info("the ring walk reads rings with {}", consts.ring_cast
+                                                              ? "plain loads (bpf_rdonly_cast)"
+                                                              : "probe reads (no bpf_rdonly_cast)");
+        return s;
+    };
+    if (try_load(sel, consts, objs) == 0) return loaded(sel);
     if (consts.ring_cast) {
         // A kernel whose BTF names the kfunc but that refuses it to iterators: probe reads.
         consts.ring_cast = false;
@@ -335,7 +341,7 @@ std::optional<Selection> load_probes(const KernelFeatures& kf, const LoaderOptio
             spdlog::warn(
                 "the kernel refused bpf_rdonly_cast to the ring walk; it reads rings "
                 "with probe reads instead");
-            return sel;
+            return loaded(sel);
         }
     }
     auto good = fall_back(sel, essential, kf, opts, consts, states, error);
@@ -344,7 +350,7 @@ std::optional<Selection> load_probes(const KernelFeatures& kf, const LoaderOptio
         error = load_error_text(err);
         return std::nullopt;
     }
-    return good;
+    return loaded(*good);
 }
 
 }  // namespace iouscope

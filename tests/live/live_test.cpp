@@ -1,6 +1,7 @@
 // Live tier: the real daemon and the real load generator on this host's kernel. Needs root and
 // BPF; each test is gated on the features it uses, detected at run time.
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -303,6 +304,20 @@ TEST_F(Live, SigtermDetachesEveryProgram) {
         return left.empty();
     });
     EXPECT_TRUE(gone) << left.size() << " programs left behind";
+}
+
+// The walk casts rings (bpf_rdonly_cast, plain loads) wherever the kernel's BTF has the kfunc,
+// reads them with probe reads elsewhere (5.10 and 6.1 in the VM tier), and says which.
+TEST_F(Live, TheRingWalkCastsRingsWhereTheKernelHasTheKfunc) {
+    struct btf* vmlinux = btf__load_vmlinux_btf();
+    ASSERT_NE(vmlinux, nullptr);
+    const bool cast = btf__find_by_name_kind(vmlinux, "bpf_rdonly_cast", BTF_KIND_FUNC) > 0;
+    btf__free(vmlinux);
+    auto d = start_daemon();
+    ASSERT_TRUE(d->ready());
+    const std::string want = cast ? "the ring walk reads rings with plain loads (bpf_rdonly_cast)"
+                                  : "the ring walk reads rings with probe reads";
+    EXPECT_NE(d->startup_log().find(want), std::string::npos) << d->startup_log();
 }
 
 TEST_F(Live, StartupErrorsAreClear) {

@@ -188,7 +188,10 @@ void add_sampling_options(CLI::App& app, DaemonConfig& cfg, RawFlags& raw) {
                    "dropped after attaching in any case.");
     app.add_flag("--metrics", raw.metrics,
                  "Print every metric family (name, type, labels, help; tab-separated) and exit.");
-    app.add_flag("--version", raw.version, "Print the version and exit.");
+    app.add_flag("--version", raw.version,
+                 "Print the version, the commit, the libraries built against, the kernel and "
+                 "how the walk reads its rings; as root also what every probe would attach as "
+                 "(loading them for a moment), and exit. Paste it into a bug report.");
 }
 
 // --advise.window after --sample.interval is known: "0", or 5s to 1h spanning two samples.
@@ -252,7 +255,7 @@ FlagsResult parse_daemon_flags(int argc, const char* const* argv) {
     FlagsResult result;
     if (!cli::parse_or_answer(app, argc, argv, "iouscoped", result)) return result;
     if (raw.version) {
-        result.output = "iouscoped " IOUSCOPE_VERSION;
+        result.version = true;
         return result;
     }
     if (raw.metrics) {

@@ -50,6 +50,7 @@ struct FlagsResult {
     std::optional<DaemonConfig> config;  // set when the daemon should run
     int exit_code = 0;                   // when config is empty: 0 after --help/--version, else 2
     std::string output;                  // help/version text (stdout) or error message (stderr)
+    bool version = false;                // --version: main prints the build and the kernel
 };
 
 FlagsResult parse_daemon_flags(int argc, const char* const* argv);

@@ -16,6 +16,7 @@
 #include "collect/sampler.hpp"
 #include "collect/submit_cost.hpp"
 #include "daemon/flags.hpp"
+#include "daemon/version.hpp"
 #include "exporters/json_exporter.hpp"
 #include "exporters/prometheus_exporter.hpp"
 #include "exporters/render_cache.hpp"
@@ -44,23 +45,56 @@ sigset_t block_stop_signals() {
     return sigs;
 }
 
-// --probe-report: which variant of each probe this kernel takes, then exit.
-int probe_report(const DaemonConfig& cfg, const KernelFeatures& kf) {
+// Every probe the kernel allows, deep tier included, loaded and attached for a moment.
+std::unique_ptr<BpfCollector> load_every_probe(const DaemonConfig& cfg, const KernelFeatures& kf,
+                                               std::string& err) {
     // The table is the output; the log only adds noise unless debugging was asked for.
     if (cfg.log_level != "debug") spdlog::set_level(spdlog::level::err);
-    std::string err;
-    auto bpf = BpfCollector::make(
+    return BpfCollector::make(
         kf, LoaderOptions{true, cfg.no_fentry, cfg.gap_sampling, cfg.max_rings, cfg.max_sq_threads},
         err);
+}
+
+void print_probes(const BpfCollector& bpf) {
+    std::printf("%-24s %-8s %-9s %s\n", "PROBE", "KIND", "STATE", "DETAIL");
+    for (const auto& p : bpf.probes())
+        std::printf("%-24s %-8s %-9s %s\n", p.probe.c_str(), p.attached ? p.kind.c_str() : "-",
+                    p.attached ? "attached" : "off", p.reason.c_str());
+}
+
+// --probe-report: which variant of each probe this kernel takes, then exit.
+int probe_report(const DaemonConfig& cfg, const KernelFeatures& kf) {
+    std::string err;
+    auto bpf = load_every_probe(cfg, kf, err);
     if (!bpf) {
         spdlog::error("{}", err);
         return 1;
     }
-    std::printf("kernel %s\n%-24s %-8s %-9s %s\n", kf.release().c_str(), "PROBE", "KIND", "STATE",
-                "DETAIL");
-    for (const auto& p : bpf->probes())
-        std::printf("%-24s %-8s %-9s %s\n", p.probe.c_str(), p.attached ? p.kind.c_str() : "-",
-                    p.attached ? "attached" : "off", p.reason.c_str());
+    std::printf("kernel %s\n", kf.release().c_str());
+    print_probes(*bpf);
+    return 0;
+}
+
+// --version: the build, the kernel and, as root, every probe's attach kind. Always exits 0: what
+// could not be found out is said in its place.
+int print_version() {
+    std::fputs(build_report().c_str(), stdout);
+    KernelFeatures kf;
+    const auto btf_error = KernelFeatures::load(kf);
+    std::fputs(kernel_report(btf_error ? nullptr : &kf, btf_error).c_str(), stdout);
+    if (btf_error) return 0;
+    if (auto why = missing_bpf_privileges()) {
+        std::printf("probes:     not loaded: %s\n", why->c_str());
+        return 0;
+    }
+    std::string err;
+    auto bpf = load_every_probe(DaemonConfig{}, kf, err);
+    if (!bpf) {
+        std::printf("probes:     none load: %s\n", err.c_str());
+        return 0;
+    }
+    std::printf("probes (as the daemon with --probes.deep would attach them):\n");
+    print_probes(*bpf);
     return 0;
 }
 
@@ -197,6 +231,7 @@ int run(const DaemonConfig& cfg, const KernelFeatures& kf, const sigset_t& sigs)
 
 int main(int argc, char** argv) {
     auto flags = parse_daemon_flags(argc, argv);
+    if (flags.version) return print_version();
     if (!flags.config) {
         (flags.exit_code ? std::cerr : std::cout) << flags.output << "\n";
         return flags.exit_code;

@@ -320,6 +320,33 @@ TEST_F(Live, TheRingWalkCastsRingsWhereTheKernelHasTheKfunc) {
     EXPECT_NE(d->startup_log().find(want), std::string::npos) << d->startup_log();
 }
 
+// --version is a bug report's header: the build, the kernel, the walk's reads and, as root,
+// every probe's attach kind, the same probes --probe-report lists.
+TEST_F(Live, VersionNamesTheBuildTheKernelAndEveryProbe) {
+    struct btf* vmlinux = btf__load_vmlinux_btf();
+    ASSERT_NE(vmlinux, nullptr);
+    const bool cast = btf__find_by_name_kind(vmlinux, "bpf_rdonly_cast", BTF_KIND_FUNC) > 0;
+    btf__free(vmlinux);
+    std::string out;
+    FILE* p = popen((build_dir() + "/iouscoped --version 2>/dev/null").c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    char buf[4096];
+    while (std::fgets(buf, sizeof buf, p)) out += buf;
+    ASSERT_EQ(pclose(p), 0) << out;
+    EXPECT_EQ(out.rfind("iouscoped " IOUSCOPE_VERSION "\n", 0), 0u) << out;
+    for (const char* line :
+         {"\ncommit:     ", "\nlibbpf:     built against 1.", "\nlibraries:  prometheus-cpp ",
+          "\nkernel:     Linux ", "\nBTF:        yes\n"})
+        EXPECT_NE(out.find(line), std::string::npos) << line << " in\n" << out;
+    if (std::filesystem::exists(IOUSCOPE_SOURCE_DIR "/.git")) {
+        EXPECT_EQ(out.find("commit:     unknown"), std::string::npos) << "built from a checkout";
+    }
+    EXPECT_NE(out.find(cast ? "ring walk:  plain loads" : "ring walk:  probe reads"),
+              std::string::npos)
+        << out;
+    EXPECT_NE(out.find("\niter_rings               iter     attached"), std::string::npos) << out;
+}
+
 TEST_F(Live, StartupErrorsAreClear) {
     // Busy address: take a port, then ask the daemon for it.
     int port = free_port();

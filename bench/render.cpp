@@ -275,24 +275,6 @@ void compare_paths(const Snapshot& s, int runs, const std::string& only) {
     print_table(paths, runs);
 }
 
-// zlib's gzip at a level, strategy and memLevel: the settings zlib offers for speed. Into an
-// output buffer nobody has written yet, so that the table times zlib and its pages alone.
-std::size_t gzip_with(const std::string& text, int level, int strategy, int mem_level) {
-    z_stream z{};
-    if (deflateInit2(&z, level, Z_DEFLATED, 16 + 15, mem_level, strategy) != Z_OK)
-        throw std::runtime_error("deflateInit2 failed");
-    const uLong bound = deflateBound(&z, static_cast<uLong>(text.size()));
-    const std::unique_ptr<Bytef[]> out(new Bytef[bound]);
-    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
-    z.avail_in = static_cast<uInt>(text.size());
-    z.next_out = out.get();
-    z.avail_out = static_cast<uInt>(bound);
-    const int rc = deflate(&z, Z_FINISH);
-    deflateEnd(&z);
-    if (rc != Z_STREAM_END) throw std::runtime_error("deflate did not finish");
-    return z.total_out;
-}
-
 void compare_gzip(const std::string& text, int runs) {
     struct Setting {
         std::string name;
@@ -314,7 +296,7 @@ void compare_gzip(const std::string& text, int runs) {
     for (const std::size_t k : shuffled_rounds(settings.size(), runs)) {
         auto& st = settings[k];
         const auto t0 = Clock::now();
-        st.bytes = gzip_with(text, st.level, st.strategy, st.mem_level);
+        st.bytes = gzip_compress(text, {st.level, st.strategy, st.mem_level}).size();
         st.ms.push_back(ms_since(t0));
     }
     std::printf("gzip of %zu bytes, %d runs per setting, median (min-max) in ms\n\n", text.size(),

@@ -7,11 +7,12 @@
 
 namespace iouscope {
 
-std::string gzip_compress(std::string_view text) {
+std::string gzip_compress(std::string_view text, GzipSettings s) {
     // zlib's one-call compress() writes the zlib format, not gzip; deflate with windowBits 16+15
     // adds the gzip header and trailer.
     z_stream z{};
-    if (deflateInit2(&z, Z_BEST_SPEED, Z_DEFLATED, 16 + 15, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+    static_assert(Z_BEST_SPEED == 1 && Z_DEFAULT_STRATEGY == 0, "GzipSettings' defaults");
+    if (deflateInit2(&z, s.level, Z_DEFLATED, 16 + 15, s.mem_level, s.strategy) != Z_OK)
         throw std::runtime_error("deflateInit2 failed");
     // Into a buffer of deflateBound's size left unwritten, then copied out at the size it came
     // to: a std::string of that size would first write zeros over all of it, the text's size

@@ -12,6 +12,12 @@ namespace iouscope {
 // 9 8.6 ms; Z_FILTERED is level 1's own; Z_RLE 24.7 ms and Z_HUFFMAN_ONLY 23.5 ms, both 1.6x.
 // Nothing is faster than level 1; levels 2 and 3 save 1.5 and 2.3 % of the bytes for 1 and 4 %
 // more time, too little either way to change.
-std::string gzip_compress(std::string_view text);
+// The other settings are zlib's (level, strategy, memLevel), for bench/render.cpp to compare.
+struct GzipSettings {
+    int level = 1;      // Z_BEST_SPEED
+    int strategy = 0;   // Z_DEFAULT_STRATEGY
+    int mem_level = 8;  // zlib's default
+};
+std::string gzip_compress(std::string_view text, GzipSettings s = {});
 
 }  // namespace iouscope

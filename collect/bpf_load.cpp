@@ -314,7 +314,7 @@ std::optional<Selection> load_probes(const KernelFeatures& kf, const LoaderOptio
     LoadConstants consts;
     consts.capacities = map_capacities(opts);
     consts.iopoll_counts_in_arg = kf.btf_func_params("io_do_iopoll").value_or(0) == 3;
-    consts.ring_cast = kf.has_btf_func("bpf_rdonly_cast");
+    consts.ring_cast = kf.casts_rings();
     if (opts.gap_sampling.enabled())
         consts.gap_cutoff_ns = static_cast<std::uint64_t>(kGapCutoff.count());
     Selection sel, essential;

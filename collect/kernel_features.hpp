@@ -46,6 +46,9 @@ public:
     // IORING_SETUP_IDLE_NS (seeds patch 002): the sqd keeps idle_mode, whether or not a ring
     // has asked for nanoseconds yet.
     bool idle_ns_supported() const { return has_btf_member("io_sq_data", "idle_mode"); }
+    // bpf_rdonly_cast (6.2): the ring walk can read rings with plain loads (bpf/core_fixes.bpf.h,
+    // get_ring_ctx).
+    bool casts_rings() const { return has_btf_func("bpf_rdonly_cast"); }
     // What the aggregator needs of the above.
     KernelTraits traits() const { return {work_time_per_thread(), idle_ns_supported()}; }
 

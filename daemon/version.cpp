@@ -31,7 +31,7 @@ std::string kernel_report(const KernelFeatures* kf, const std::optional<std::str
     std::string out = fmt::format("kernel:     {} {} {}\n", u.sysname, u.release, u.machine);
     if (!kf) return out + fmt::format("BTF:        none: {}\n", btf_error.value_or("unknown"));
     out += "BTF:        yes\n";
-    out += fmt::format("ring walk:  {}\n", kf->has_btf_func("bpf_rdonly_cast")
+    out += fmt::format("ring walk:  {}\n", kf->casts_rings()
                                                ? "plain loads (bpf_rdonly_cast)"
                                                : "probe reads (no bpf_rdonly_cast before 6.2)");
     return out;

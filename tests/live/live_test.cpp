@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -34,6 +35,16 @@ std::set<unsigned> ours(const std::map<unsigned, std::string>& progs) {
     for (const auto& [id, name] : progs)
         if (name.rfind("iou_", 0) == 0) ids.insert(id);
     return ids;
+}
+
+// Whether the kernel's BTF names the kfunc the walk casts rings with, asked here without the
+// daemon; nullopt without BTF.
+std::optional<bool> kernel_has_rdonly_cast() {
+    struct btf* vmlinux = btf__load_vmlinux_btf();
+    if (!vmlinux) return std::nullopt;
+    const bool has = btf__find_by_name_kind(vmlinux, "bpf_rdonly_cast", BTF_KIND_FUNC) > 0;
+    btf__free(vmlinux);
+    return has;
 }
 
 class Live : public ::testing::Test {
@@ -309,10 +320,9 @@ TEST_F(Live, SigtermDetachesEveryProgram) {
 // The walk casts rings (bpf_rdonly_cast, plain loads) wherever the kernel's BTF has the kfunc,
 // reads them with probe reads elsewhere (5.10 and 6.1 in the VM tier), and says which.
 TEST_F(Live, TheRingWalkCastsRingsWhereTheKernelHasTheKfunc) {
-    struct btf* vmlinux = btf__load_vmlinux_btf();
-    ASSERT_NE(vmlinux, nullptr);
-    const bool cast = btf__find_by_name_kind(vmlinux, "bpf_rdonly_cast", BTF_KIND_FUNC) > 0;
-    btf__free(vmlinux);
+    const auto has_cast = kernel_has_rdonly_cast();
+    ASSERT_TRUE(has_cast.has_value()) << "no BTF at /sys/kernel/btf/vmlinux";
+    const bool cast = *has_cast;
     auto d = start_daemon();
     ASSERT_TRUE(d->ready());
     const std::string want = cast ? "the ring walk reads rings with plain loads (bpf_rdonly_cast)"
@@ -323,10 +333,9 @@ TEST_F(Live, TheRingWalkCastsRingsWhereTheKernelHasTheKfunc) {
 // --version is a bug report's header: the build, the kernel, the walk's reads and, as root,
 // every probe's attach kind, the same probes --probe-report lists.
 TEST_F(Live, VersionNamesTheBuildTheKernelAndEveryProbe) {
-    struct btf* vmlinux = btf__load_vmlinux_btf();
-    ASSERT_NE(vmlinux, nullptr);
-    const bool cast = btf__find_by_name_kind(vmlinux, "bpf_rdonly_cast", BTF_KIND_FUNC) > 0;
-    btf__free(vmlinux);
+    const auto has_cast = kernel_has_rdonly_cast();
+    ASSERT_TRUE(has_cast.has_value()) << "no BTF at /sys/kernel/btf/vmlinux";
+    const bool cast = *has_cast;
     std::string out;
     FILE* p = popen((build_dir() + "/iouscoped --version 2>/dev/null").c_str(), "r");
     ASSERT_NE(p, nullptr);

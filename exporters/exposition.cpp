@@ -122,11 +122,12 @@ void Family::head(std::string_view suffix, const Labels& labels, const double* l
     text_ += ' ';
 }
 
-void Family::counter(const Labels& labels, double v) {
-    check_kind(MetricKind::counter);
+void Family::single(MetricKind kind, const Labels& labels, double v) {
+    check_kind(kind);
     begin_series(labels);
     if (target_ == ExpositionTarget::families) {
-        add(labels).counter.value = v;
+        auto& m = add(labels);
+        (kind == MetricKind::counter ? m.counter.value : m.gauge.value) = v;
         return;
     }
     head("", labels);
@@ -134,24 +135,19 @@ void Family::counter(const Labels& labels, double v) {
     text_ += '\n';
 }
 
+void Family::counter(const Labels& labels, double v) {
+    single(MetricKind::counter, labels, v);
+}
+
 void Family::gauge(const Labels& labels, double v) {
-    check_kind(MetricKind::gauge);
-    begin_series(labels);
-    if (target_ == ExpositionTarget::families) {
-        add(labels).gauge.value = v;
-        return;
-    }
-    head("", labels);
-    text_exposition::append_value(text_, v);
-    text_ += '\n';
+    single(MetricKind::gauge, labels, v);
 }
 
 void Family::value(const Labels& labels, double v) {
     if (decl_.kind == MetricKind::histogram)
         throw std::logic_error(std::string(decl_.name) +
                                " is a histogram: it takes no single value");
-    if (decl_.kind == MetricKind::counter) return counter(labels, v);
-    gauge(labels, v);
+    single(decl_.kind, labels, v);
 }
 
 void Family::histogram(const Labels& labels, const LatencyHistogram& h) {

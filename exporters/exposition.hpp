@@ -68,6 +68,8 @@ private:
     void begin_series(const Labels& labels);
     void check_labels(const Labels& labels) const;
     void check_kind(MetricKind k) const;
+    // One counter or gauge series, of the kind the caller names and the catalogue must declare.
+    void single(MetricKind kind, const Labels& labels, double v);
     prometheus::ClientMetric& add(const Labels& labels);
     // `name<suffix>{labels[,le="bound"]} `, the head of a text line.
     void head(std::string_view suffix, const Labels& labels, const double* le = nullptr);

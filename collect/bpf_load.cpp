@@ -164,6 +164,9 @@ int size_maps(const LoadConstants& k, BpfObjects& objs) {
             if (bpf_map* m = bpf_object__find_map_by_name(obj, name.c_str()))
                 if (int err = bpf_map__set_max_entries(m, n); err) return err;
     }
+    // The light walks' order: one entry per ring's holder, as many as the per-ring maps hold.
+    for (const auto& [name, n] : k.capacities)
+        if (name == "ring_births") return bpf_map__set_max_entries(objs.core->maps.walk_order, n);
     return 0;
 }
 

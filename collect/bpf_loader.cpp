@@ -30,6 +30,8 @@ std::unique_ptr<BpfCollector> BpfCollector::make(const KernelFeatures& kf,
     c->gated_links_.resize(table.size());
     for (auto [i, v] : *sel)
         if (!c->attach(i, v, error)) return nullptr;
+    bpf_map* order = c->objs_.core->maps.walk_order;
+    c->order_ = WalkOrder(bpf_map__fd(order), bpf_map__max_entries(order));
     c->refresh_modules();
     c->log_probes();
     return c;

@@ -17,6 +17,7 @@
 #include "collect/bpf_objects.hpp"
 #include "collect/kernel_features.hpp"
 #include "collect/probe_table.hpp"
+#include "collect/walk_order.hpp"
 #include "iouscope/records.h"
 #include "model/aggregator.hpp"
 #include "model/gap_sampling.hpp"
@@ -57,8 +58,12 @@ public:
     // walks the rings and reads every map and the shared counters. Fills raw's kernel-side
     // fields (all but kernel and cgroup_paths). Returns false, with error set, when the walk
     // read nothing; a walk that ended early keeps what it read (raw.walk_complete false) and
-    // says why in error.
-    bool read_sample(RawSample& raw, std::string& error);
+    // says why in error. light: the walk may pass over the plain rings the last full walk read
+    // (model/ring_carry.hpp), which only light_walks() allows; raw.light_walk says if it did.
+    bool read_sample(RawSample& raw, std::string& error, bool light = false);
+    // Whether a walk may pass over plain rings: io_uring_create is attached, and announces each
+    // new ring, which may sit at a closed one's place and address (collect/walk_order.hpp).
+    bool light_walks() const { return attached(ProbeId::io_uring_create); }
     // Deletes the entries whose owners the aggregator found gone (Aggregator::cleanup()).
     void cleanup(const MapCleanup& c);
     // max_entries of each bounded map loaded, under the names Snapshot::map_entries uses; fixed
@@ -73,7 +78,8 @@ private:
     // One walk of every task's files; appends one record per io_uring file. complete is false
     // when the walk stopped before the end of the task list (the records read are kept); the
     // call fails only when it read nothing.
-    bool walk_rings(RingRecords& out, bool& complete, std::string& error);
+    // light: pass over the plain rings of order_ (bpf/iouscope.bpf.c, walk_passes_over).
+    bool walk_rings(RingRecords& out, bool& complete, std::string& error, bool light);
     // The maps, into raw; the deep tier's are empty when it is off.
     void read_maps(RawSample& raw) const;
     // Moves every pending io_uring_create record out of the map.
@@ -126,6 +132,8 @@ private:
     // duty-cycled window closes early where none has: the work-gap program records only SQ
     // threads.
     std::atomic<int> sqpoll_rings_{-1};
+    WalkOrder order_;                         // the last full walk's, for light walks
+    bool order_refused_ = false;              // the map refused it once: logged
     std::unique_ptr<GapDutyCycle> gap_duty_;  // after objs_: stops and detaches before they unload
 };
 

@@ -14,8 +14,12 @@
 
 namespace iouscope {
 
-bool BpfCollector::walk_rings(RingRecords& out, bool& complete, std::string& error) {
+bool BpfCollector::walk_rings(RingRecords& out, bool& complete, std::string& error, bool light) {
     complete = true;
+    auto* bss = objs_.core->bss;
+    bss->walk_light = light;
+    bss->walk_known = order_.known();
+    bss->walk_at = 0;
     UniqueFd fd(bpf_iter_create(bpf_link__fd(iter_link_)));
     if (!fd) {
         error = std::string("cannot start the ring iterator: ") + std::strerror(errno);

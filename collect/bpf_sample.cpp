@@ -1,7 +1,11 @@
 // One sample's reads from the kernel, in one pass (BpfCollector::read_sample): the order the
 // counts need, the sample's instant on both clocks, and the walk's verdict on SQPOLL rings.
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <tuple>
 #include <utility>
 
@@ -39,15 +43,23 @@ std::pair<std::uint64_t, double> clock_pair() {
 
 }  // namespace
 
-bool BpfCollector::read_sample(RawSample& raw, std::string& error) {
+bool BpfCollector::read_sample(RawSample& raw, std::string& error, bool light) {
     refresh_modules();
     // Drain before the walk: a ring created after the drain is walked now and recognised when
     // its record is drained next time; one that died before the walk is counted as short-lived.
     drain_created(raw.created);
+    order_.forget(raw.created);
     std::tie(raw.mono_ns, raw.unix_time) = clock_pair();
     bool complete = true;
-    if (!walk_rings(raw.rings, complete, error)) return false;
+    raw.light_walk = light && light_walks() && order_.known() > 0;
+    if (!walk_rings(raw.rings, complete, error, raw.light_walk)) return false;
     raw.walk_complete = complete;
+    if (!raw.light_walk && !complete) order_.clear();
+    if (!raw.light_walk && complete && !order_.learn(raw.rings) && !order_refused_) {
+        order_refused_ = true;
+        spdlog::warn("cannot write the walk's order ({}): walks read every ring",
+                     std::strerror(errno));
+    }
     if (complete) {
         const bool any = std::any_of(raw.rings.begin(), raw.rings.end(), [](auto& r) {
             return (r.setup_flags & IOU_SETUP_SQPOLL) != 0;

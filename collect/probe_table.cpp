@@ -26,8 +26,9 @@ const std::vector<ProbeSpec>& probe_table() {
                         {K::btf_func, "io_uring_poll"}}}},
          .essential = true,
          .deep = false,
-         // One entry per CPU: the task the walk is on, overwritten as it moves on.
-         .maps = {{"task_facts", KeyOwner::bounded}}},
+         // One entry per CPU: the task the walk is on, overwritten as it moves on. walk_order:
+         // the last full walk's order, rewritten whole by each (collect/walk_order.hpp).
+         .maps = {{"task_facts", KeyOwner::bounded}, {"walk_order", KeyOwner::bounded}}},
         {.id = ProbeId::sched_switch,
          .name = "sched_switch",
          .object = BpfObject::core,

@@ -8,6 +8,8 @@
 #include <mutex>
 #include <utility>
 
+#include "common/clock.hpp"
+
 namespace iouscope {
 
 Sampler::Sampler(BpfCollector& bpf, KernelTraits traits, std::shared_ptr<SnapshotStore> store,
@@ -40,10 +42,12 @@ void Sampler::resolve_cgroups(RawSample& raw) {
 bool Sampler::collect(RawSample& raw) {
     raw.kernel = traits_;
     std::string err;
-    if (!bpf_.read_sample(raw, err)) {
+    const bool light = carry_.light(monotonic_ns());
+    if (!bpf_.read_sample(raw, err, light)) {
         spdlog::error("sample failed: {}", err);
         return false;
     }
+    carry_.splice(raw);
     if (!raw.walk_complete)
         spdlog::warn("ring walk ended early ({}); rings it did not reach are kept as they were",
                      err);
@@ -153,8 +157,21 @@ bool Sampler::sample_once() {
     spdlog::debug("sample {}: {} rings, {} SQ threads, {:.3f} ms", snap->seq, snap->rings.size(),
                   snap->threads.size(), snap->sample_duration_seconds * 1e3);
     store_->publish(std::move(snap));
+    carry_.keep(raw);
     agg_.recycle(std::move(raw));
     return true;
+}
+
+void Sampler::set_plain_interval(std::chrono::nanoseconds period,
+                                 std::chrono::nanoseconds interval) {
+    if (period > interval && !bpf_.light_walks()) {
+        spdlog::info(
+            "every walk reads every ring: without io_uring_create, a walk could not tell a new "
+            "ring from a closed plain ring at the same address");
+        period = std::chrono::nanoseconds(0);
+    }
+    carry_ = RingCarry(static_cast<std::uint64_t>(period.count()),
+                       static_cast<std::uint64_t>(interval.count()));
 }
 
 void Sampler::enable_advice(double window_seconds, AdviseOptions opts) {

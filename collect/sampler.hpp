@@ -14,6 +14,7 @@
 #include "collect/host_view.hpp"
 #include "model/advisor.hpp"
 #include "model/aggregator.hpp"
+#include "model/ring_carry.hpp"
 #include "model/ring_series.hpp"
 #include "model/snapshot_store.hpp"
 
@@ -42,6 +43,11 @@ public:
     // (model/ring_series.hpp). RingSeries::kDefaultLimit until called.
     void set_ring_series_limit(std::size_t limit) { series_ = RingSeries(limit); }
 
+    // Plain rings read in full at most `period` apart, the walks between passing over them
+    // (model/ring_carry.hpp); 0, or a period within the interval, reads every ring at every
+    // walk, as does a kernel without io_uring_create. Every ring at every walk until called.
+    void set_plain_interval(std::chrono::nanoseconds period, std::chrono::nanoseconds interval);
+
     // Samples every `interval` until stop is requested. Drift-free: the schedule is absolute.
     void run(std::stop_token stop, std::chrono::nanoseconds interval);
 
@@ -58,6 +64,7 @@ private:
     std::string hostname_, kernel_;
     Aggregator agg_;
     RingSeries series_;
+    RingCarry carry_;
     HostView view_;
     CgroupPaths cgroups_;
     // The maps' capacities: fixed once the collector is made, so read once, not per sample.

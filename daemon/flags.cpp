@@ -86,6 +86,7 @@ struct RawFlags {
     std::string advise = "60s";
     std::string gap_sampling = "6s/60s";
     std::string sched_gate = "auto";
+    std::string plain_interval = "5s";
     bool version = false;
     bool metrics = false;
 };
@@ -105,7 +106,7 @@ void add_web_options(CLI::App& app, DaemonConfig& cfg) {
 }
 
 // What the daemon holds at scale: its BPF maps, and the series of plain rings.
-void add_scale_options(CLI::App& app, DaemonConfig& cfg) {
+void add_scale_options(CLI::App& app, DaemonConfig& cfg, RawFlags& raw) {
     app.add_option("--rings.series-limit", cfg.ring_series_limit,
                    "Plain rings (neither SQPOLL nor IOPOLL) that get iouscope_ring_* series of "
                    "their own, at most; 0 gives every ring its own. The places go to the busiest "
@@ -116,6 +117,16 @@ void add_scale_options(CLI::App& app, DaemonConfig& cfg) {
                    "CQEs). SQPOLL and IOPOLL rings always have their own series; top and the "
                    "JSON API show every ring.")
         ->default_str(std::to_string(RingSeries::kDefaultLimit));
+    app.add_option("--rings.plain-interval", raw.plain_interval,
+                   "How often a walk reads every plain ring (neither SQPOLL nor IOPOLL), up to "
+                   "1h; 0 reads them at every sample. The walks between pass over the plain rings "
+                   "they have read before and keep their last counts, which saves the walk a "
+                   "cold cache miss per ring: at 10,000 idle rings, most of its time. A new ring "
+                   "is read by the next walk, SQPOLL and IOPOLL rings by every walk. A plain "
+                   "ring's SQEs and CQEs show at the next full walk, and its "
+                   "series go at most this long after it closes. At or below --sample.interval, "
+                   "every walk is full.")
+        ->default_str("5s");
     app.add_option("--maps.rings", cfg.max_rings,
                    "Rings the BPF maps keyed by ring hold (ring_births, created_rings, and the "
                    "deep tier's ring_work and iopoll_stats), 64 to 4194304. Each entry costs "
@@ -212,6 +223,22 @@ std::optional<std::string> check_advise_window(const RawFlags& raw, DaemonConfig
     return std::nullopt;
 }
 
+// --rings.plain-interval: "0", or a duration up to 1h.
+std::optional<std::string> check_plain_interval(const RawFlags& raw, DaemonConfig& cfg) {
+    if (raw.plain_interval == "0") {
+        cfg.plain_interval = std::chrono::nanoseconds(0);
+        return std::nullopt;
+    }
+    auto plain = parse_duration(raw.plain_interval);
+    if (!plain)
+        return "--rings.plain-interval: \"" + raw.plain_interval +
+               "\" is not a duration (examples: 5s, 1m) or 0";
+    if (*plain > std::chrono::hours(1))
+        return "--rings.plain-interval must be at most 1h, got " + raw.plain_interval;
+    cfg.plain_interval = *plain;
+    return std::nullopt;
+}
+
 // Every check a parsed command line must pass; the first failure's message.
 std::optional<std::string> validate(const RawFlags& raw, DaemonConfig& cfg) {
     if (auto err = check_listen_address(cfg.listen_address)) return err;
@@ -225,6 +252,7 @@ std::optional<std::string> validate(const RawFlags& raw, DaemonConfig& cfg) {
         return "--sample.interval must be between 10ms and 1h, got " + raw.interval;
     cfg.interval = *interval;
     if (auto err = check_advise_window(raw, cfg)) return err;
+    if (auto err = check_plain_interval(raw, cfg)) return err;
     if (auto err = parse_gap_sampling(raw.gap_sampling, cfg.gap_sampling)) return err;
     static const std::map<std::string, SchedGateMode> kGates{{"auto", SchedGateMode::automatic},
                                                              {"lazy", SchedGateMode::lazy},
@@ -250,7 +278,7 @@ FlagsResult parse_daemon_flags(int argc, const char* const* argv) {
     app.get_formatter()->column_width(34);
     add_web_options(app, cfg);
     add_sampling_options(app, cfg, raw);
-    add_scale_options(app, cfg);
+    add_scale_options(app, cfg, raw);
 
     FlagsResult result;
     if (!cli::parse_or_answer(app, argc, argv, "iouscoped", result)) return result;

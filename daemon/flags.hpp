@@ -42,6 +42,8 @@ struct DaemonConfig {
     std::chrono::nanoseconds advise_window = std::chrono::seconds(60);
     // --rings.series-limit: plain rings with series of their own; 0 = every ring.
     std::size_t ring_series_limit = RingSeries::kDefaultLimit;
+    // --rings.plain-interval: plain rings are read in full this far apart; 0 = every walk.
+    std::chrono::nanoseconds plain_interval = std::chrono::seconds(5);
     // --maps.rings, --maps.sq-threads: BPF map capacities (collect/bpf_load.hpp).
     std::uint32_t max_rings = kDefaultMaxRings, max_sq_threads = kDefaultMaxSqThreads;
 };

@@ -196,6 +196,7 @@ int run(const DaemonConfig& cfg, const KernelFeatures& kf, const sigset_t& sigs)
     auto store = std::make_shared<SnapshotStore>();
     Sampler sampler(*bpf, traits, store, kf.release(), kf.config_hz());
     sampler.set_ring_series_limit(cfg.ring_series_limit);
+    sampler.set_plain_interval(cfg.plain_interval, cfg.interval);
     if (cfg.advise_window.count() > 0)
         sampler.enable_advice(std::chrono::duration<double>(cfg.advise_window).count(),
                               advise_opts);

@@ -51,7 +51,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RingSnapshot, id, start_time_sec
                                                 sqe_rate, cqe_rate, samples, samples_with_backlog,
                                                 backlog_sum, has_sqthread_work,
                                                 sqthread_work_seconds, sqthread_submit_seconds,
-                                                sqthread_batches, iopoll, folded)
+                                                sqthread_batches, iopoll, folded, carried)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FoldedRings, pid, comm, rings, sqes_total,
                                                 cqes_total)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DeviceSnapshot, name, polled, irq,
@@ -69,7 +69,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
     sample_duration_seconds, hz, idle_ns_supported, threads, rings, processes, folded,
     ring_series_limit, devices, iopoll_host, probes, host_visible, coverage, rings_created_by_mode,
     rings_short_lived_by_mode, map_overflows, map_entries, map_capacity, rings_replaced,
-    threads_replaced, walks_incomplete, advice)
+    threads_replaced, walks_incomplete, walks_light, rings_carried, advice)
 
 std::string snapshot_to_json(const Snapshot& snap) {
     nlohmann::json j = snap;

@@ -376,6 +376,8 @@ void daemon_families(Exposition& ex, const Snapshot& s) {
     replaced.counter({{"kind", "sq_thread"}}, static_cast<double>(s.threads_replaced));
     Family& incomplete = ex.add("iouscope_walks_incomplete_total");
     incomplete.counter({}, static_cast<double>(s.walks_incomplete));
+    ex.add("iouscope_walks_light_total").counter({}, static_cast<double>(s.walks_light));
+    ex.add("iouscope_rings_carried").gauge({}, static_cast<double>(s.rings_carried));
     Family& samples = ex.add("iouscope_samples_total");
     samples.counter({}, static_cast<double>(s.seq));
     Family& duration = ex.add("iouscope_sample_duration_seconds");

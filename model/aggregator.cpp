@@ -138,6 +138,7 @@ Snapshot Aggregator::update(const RawSample& raw) {
     sync_cgroups(raw);
 
     if (!raw.walk_complete) ++walks_incomplete_;
+    walks_light_ += raw.light_walk;
     count_created(cx);
     const std::vector<std::uint64_t> gone = end_ring_lives(cx);
     observe_rings(cx, snap.rings);
@@ -182,7 +183,8 @@ RawSample Aggregator::take_raw() {
 }
 
 void Aggregator::measure_hz(const RawSample& raw) {
-    if (hz_ != 0 || raw.rings.empty()) return;
+    // The first record the walk read itself: a carried one's jiffies are an earlier walk's.
+    if (hz_ != 0 || raw.rings.size() == raw.carried) return;
     // At least half a second apart, so one jiffy of rounding is < 1% at HZ=250.
     const auto j = raw.rings.front().jiffies;
     if (!hz_mono_ns_) {
@@ -219,6 +221,8 @@ void Aggregator::finish(const UpdateContext& cx, Snapshot& snap) {
     snap.rings_replaced = rings_replaced_;
     snap.threads_replaced = threads_replaced_;
     snap.walks_incomplete = walks_incomplete_;
+    snap.walks_light = walks_light_;
+    snap.rings_carried = raw.carried;
     snap.hz = hz_;
     snap.idle_ns_supported = raw.kernel.idle_ns_supported;
     snap.gap_sampling = raw.gap_sampling;

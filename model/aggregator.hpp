@@ -37,6 +37,10 @@ struct RawSample {
     // The walk reached the end of the task list. An incomplete walk (an error or signal midway)
     // expires nothing: the rings it did not reach are not known to be gone.
     bool walk_complete = true;
+    // The walk passed over the plain rings it knew (model/ring_carry.hpp), and the last `carried`
+    // records of rings are theirs, carried from an earlier walk: their counts are as they were.
+    bool light_walk = false;
+    std::size_t carried = 0;
     std::vector<std::pair<std::uint64_t, std::uint64_t>> births;  // ring_births: ctx -> born_ns
     iou_stats stats{};
     KernelTraits kernel;  // collect/kernel_features, the same for every sample
@@ -132,6 +136,10 @@ private:
         double start_time_unix = 0;  // its birth, or first sight if it predates iouscope
         WrappingCounter32 sqes, cqes;
         std::uint64_t prev_sqes = 0, prev_cqes = 0;
+        // The last record a walk read rather than carried (model/ring_carry.hpp): its sample's
+        // instant and counts, and the rates since the one before, which carried records keep.
+        std::uint64_t read_mono_ns = 0, read_sqes = 0, read_cqes = 0;
+        double sqe_rate = 0, cqe_rate = 0;
         std::uint64_t samples = 0, samples_with_backlog = 0, backlog_sum = 0;
         std::map<std::uint32_t, iou_iopoll_stats> prev_iopoll;  // by caller
         std::uint64_t prev_deep_work_ns = 0;  // io_submit_sqes + SQ-thread io_do_iopoll time
@@ -197,6 +205,7 @@ private:
     std::set<std::uint64_t> orphan_rings_;
     std::set<std::tuple<std::uint32_t, std::uint32_t, std::uint32_t>> orphan_wakers_;
     std::uint64_t rings_replaced_ = 0, walks_incomplete_ = 0, threads_replaced_ = 0;
+    std::uint64_t walks_light_ = 0;
     ProbeCoverage submit_coverage_{"io_submit_sqes"};
 
     // The stages of update() (model/aggregator*.cpp, one file per concern), each a function of
@@ -220,6 +229,7 @@ private:
                            RingState& st, RingSnapshot& rs);
     void ring_counters(const UpdateContext& cx, std::uint64_t ctx, const iou_ring_record& rec,
                        RingState& st, RingDelta& d, RingSnapshot& rs);
+    static void ring_rates(const UpdateContext& cx, RingState& st, RingSnapshot& rs);
     std::uint64_t ring_iopoll(UpdateContext& cx, std::uint64_t ctx, RingState& st,
                               RingSnapshot& rs);
     void ring_deep_work(UpdateContext& cx, std::uint64_t ctx, const iou_ring_record& rec,

@@ -90,6 +90,7 @@ void Aggregator::ring_counters(const UpdateContext& cx, std::uint64_t ctx,
     rs.setup_flags = rec.setup_flags;
     rs.sq_entries = rec.sq_entries;
     rs.sq_thread = (rec.caps & IOU_CAP_SQ_THREAD) ? rec.sq_tid : -1;
+    rs.carried = cx.carried(&rec);
     rs.sqes_total = st.sqes.observe(rec.sq_head);
     rs.cqes_total = st.cqes.observe(rec.cq_tail);
     if (rec.caps & IOU_CAP_SQ_TAIL)
@@ -104,10 +105,28 @@ void Aggregator::ring_counters(const UpdateContext& cx, std::uint64_t ctx,
         d.sqes = rs.sqes_total - st.prev_sqes;
         d.cqes = rs.cqes_total - st.prev_cqes;
     }
-    if (cx.interval > 0) {
-        rs.sqe_rate = d.sqes / cx.interval;
-        rs.cqe_rate = d.cqes / cx.interval;
+    ring_rates(cx, st, rs);
+}
+
+// SQEs and CQEs per second since the walk before last read the ring: over the sample interval
+// for a ring every walk reads, over the time since the last full walk for a plain ring light
+// walks pass over. A carried record keeps the rates of the last one read.
+void Aggregator::ring_rates(const UpdateContext& cx, RingState& st, RingSnapshot& rs) {
+    if (rs.carried) {
+        rs.sqe_rate = st.sqe_rate;
+        rs.cqe_rate = st.cqe_rate;
+        return;
     }
+    if (st.seen_before && cx.raw.mono_ns > st.read_mono_ns) {
+        const double dt = static_cast<double>(cx.raw.mono_ns - st.read_mono_ns) / 1e9;
+        st.sqe_rate = static_cast<double>(rs.sqes_total - st.read_sqes) / dt;
+        st.cqe_rate = static_cast<double>(rs.cqes_total - st.read_cqes) / dt;
+    }
+    st.read_mono_ns = cx.raw.mono_ns;
+    st.read_sqes = rs.sqes_total;
+    st.read_cqes = rs.cqes_total;
+    rs.sqe_rate = st.sqe_rate;
+    rs.cqe_rate = st.cqe_rate;
 }
 
 // The ring's io_do_iopoll figures per caller (deep tier); returns the SQ thread's polling time.

@@ -81,6 +81,10 @@ struct Aggregator::UpdateContext {
     }
     // The live record of ctx, nullptr if the walk did not see it.
     const iou_ring_record* live(std::uint64_t ctx) const;
+    // A record of raw.rings carried from an earlier walk rather than read by this one.
+    bool carried(const iou_ring_record* r) const {
+        return r >= raw.rings.data() + (raw.rings.size() - raw.carried);
+    }
 };
 
 namespace aggregation {

@@ -12,6 +12,7 @@ void RingSeries::observe(Ring& s, bool fresh, const RingSnapshot& r, const Snaps
         fresh = true;
     }
     s.seen = samples_;
+    s.reads += !r.carried;
     if (fresh) {
         s.id = r.id;
         s.start = r.start_time_seconds;
@@ -30,6 +31,12 @@ void RingSeries::observe(Ring& s, bool fresh, const RingSnapshot& r, const Snaps
     if (s.activity > 0 && now > s.at) s.activity *= std::exp(-(now - s.at) / kDecaySeconds);
     s.activity += static_cast<double>(s.dsqes + s.dcqes);
     s.at = now;
+}
+
+// It did nothing since iouscope first read it, read again since: a ring light walks carried
+// (model/ring_carry.hpp) was not seen doing nothing.
+bool RingSeries::known_idle(const Ring& r) {
+    return r.activity == 0 && r.reads >= 2;
 }
 
 // This sample's plain rings, in ctx order, each joined to what is kept of it; rings no longer
@@ -89,7 +96,7 @@ void RingSeries::allot(std::size_t held, double now) {
     for (auto& p : plain_) {
         if (!p.ring->held)
             waiting_.push_back(&p);
-        else if (p.ring->activity == 0 || now - p.ring->held_since >= kTenureSeconds)
+        else if (known_idle(*p.ring) || now - p.ring->held_since >= kTenureSeconds)
             yielding_.push_back(&p);
     }
     // Stable between samples: ties (rings that did nothing) go by the most SQEs, then by address.

@@ -7,7 +7,8 @@
 // ring's activity is its SQEs and CQEs, weighted down exponentially with kDecaySeconds. Free
 // places go to the busiest rings waiting. A held ring keeps its place until it closes, or until
 // a waiting ring more than twice as busy wants it and it has held it for kTenureSeconds; a ring
-// that has done nothing since iouscope saw it yields at once. So a series, once there, lives
+// that has done nothing since iouscope first read it, and was read again since (not carried by
+// light walks, model/ring_carry.hpp), yields at once. So a series, once there, lives
 // through several scrapes, and two rings of about the same activity never swap: scrapes do not
 // see series flap. The rest are folded into their process (Snapshot::folded): how many there
 // are, and the SQEs and CQEs they consumed and posted while folded.
@@ -45,11 +46,12 @@ private:
         double start = 0;
         std::uint64_t sqes = 0, cqes = 0;    // at the last sample
         std::uint64_t dsqes = 0, dcqes = 0;  // in the last interval
-        double activity = 0;     // SQEs + CQEs, decayed by kDecaySeconds; 0: none since seen
-        double at = 0;           // monotonic seconds activity was last brought to
-        bool held = false;       // it has series of its own
-        double held_since = 0;   // monotonic seconds it took its place
-        std::uint64_t seen = 0;  // the sample that last saw it
+        double activity = 0;      // SQEs + CQEs, decayed by kDecaySeconds; 0: none since seen
+        std::uint64_t reads = 0;  // samples that read it rather than carried it
+        double at = 0;            // monotonic seconds activity was last brought to
+        bool held = false;        // it has series of its own
+        double held_since = 0;    // monotonic seconds it took its place
+        std::uint64_t seen = 0;   // the sample that last saw it
     };
     struct Fold {
         std::string comm;
@@ -63,6 +65,7 @@ private:
     void join(Snapshot& snap);
     void observe(Ring& s, bool fresh, const RingSnapshot& r, const Snapshot& snap) const;
     void allot(std::size_t held, double now);
+    static bool known_idle(const Ring& r);
     void fold(Snapshot& snap);
 
     std::size_t limit_;

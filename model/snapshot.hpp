@@ -187,6 +187,9 @@ struct RingSnapshot {
     // A plain ring without series of its own: counted in its process's FoldedRings instead
     // (model/ring_series.hpp).
     bool folded = false;
+    // A light walk passed over it (model/ring_carry.hpp): counts and rates are the last full
+    // walk's, and this sample saw nothing of what it did since.
+    bool carried = false;
 };
 
 // The plain rings of one process that have no series of their own (model/ring_series.hpp).
@@ -276,6 +279,8 @@ struct Snapshot {
     std::uint64_t rings_replaced = 0;    // rings that took a closed ring's address, cumulative
     std::uint64_t threads_replaced = 0;  // SQ threads that took an exited one's tid, cumulative
     std::uint64_t walks_incomplete = 0;  // ring walks that ended before the task list did
+    std::uint64_t walks_light = 0;       // walks that passed over known plain rings, cumulative
+    std::uint64_t rings_carried = 0;     // plain rings this sample carried from an earlier walk
     Advice advice;  // the advisor's findings over the daemon's window (set by the sampler)
 };
 

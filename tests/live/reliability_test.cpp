@@ -260,8 +260,10 @@ TEST_F(Reliability, RingChurnLeavesMemoryAndMapsFlatAndCountsExact) {
             << r.id();
 }
 
+// Their SQPOLL rings and SQ threads within a few samples, their plain ring at the next full walk
+// (--rings.plain-interval, model/ring_carry.hpp).
 TEST_F(Reliability, SigkilledOwnersDisappearWithinAFewSamples) {
-    Daemon d({"--sample.interval=100ms"});
+    Daemon d({"--sample.interval=100ms", "--rings.plain-interval=1s"});
     ASSERT_TRUE(d.ready());
     auto load = std::make_unique<Child>(std::vector<std::string>{
         build_dir() + "/iouscope-load", "--ring", "sqpoll,rate=5000", "--ring",

@@ -178,3 +178,76 @@ TEST_F(Scale, PlainRingsBeyondTheLimitFoldExactlyAndTheBusiestKeepTheirSeries) {
         "%zu with 0\n",
         idle + kSqpoll, setup_s, folded_bytes, kLimit, every_bytes);
 }
+
+// Light walks (model/ring_carry.hpp): between full walks, plain rings keep the counts the last
+// full walk read, exactly; a new ring, SQPOLL or plain, is read by the next walk whatever the
+// period; a closed plain ring goes at the next full walk. Ground truth is the load's own counts.
+TEST_F(Scale, LightWalksCarryPlainRingsExactlyAndReadNewRingsAtOnce) {
+    constexpr int kOld = 200, kNew = 20, kNops = 5;
+    Child old_load(
+        {load_bin(), "--ring", "plain,count=2,n=" + std::to_string(kOld), "--hold", "inf"});
+    const auto old_rings = read_load_rings(old_load, "ring", "done", seconds(60));
+    ASSERT_EQ(old_rings.size(), static_cast<std::size_t>(kOld));
+    const std::string old_pid = std::to_string(old_rings.front().pid);
+    Daemon d({"--sample.interval=200ms", "--rings.plain-interval=4s", "--rings.series-limit=0"});
+    ASSERT_TRUE(d.ready()) << d.startup_log();
+
+    // Light walks carry every old ring: the host's plain rings, ours alone in CI.
+    std::vector<Series> m;
+    ASSERT_TRUE(eventually(seconds(10), [&] {
+        m = d.scrape();
+        const auto carried = find_value(m, "iouscope_rings_carried", {});
+        return carried && *carried >= kOld;
+    })) << "no light walk carried the old rings";
+    const auto host = host_plain_series(m, "iouscope_ring_sqes_total");
+    if (host == static_cast<std::size_t>(kOld)) {
+        EXPECT_EQ(find_value(m, "iouscope_rings_carried", {}), kOld);
+    }
+    for (const auto& r : old_rings)
+        EXPECT_EQ(find_value(m, "iouscope_ring_sqes_total", {{"ring", r.id()}}), r.sqes) << r.id();
+
+    // New rings, between full walks: read by the next walk, a second at most, where the next
+    // full walk can be four away.
+    const auto born = steady_clock::now();
+    Child new_load({load_bin(), "--ring", "sqpoll,count=" + std::to_string(kNops), "--ring",
+                    "plain,count=" + std::to_string(kNops) + ",n=" + std::to_string(kNew), "--hold",
+                    "inf"});
+    const auto new_rings = read_load_rings(new_load, "ring", "done", seconds(30));
+    ASSERT_EQ(new_rings.size(), static_cast<std::size_t>(kNew + 1));
+    const auto seen_all = [&](bool exact) {
+        m = d.scrape();
+        for (const auto& r : new_rings) {
+            const auto v = find_value(m, "iouscope_ring_sqes_total", {{"ring", r.id()}});
+            EXPECT_TRUE(!v || *v <= r.sqes) << r.id() << " counted more SQEs than it submitted";
+            if (!v || (exact && *v != r.sqes)) return false;
+        }
+        return true;
+    };
+    ASSERT_TRUE(eventually(seconds(1), [&] { return seen_all(false); }))
+        << "new rings waited for a full walk";
+    const auto seen = steady_clock::now();
+    const auto sqpoll = new_rings.front();
+    ASSERT_TRUE(eventually(seconds(1), [&] {
+        m = d.scrape();
+        return find_value(m, "iouscope_ring_sqes_total", {{"ring", sqpoll.id()}}) ==
+               static_cast<double>(sqpoll.sqes);
+    })) << "an SQPOLL ring is read by every walk";
+    // Their last NOPs may have come after the walk that first read them: every count is exact
+    // by the next full walk.
+    ASSERT_TRUE(eventually(seconds(6), [&] { return seen_all(true); }));
+    std::printf(
+        "light walks: new rings seen within %lld ms, exact within %lld ms\n",
+        static_cast<long long>(duration_cast<milliseconds>(seen - born).count()),
+        static_cast<long long>(duration_cast<milliseconds>(steady_clock::now() - born).count()));
+
+    // A closed plain ring goes at the next full walk: the period and a sample at most.
+    old_load.signal(SIGKILL);
+    old_load.wait(seconds(5));
+    const auto killed = steady_clock::now();
+    EXPECT_TRUE(eventually(seconds(5), [&] {
+        return !find_value(d.scrape(), "iouscope_ring_sqes_total", {{"pid", old_pid}});
+    })) << "old rings outlived the period";
+    std::printf(
+        "light walks: closed plain rings gone after %lld ms (--rings.plain-interval=4s)\n",
+        static_cast<long long>(duration_cast<milliseconds>(steady_clock::now() - killed).count()));
+}

@@ -120,3 +120,17 @@ TEST(DaemonFlags, SchedGateIsAutoByDefaultAndTakesOnlyAutoLazyOnOrOff) {
     }
     expect_error({"--probes.sched-gate=yes"}, "auto, lazy, on or off, got \"yes\"");
 }
+
+TEST(DaemonFlags, PlainRingsAreReadInFullEveryFiveSecondsByDefault) {
+    auto r = parse({});
+    ASSERT_TRUE(r.config);
+    EXPECT_EQ(r.config->plain_interval, std::chrono::seconds(5));
+    r = parse({"--rings.plain-interval=0"});
+    ASSERT_TRUE(r.config);
+    EXPECT_EQ(r.config->plain_interval.count(), 0);
+    r = parse({"--rings.plain-interval=30s"});
+    ASSERT_TRUE(r.config);
+    EXPECT_EQ(r.config->plain_interval, std::chrono::seconds(30));
+    expect_error({"--rings.plain-interval=often"}, "not a duration");
+    expect_error({"--rings.plain-interval=2h"}, "at most 1h");
+}

@@ -186,3 +186,21 @@ TEST(RingSeries, TenThousandRingsFoldExactly) {
     for (std::uint64_t i = 0; i < 50; ++i) folded_sqes += 1 + i;
     EXPECT_EQ(s.folded[0].sqes_total, folded_sqes);
 }
+
+TEST(RingSeries, ACarriedRingIsNotSeenDoingNothing) {
+    // Ring 1 holds the one place; light walks carry it, so its counts stand still. Ring 2, busy,
+    // waits: ring 1 yields only once a walk has read it again and found it idle.
+    RingSeries p(1);
+    auto s = at(0, {{1, 0}, {2, 0}});
+    p.apply(s);
+    ASSERT_EQ(held(s), (std::set<std::uint64_t>{1}));
+    for (double t = 1; t < 5; ++t) {
+        s = at(t, {{1, 0}, {2, static_cast<std::uint64_t>(100 * t)}});
+        s.rings[0].carried = true;
+        p.apply(s);
+        EXPECT_EQ(held(s), (std::set<std::uint64_t>{1})) << "at " << t;
+    }
+    s = at(5, {{1, 0}, {2, 500}});
+    p.apply(s);
+    EXPECT_EQ(held(s), (std::set<std::uint64_t>{2}));
+}

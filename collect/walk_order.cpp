@@ -1,0 +1,56 @@
+#include "collect/walk_order.hpp"
+
+#include <bpf/bpf.h>
+
+#include <algorithm>
+#include <cerrno>
+
+namespace iouscope {
+
+bool WalkOrder::learn(std::span<const iou_ring_record> walked) {
+    const auto n = static_cast<std::uint32_t>(std::min<std::size_t>(walked.size(), capacity_));
+    entries_.resize(n);
+    by_ctx_.resize(n);
+    for (std::uint32_t i = 0; i < n; ++i) {
+        const auto& r = walked[i];
+        const bool plain = (r.setup_flags & (IOU_SETUP_SQPOLL | IOU_SETUP_IOPOLL)) == 0;
+        entries_[i] = r.ctx | (plain ? kPlain : 0);
+        by_ctx_[i] = {r.ctx, i};
+    }
+    std::sort(by_ctx_.begin(), by_ctx_.end());
+    known_ = write(0, n) ? n : 0;
+    return known_ == n;
+}
+
+void WalkOrder::forget(std::span<const iou_created_ring> created) {
+    for (const auto& c : created) {
+        auto it = std::lower_bound(by_ctx_.begin(), by_ctx_.end(),
+                                   std::pair<std::uint64_t, std::uint32_t>{c.ctx, 0});
+        for (; it != by_ctx_.end() && it->first == c.ctx; ++it) {
+            const std::uint32_t i = it->second;
+            if (i >= known_ || !(entries_[i] & kPlain)) continue;
+            entries_[i] &= ~kPlain;
+            if (!write(i, 1)) known_ = 0;
+        }
+    }
+}
+
+// Entries [from, from + n) into the map: by batch where the kernel has it (5.6+), else one by
+// one. Light walks happen only once every entry is in.
+bool WalkOrder::write(std::uint32_t from, std::uint32_t n) {
+    if (fd_ < 0 || n == 0) return true;
+    if (keys_.size() < from + n) {
+        const auto had = static_cast<std::uint32_t>(keys_.size());
+        keys_.resize(from + n);
+        for (std::uint32_t i = had; i < keys_.size(); ++i) keys_[i] = i;
+    }
+    std::uint32_t count = n;
+    if (n > 1 && bpf_map_update_batch(fd_, keys_.data() + from, entries_.data() + from, &count,
+                                      nullptr) == 0)
+        return true;
+    for (std::uint32_t i = from; i < from + n; ++i)
+        if (bpf_map_update_elem(fd_, &keys_[i], &entries_[i], BPF_ANY) != 0) return false;
+    return true;
+}
+
+}  // namespace iouscope

@@ -1,0 +1,59 @@
+// The last full walk's order as light walks follow it (collect/walk_order.hpp), without a map.
+#include "collect/walk_order.hpp"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+using namespace iouscope;
+
+namespace {
+
+iou_ring_record rec(std::uint64_t ctx, std::uint32_t flags) {
+    iou_ring_record r{};
+    r.ctx = ctx;
+    r.setup_flags = flags;
+    return r;
+}
+
+iou_created_ring born(std::uint64_t ctx) {
+    iou_created_ring c{};
+    c.ctx = ctx;
+    return c;
+}
+
+}  // namespace
+
+TEST(WalkOrder, EntriesAreTheRingsInWalkOrderWithPlainOnesMarked) {
+    WalkOrder o(-1, 16);
+    const std::vector<iou_ring_record> walk = {rec(0x3000, 0), rec(0x1000, IOU_SETUP_SQPOLL),
+                                               rec(0x2000, IOU_SETUP_IOPOLL), rec(0x3000, 0)};
+    ASSERT_TRUE(o.learn(walk));
+    EXPECT_EQ(o.known(), 4u);
+    const auto e = o.entries();
+    EXPECT_EQ(std::vector<std::uint64_t>(e.begin(), e.end()),
+              (std::vector<std::uint64_t>{0x3001, 0x1000, 0x2000, 0x3001}));
+}
+
+TEST(WalkOrder, RingsPastTheCapacityAreLeftOut) {
+    WalkOrder o(-1, 2);
+    const std::vector<iou_ring_record> walk = {rec(0x1000, 0), rec(0x2000, 0), rec(0x3000, 0)};
+    EXPECT_TRUE(o.learn(walk));
+    EXPECT_EQ(o.known(), 2u);
+}
+
+TEST(WalkOrder, ANewRingAtAKnownAddressIsReadInFullUntilTheNextFullWalk) {
+    WalkOrder o(-1, 16);
+    const std::vector<iou_ring_record> walk = {rec(0x1000, 0), rec(0x2000, 0), rec(0x1000, 0)};
+    ASSERT_TRUE(o.learn(walk));
+    const std::vector<iou_created_ring> created = {born(0x1000), born(0x9000)};
+    o.forget(created);
+    auto e = o.entries();
+    EXPECT_EQ(std::vector<std::uint64_t>(e.begin(), e.end()),
+              (std::vector<std::uint64_t>{0x1000, 0x2001, 0x1000}));
+    ASSERT_TRUE(o.learn(walk));
+    e = o.entries();
+    EXPECT_EQ(e[0], 0x1001u);
+    o.clear();
+    EXPECT_EQ(o.known(), 0u);
+}

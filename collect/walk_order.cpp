@@ -9,17 +9,30 @@ namespace iouscope {
 
 bool WalkOrder::learn(std::span<const iou_ring_record> walked) {
     const auto n = static_cast<std::uint32_t>(std::min<std::size_t>(walked.size(), capacity_));
-    entries_.resize(n);
+    const std::uint32_t had = known_;
+    entries_.resize(std::max<std::size_t>(entries_.size(), n));
     by_ctx_.resize(n);
+    // Only the runs of entries that changed go to the map: at a steady 10,000 rings, none. A
+    // full rewrite per full walk was 3.5 % of the daemon's samples.
+    bool ok = true;
+    std::uint32_t run = n;  // start of the current run of changed entries, n for none
     for (std::uint32_t i = 0; i < n; ++i) {
         const auto& r = walked[i];
         const bool plain = (r.setup_flags & (IOU_SETUP_SQPOLL | IOU_SETUP_IOPOLL)) == 0;
-        entries_[i] = r.ctx | (plain ? kPlain : 0);
+        const std::uint64_t e = r.ctx | (plain ? kPlain : 0);
         by_ctx_[i] = {r.ctx, i};
+        const bool changed = i >= had || entries_[i] != e;
+        entries_[i] = e;
+        if (changed && run == n) run = i;
+        if (!changed && run != n) {
+            ok = ok && write(run, i - run);
+            run = n;
+        }
     }
+    if (run != n) ok = ok && write(run, n - run);
     std::sort(by_ctx_.begin(), by_ctx_.end());
-    known_ = write(0, n) ? n : 0;
-    return known_ == n;
+    known_ = ok ? n : 0;
+    return ok;
 }
 
 void WalkOrder::forget(std::span<const iou_created_ring> created) {
@@ -38,6 +51,7 @@ void WalkOrder::forget(std::span<const iou_created_ring> created) {
 // Entries [from, from + n) into the map: by batch where the kernel has it (5.6+), else one by
 // one. Light walks happen only once every entry is in.
 bool WalkOrder::write(std::uint32_t from, std::uint32_t n) {
+    written_ += n;
     if (fd_ < 0 || n == 0) return true;
     if (keys_.size() < from + n) {
         const auto had = static_cast<std::uint32_t>(keys_.size());

@@ -35,11 +35,14 @@ public:
     // Entries of the order in use.
     std::uint32_t known() const { return known_; }
     std::span<const std::uint64_t> entries() const { return {entries_.data(), known_}; }
+    // Entries sent to the map so far: only those that changed since the last full walk.
+    std::uint64_t written() const { return written_; }
 
 private:
     bool write(std::uint32_t from, std::uint32_t n);
     int fd_ = -1;
     std::uint32_t capacity_ = 0, known_ = 0;
+    std::uint64_t written_ = 0;
     std::vector<std::uint64_t> entries_;
     std::vector<std::pair<std::uint64_t, std::uint32_t>> by_ctx_;  // (ctx, place), sorted
     std::vector<std::uint32_t> keys_;                              // 0, 1, 2, ... for the batch

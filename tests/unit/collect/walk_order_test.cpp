@@ -57,3 +57,24 @@ TEST(WalkOrder, ANewRingAtAKnownAddressIsReadInFullUntilTheNextFullWalk) {
     o.clear();
     EXPECT_EQ(o.known(), 0u);
 }
+
+TEST(WalkOrder, AFullWalkWritesOnlyTheEntriesThatChanged) {
+    WalkOrder o(-1, 16);
+    std::vector<iou_ring_record> walk = {rec(0x1000, 0), rec(0x2000, 0), rec(0x3000, 0),
+                                         rec(0x4000, 0)};
+    ASSERT_TRUE(o.learn(walk));
+    EXPECT_EQ(o.written(), 4u);
+    ASSERT_TRUE(o.learn(walk));
+    EXPECT_EQ(o.written(), 4u) << "the same order again";
+    walk.erase(walk.begin() + 1);  // 0x2000 closed: the entries after it move up
+    ASSERT_TRUE(o.learn(walk));
+    EXPECT_EQ(o.written(), 6u);
+    const auto e = o.entries();
+    EXPECT_EQ(std::vector<std::uint64_t>(e.begin(), e.end()),
+              (std::vector<std::uint64_t>{0x1001, 0x3001, 0x4001}));
+    const std::vector<iou_created_ring> created = {born(0x3000)};
+    o.forget(created);
+    EXPECT_EQ(o.written(), 7u);
+    ASSERT_TRUE(o.learn(walk));
+    EXPECT_EQ(o.written(), 8u) << "the entry forget() changed, back";
+}

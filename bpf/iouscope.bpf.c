@@ -458,7 +458,9 @@ static __always_inline void read_sq_side(struct io_ring_ctx *ctx, struct io_sq_d
  * the address into a table of hints missed the cache as often as the ring itself (measured). A
  * file that meets none of the next IOU_WALK_LOOKAHEAD entries is read in full: a ring born since
  * the full walk, or one after a run of closed ones. A ring born at a closed plain ring's place
- * and address is taken out of the order by userspace once io_uring_create announced it.
+ * and address is taken out of the order by userspace once io_uring_create announced it, and one
+ * born after the sampler drained those announcements stops the light walk passing over rings
+ * (walk_births_seen); only a ring whose fd is installed but not yet announced can be passed over.
  */
 #define IOU_WALK_LOOKAHEAD 8
 
@@ -473,6 +475,8 @@ struct {
 volatile __u32 walk_light = 0; /* pass over the plain rings of walk_order */
 volatile __u32 walk_known = 0; /* entries of walk_order that hold the last full walk's order */
 volatile __u32 walk_at = 0;    /* the light walk's place in walk_order, from 0 */
+/* stats.rings_created when the sampler drained created_rings, just before the walk. */
+volatile __u64 walk_births_seen = 0;
 
 /*
  * Whether ctx is the plain ring the order expects next, or a few entries on (the rings between
@@ -483,6 +487,8 @@ static __always_inline bool walk_passes_over(struct io_ring_ctx *ctx)
 {
 	__u32 at = walk_at;
 
+	if (stats.rings_created != walk_births_seen)
+		return false;
 	for (__u32 k = 0; k < IOU_WALK_LOOKAHEAD; k++) {
 		__u32 i = at + k;
 		if (i >= walk_known)

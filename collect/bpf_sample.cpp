@@ -11,6 +11,7 @@
 
 #include "collect/bpf_loader.hpp"
 #include "common/clock.hpp"
+#include "iouscope.skel.h"
 
 namespace iouscope {
 
@@ -47,6 +48,10 @@ bool BpfCollector::read_sample(RawSample& raw, std::string& error, bool light) {
     refresh_modules();
     // Drain before the walk: a ring created after the drain is walked now and recognised when
     // its record is drained next time; one that died before the walk is counted as short-lived.
+    // Births from here on stop a light walk passing over rings (bpf/iouscope.bpf.c): those
+    // before are drained now and taken out of the order.
+    objs_.core->bss->walk_births_seen =
+        const_cast<const volatile iou_stats&>(objs_.core->data_shared->stats).rings_created;
     drain_created(raw.created);
     order_.forget(raw.created);
     std::tie(raw.mono_ns, raw.unix_time) = clock_pair();

@@ -19,7 +19,7 @@ bool WalkOrder::learn(std::span<const iou_ring_record> walked) {
     for (std::uint32_t i = 0; i < n; ++i) {
         const auto& r = walked[i];
         const bool plain = (r.setup_flags & (IOU_SETUP_SQPOLL | IOU_SETUP_IOPOLL)) == 0;
-        const std::uint64_t e = r.ctx | (plain ? kPlain : 0);
+        const std::uint64_t e = r.ctx | (plain && idle(r) ? kPlain : 0);
         by_ctx_[i] = {r.ctx, i};
         const bool changed = i >= had || entries_[i] != e;
         entries_[i] = e;
@@ -31,8 +31,22 @@ bool WalkOrder::learn(std::span<const iou_ring_record> walked) {
     }
     if (run != n) ok = ok && write(run, n - run);
     std::sort(by_ctx_.begin(), by_ctx_.end());
+    counts_.clear();
+    for (const auto& [ctx, i] : by_ctx_)
+        if (counts_.empty() || counts_.back().ctx != ctx)
+            counts_.push_back({ctx, walked[i].sq_head, walked[i].cq_tail});
     known_ = ok ? n : 0;
     return ok;
+}
+
+// The ring's SQ head and CQ tail are where the full walk before left them. A ring the last
+// full walk did not see (born since) is not idle: it is read by every walk until the next.
+bool WalkOrder::idle(const iou_ring_record& r) const {
+    const auto it =
+        std::lower_bound(counts_.begin(), counts_.end(), r.ctx,
+                         [](const Counts& c, std::uint64_t ctx) { return c.ctx < ctx; });
+    return it != counts_.end() && it->ctx == r.ctx && it->sq_head == r.sq_head &&
+           it->cq_tail == r.cq_tail;
 }
 
 void WalkOrder::forget(std::span<const iou_created_ring> created) {

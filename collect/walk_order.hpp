@@ -1,8 +1,11 @@
 #pragma once
 // The order of the last full ring walk, kept in the walk_order map for light walks to follow
 // (bpf/iouscope.bpf.c, walk_passes_over; model/ring_carry.hpp): one entry per io_uring file in
-// the order the iterator met them, the ring's address with bit 0 set for a plain ring a light
-// walk may pass over.
+// the order the iterator met them, the ring's address with bit 0 set for a ring a light walk may
+// pass over: a plain ring (neither SQPOLL nor IOPOLL) whose SQ head and CQ tail had not moved
+// since the full walk before. A plain ring that did anything over the last period, or was born
+// in it, is read by every walk: the counts it reaches before it closes are never lost to a
+// carried record, which only an idle ring that wakes and closes within one period can lose.
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -21,7 +24,8 @@ public:
     WalkOrder(int map_fd, std::uint32_t capacity) : fd_(map_fd), capacity_(capacity) {}
     WalkOrder() = default;
 
-    // After a complete full walk: its records, in the order walked. Rings past the capacity are
+    // After a complete full walk: its records, in the order walked, each plain ring marked if it
+    // was idle since the full walk before. Rings past the capacity are
     // left out, and light walks read them in full. False when the map refused the order, which
     // is then empty.
     bool learn(std::span<const iou_ring_record> walked);
@@ -39,13 +43,19 @@ public:
     std::uint64_t written() const { return written_; }
 
 private:
+    struct Counts {
+        std::uint64_t ctx;
+        std::uint32_t sq_head, cq_tail;
+    };
     bool write(std::uint32_t from, std::uint32_t n);
+    bool idle(const iou_ring_record& r) const;
     int fd_ = -1;
     std::uint32_t capacity_ = 0, known_ = 0;
     std::uint64_t written_ = 0;
     std::vector<std::uint64_t> entries_;
     std::vector<std::pair<std::uint64_t, std::uint32_t>> by_ctx_;  // (ctx, place), sorted
-    std::vector<std::uint32_t> keys_;                              // 0, 1, 2, ... for the batch
+    std::vector<Counts> counts_;       // each ring's counts at the last full walk, by ctx
+    std::vector<std::uint32_t> keys_;  // 0, 1, 2, ... for the batch
 };
 
 }  // namespace iouscope

@@ -140,6 +140,12 @@ private:
         // instant and counts, and the rates since the one before, which carried records keep.
         std::uint64_t read_mono_ns = 0, read_sqes = 0, read_cqes = 0;
         double sqe_rate = 0, cqe_rate = 0;
+        struct {
+            bool has_sqthread_work = false;
+            double sqthread_work_seconds = 0, sqthread_submit_seconds = 0;
+            std::uint64_t sqthread_batches = 0;
+            std::vector<IopollSnapshot> iopoll;
+        } deep;  // the deep tier's figures at that read
         std::uint64_t samples = 0, samples_with_backlog = 0, backlog_sum = 0;
         std::map<std::uint32_t, iou_iopoll_stats> prev_iopoll;  // by caller
         std::uint64_t prev_deep_work_ns = 0;  // io_submit_sqes + SQ-thread io_do_iopoll time

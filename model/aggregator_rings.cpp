@@ -63,8 +63,22 @@ Aggregator::RingDelta Aggregator::observe_ring(UpdateContext& cx, std::uint64_t 
     }
     RingDelta d;
     ring_counters(cx, ctx, rec, st, d, rs);
-    const std::uint64_t sq_poll_ns = ring_iopoll(cx, ctx, st, rs);
-    ring_deep_work(cx, ctx, rec, st, d, sq_poll_ns, rs);
+    if (rs.carried) {
+        // The ring as its last read saw it, the deep tier's figures too: the maps hold what
+        // is under its address now, which may be a ring born at that address and fd after the
+        // drain, which the light walk passed over (docs/ARCHITECTURE.md, "Light walks").
+        rs.has_sqthread_work = st.deep.has_sqthread_work;
+        rs.sqthread_work_seconds = st.deep.sqthread_work_seconds;
+        rs.sqthread_submit_seconds = st.deep.sqthread_submit_seconds;
+        rs.sqthread_batches = st.deep.sqthread_batches;
+        rs.iopoll = st.deep.iopoll;
+    } else {
+        const std::uint64_t sq_poll_ns = ring_iopoll(cx, ctx, st, rs);
+        ring_deep_work(cx, ctx, rec, st, d, sq_poll_ns, rs);
+        if (!(rec.setup_flags & (IOU_SETUP_SQPOLL | IOU_SETUP_IOPOLL)))  // may be carried
+            st.deep = {rs.has_sqthread_work, rs.sqthread_work_seconds, rs.sqthread_submit_seconds,
+                       rs.sqthread_batches, rs.iopoll};
+    }
     st.prev_sqes = rs.sqes_total;
     st.prev_cqes = rs.cqes_total;
     st.seen_before = true;

@@ -5,10 +5,10 @@
 // per-ring series that Prometheus scrapes every 15 s or more, and the folds. Reading it costs the
 // walk a cold load of its io_ring_ctx, nearly half of the walk's time at 10,000 idle rings. So
 // between full walks, at most `period` apart, a walk is light: the BPF program passes over the
-// plain rings it read before (bpf/iouscope.bpf.c, plain_rings) and RingCarry appends their last
-// records, as if read again. A ring born since is read by the next walk, light or not, and SQPOLL
-// and IOPOLL rings by every walk. What a plain ring did between full walks shows at the next
-// one; a plain ring that closed is kept until then.
+// plain rings the last full walk found idle (collect/walk_order.hpp) and RingCarry appends their
+// last records, as if read again. A ring born since, a plain ring that was busy, and SQPOLL and
+// IOPOLL rings are read by every walk. What an idle ring did after the full walk shows at the
+// next one; a carried ring that closed is kept until then.
 #include <cstddef>
 #include <cstdint>
 #include <utility>

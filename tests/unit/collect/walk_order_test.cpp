@@ -24,15 +24,25 @@ iou_created_ring born(std::uint64_t ctx) {
 
 }  // namespace
 
-TEST(WalkOrder, EntriesAreTheRingsInWalkOrderWithPlainOnesMarked) {
-    WalkOrder o(-1, 16);
-    const std::vector<iou_ring_record> walk = {rec(0x3000, 0), rec(0x1000, IOU_SETUP_SQPOLL),
-                                               rec(0x2000, IOU_SETUP_IOPOLL), rec(0x3000, 0)};
-    ASSERT_TRUE(o.learn(walk));
-    EXPECT_EQ(o.known(), 4u);
+std::vector<std::uint64_t> entries(const WalkOrder& o) {
     const auto e = o.entries();
-    EXPECT_EQ(std::vector<std::uint64_t>(e.begin(), e.end()),
-              (std::vector<std::uint64_t>{0x3001, 0x1000, 0x2000, 0x3001}));
+    return {e.begin(), e.end()};
+}
+
+TEST(WalkOrder, EntriesAreTheRingsInWalkOrderWithIdlePlainOnesMarked) {
+    WalkOrder o(-1, 16);
+    std::vector<iou_ring_record> walk = {rec(0x3000, 0), rec(0x1000, IOU_SETUP_SQPOLL),
+                                         rec(0x2000, IOU_SETUP_IOPOLL), rec(0x3000, 0),
+                                         rec(0x4000, 0)};
+    ASSERT_TRUE(o.learn(walk));
+    EXPECT_EQ(o.known(), 5u);
+    EXPECT_EQ(entries(o), (std::vector<std::uint64_t>{0x3000, 0x1000, 0x2000, 0x3000, 0x4000}))
+        << "nothing is known idle at the first full walk";
+    walk[4].sq_head = walk[4].cq_tail = 7;  // 0x4000 did something over the period
+    ASSERT_TRUE(o.learn(walk));
+    EXPECT_EQ(entries(o), (std::vector<std::uint64_t>{0x3001, 0x1000, 0x2000, 0x3001, 0x4000}));
+    ASSERT_TRUE(o.learn(walk));
+    EXPECT_EQ(entries(o), (std::vector<std::uint64_t>{0x3001, 0x1000, 0x2000, 0x3001, 0x4001}));
 }
 
 TEST(WalkOrder, RingsPastTheCapacityAreLeftOut) {
@@ -46,14 +56,12 @@ TEST(WalkOrder, ANewRingAtAKnownAddressIsReadInFullUntilTheNextFullWalk) {
     WalkOrder o(-1, 16);
     const std::vector<iou_ring_record> walk = {rec(0x1000, 0), rec(0x2000, 0), rec(0x1000, 0)};
     ASSERT_TRUE(o.learn(walk));
+    ASSERT_TRUE(o.learn(walk));
     const std::vector<iou_created_ring> created = {born(0x1000), born(0x9000)};
     o.forget(created);
-    auto e = o.entries();
-    EXPECT_EQ(std::vector<std::uint64_t>(e.begin(), e.end()),
-              (std::vector<std::uint64_t>{0x1000, 0x2001, 0x1000}));
+    EXPECT_EQ(entries(o), (std::vector<std::uint64_t>{0x1000, 0x2001, 0x1000}));
     ASSERT_TRUE(o.learn(walk));
-    e = o.entries();
-    EXPECT_EQ(e[0], 0x1001u);
+    EXPECT_EQ(entries(o)[0], 0x1001u);
     o.clear();
     EXPECT_EQ(o.known(), 0u);
 }
@@ -65,16 +73,16 @@ TEST(WalkOrder, AFullWalkWritesOnlyTheEntriesThatChanged) {
     ASSERT_TRUE(o.learn(walk));
     EXPECT_EQ(o.written(), 4u);
     ASSERT_TRUE(o.learn(walk));
-    EXPECT_EQ(o.written(), 4u) << "the same order again";
+    EXPECT_EQ(o.written(), 8u) << "each now known idle";
+    ASSERT_TRUE(o.learn(walk));
+    EXPECT_EQ(o.written(), 8u) << "the same order again";
     walk.erase(walk.begin() + 1);  // 0x2000 closed: the entries after it move up
     ASSERT_TRUE(o.learn(walk));
-    EXPECT_EQ(o.written(), 6u);
-    const auto e = o.entries();
-    EXPECT_EQ(std::vector<std::uint64_t>(e.begin(), e.end()),
-              (std::vector<std::uint64_t>{0x1001, 0x3001, 0x4001}));
+    EXPECT_EQ(o.written(), 10u);
+    EXPECT_EQ(entries(o), (std::vector<std::uint64_t>{0x1001, 0x3001, 0x4001}));
     const std::vector<iou_created_ring> created = {born(0x3000)};
     o.forget(created);
-    EXPECT_EQ(o.written(), 7u);
+    EXPECT_EQ(o.written(), 11u);
     ASSERT_TRUE(o.learn(walk));
-    EXPECT_EQ(o.written(), 8u) << "the entry forget() changed, back";
+    EXPECT_EQ(o.written(), 12u) << "the entry forget() changed, back";
 }

@@ -159,3 +159,27 @@ TEST(RingCarry, ARingWhoseFdNowHoldsAnotherIsNotCarried) {
     EXPECT_EQ(ctxs(light, 1), (std::multiset<std::uint64_t>{2}));
     EXPECT_EQ(light.carried, 1u);
 }
+
+TEST(Aggregator, ACarriedRingKeepsTheDeepFiguresOfItsLastRead) {
+    // A light walk passed over the ring at 0x1 while the map under that address already holds a
+    // newer ring's work: the carried ring shows its own last figures, never a count that went
+    // back.
+    Aggregator a;
+    const auto at = [&](std::uint64_t t, std::uint64_t submit_ns, bool carried) {
+        RawSample raw = sample(t * kSec, {ring(1, 10, 3, 0, 5)});
+        iou_ring_work w{};
+        w.submit_ns = submit_ns;
+        w.batches = submit_ns / 10;
+        raw.ring_work.emplace_back(1, w);
+        raw.light_walk = carried;
+        raw.carried = carried ? 1 : 0;
+        return a.update(raw);
+    };
+    at(0, 100, false);
+    auto s = at(1, 200, false);
+    EXPECT_DOUBLE_EQ(s.rings[0].sqthread_submit_seconds, 200e-9);
+    s = at(2, 40, true);
+    EXPECT_TRUE(s.rings[0].has_sqthread_work);
+    EXPECT_DOUBLE_EQ(s.rings[0].sqthread_submit_seconds, 200e-9);
+    EXPECT_EQ(s.rings[0].sqthread_batches, 20u);
+}

@@ -205,37 +205,39 @@ void add_sampling_options(CLI::App& app, DaemonConfig& cfg, RawFlags& raw) {
                  "(loading them for a moment), and exit. Paste it into a bug report.");
 }
 
-// --advise.window after --sample.interval is known: "0", or 5s to 1h spanning two samples.
-std::optional<std::string> check_advise_window(const RawFlags& raw, DaemonConfig& cfg) {
-    if (raw.advise == "0") {
-        cfg.advise_window = std::chrono::nanoseconds(0);
+// A duration flag that also takes "0": the duration in out (0 for "0"), or why it is not one.
+std::optional<std::string> zero_or_duration(const std::string& flag, const std::string& value,
+                                            const char* examples, std::chrono::nanoseconds& out) {
+    if (value == "0") {
+        out = std::chrono::nanoseconds(0);
         return std::nullopt;
     }
-    auto window = parse_duration(raw.advise);
-    if (!window)
-        return "--advise.window: \"" + raw.advise + "\" is not a duration (examples: 30s, 5m) or 0";
-    if (*window < std::chrono::seconds(5) || *window > std::chrono::hours(1))
+    auto d = parse_duration(value);
+    if (!d) return flag + ": \"" + value + "\" is not a duration (examples: " + examples + ") or 0";
+    out = *d;
+    return std::nullopt;
+}
+
+// --advise.window after --sample.interval is known: "0", or 5s to 1h spanning two samples.
+std::optional<std::string> check_advise_window(const RawFlags& raw, DaemonConfig& cfg) {
+    std::chrono::nanoseconds window{};
+    if (auto err = zero_or_duration("--advise.window", raw.advise, "30s, 5m", window)) return err;
+    if (window.count() != 0 && (window < std::chrono::seconds(5) || window > std::chrono::hours(1)))
         return "--advise.window must be between 5s and 1h (or 0 for off), got " + raw.advise;
-    if (*window < 2 * cfg.interval)
+    if (window.count() != 0 && window < 2 * cfg.interval)
         return "--advise.window (" + raw.advise +
                ") must span at least two samples of --sample.interval (" + raw.interval + ")";
-    cfg.advise_window = *window;
+    cfg.advise_window = window;
     return std::nullopt;
 }
 
 // --rings.plain-interval: "0", or a duration up to 1h.
 std::optional<std::string> check_plain_interval(const RawFlags& raw, DaemonConfig& cfg) {
-    if (raw.plain_interval == "0") {
-        cfg.plain_interval = std::chrono::nanoseconds(0);
-        return std::nullopt;
-    }
-    auto plain = parse_duration(raw.plain_interval);
-    if (!plain)
-        return "--rings.plain-interval: \"" + raw.plain_interval +
-               "\" is not a duration (examples: 5s, 1m) or 0";
-    if (*plain > std::chrono::hours(1))
+    if (auto err = zero_or_duration("--rings.plain-interval", raw.plain_interval, "5s, 1m",
+                                    cfg.plain_interval))
+        return err;
+    if (cfg.plain_interval > std::chrono::hours(1))
         return "--rings.plain-interval must be at most 1h, got " + raw.plain_interval;
-    cfg.plain_interval = *plain;
     return std::nullopt;
 }
 

@@ -34,19 +34,22 @@ bool WalkOrder::learn(std::span<const iou_ring_record> walked) {
     counts_.clear();
     for (const auto& [ctx, i] : by_ctx_)
         if (counts_.empty() || counts_.back().ctx != ctx)
-            counts_.push_back({ctx, walked[i].sq_head, walked[i].cq_tail});
+            counts_.push_back({ctx, walked[i].born_ns, walked[i].sq_head, walked[i].cq_tail});
     known_ = ok ? n : 0;
     return ok;
 }
 
-// The ring's SQ head and CQ tail are where the full walk before left them. A ring the last
-// full walk did not see (born since) is not idle: it is read by every walk until the next.
+// The same ring (address and birth) was at the full walk before, its SQ head and CQ tail where
+// they are now. A ring that walk did not see is not idle: it is read by every walk until the
+// next. The birth matters under churn: a new ring at a closed one's address, caught by a full
+// walk at the count the closed one ended at (4 NOPs each in Churn.ThousandsOfShortLivedRings),
+// was taken for idle and carried short of its count.
 bool WalkOrder::idle(const iou_ring_record& r) const {
     const auto it =
         std::lower_bound(counts_.begin(), counts_.end(), r.ctx,
                          [](const Counts& c, std::uint64_t ctx) { return c.ctx < ctx; });
-    return it != counts_.end() && it->ctx == r.ctx && it->sq_head == r.sq_head &&
-           it->cq_tail == r.cq_tail;
+    return it != counts_.end() && it->ctx == r.ctx && it->born_ns == r.born_ns &&
+           it->sq_head == r.sq_head && it->cq_tail == r.cq_tail;
 }
 
 void WalkOrder::forget(std::span<const iou_created_ring> created) {

@@ -44,7 +44,7 @@ public:
 
 private:
     struct Counts {
-        std::uint64_t ctx;
+        std::uint64_t ctx, born_ns;
         std::uint32_t sq_head, cq_tail;
     };
     bool write(std::uint32_t from, std::uint32_t n);

@@ -86,3 +86,18 @@ TEST(WalkOrder, AFullWalkWritesOnlyTheEntriesThatChanged) {
     ASSERT_TRUE(o.learn(walk));
     EXPECT_EQ(o.written(), 12u) << "the entry forget() changed, back";
 }
+
+TEST(WalkOrder, ANewRingAtAnIdleRingsAddressAndCountIsNotIdle) {
+    WalkOrder o(-1, 16);
+    std::vector<iou_ring_record> walk = {rec(0x1000, 0)};
+    walk[0].born_ns = 100;
+    walk[0].sq_head = walk[0].cq_tail = 4;
+    ASSERT_TRUE(o.learn(walk));
+    // The ring closed; a new one took its address and, when the next full walk read it, had
+    // done as many NOPs as the old one did in all.
+    walk[0].born_ns = 200;
+    ASSERT_TRUE(o.learn(walk));
+    EXPECT_EQ(entries(o), (std::vector<std::uint64_t>{0x1000}));
+    ASSERT_TRUE(o.learn(walk));
+    EXPECT_EQ(entries(o), (std::vector<std::uint64_t>{0x1001}));
+}

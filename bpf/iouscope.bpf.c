@@ -451,7 +451,7 @@ static __always_inline void read_sq_side(struct io_ring_ctx *ctx, struct io_sq_d
  * Light walks (model/ring_carry.hpp). walk_order is the order of the last full walk, written by
  * userspace (collect/walk_order.hpp): one entry per io_uring file as the iterator met them (tasks
  * by pid, each task's fds ascending), the ring's address with bit 0 set where the ring is plain
- * (neither SQPOLL nor IOPOLL) and a light walk may pass over it. A light walk follows the order
+ * (neither SQPOLL nor IOPOLL), was idle over the last period, and a light walk may pass over it. A light walk follows the order
  * with walk_at and passes over a file that meets its next plain entry without loading anything
  * of the ring: at 10,000 idle rings the ring's first, cold load was nearly half of the program's
  * time. The entries are read in order, so they come from the cache as the ring did not; a hash of

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "model/aggregator.hpp"
+
 namespace iouscope {
 
 bool WalkOrder::learn(std::span<const iou_ring_record> walked) {
@@ -18,8 +20,7 @@ bool WalkOrder::learn(std::span<const iou_ring_record> walked) {
     std::uint32_t run = n;  // start of the current run of changed entries, n for none
     for (std::uint32_t i = 0; i < n; ++i) {
         const auto& r = walked[i];
-        const bool plain = (r.setup_flags & (IOU_SETUP_SQPOLL | IOU_SETUP_IOPOLL)) == 0;
-        const std::uint64_t e = r.ctx | (plain && idle(r) ? kPlain : 0);
+        const std::uint64_t e = r.ctx | (plain_ring(r.setup_flags) && idle(r) ? kPlain : 0);
         by_ctx_[i] = {r.ctx, i};
         const bool changed = i >= had || entries_[i] != e;
         entries_[i] = e;

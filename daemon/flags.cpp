@@ -120,12 +120,12 @@ void add_scale_options(CLI::App& app, DaemonConfig& cfg, RawFlags& raw) {
     app.add_option("--rings.plain-interval", raw.plain_interval,
                    "How often a walk reads every plain ring (neither SQPOLL nor IOPOLL), up to "
                    "1h; 0 reads them at every sample. The walks between pass over the plain rings "
-                   "they have read before and keep their last counts, which saves the walk a "
-                   "cold cache miss per ring: at 10,000 idle rings, most of its time. A new ring "
-                   "is read by the next walk, SQPOLL and IOPOLL rings by every walk. A plain "
-                   "ring's SQEs and CQEs show at the next full walk, and its "
-                   "series go at most this long after it closes. At or below --sample.interval, "
-                   "every walk is full.")
+                   "that were idle over the last period and keep their last counts, which saves "
+                   "the walk a cold cache miss per ring: at 10,000 idle rings, most of its time. "
+                   "New rings, plain rings that did anything, and SQPOLL and IOPOLL rings are "
+                   "read by every walk. Work an idle ring starts shows at the next full walk, and "
+                   "an idle ring's series go at most this long after it closes. At or below "
+                   "--sample.interval, every walk is full.")
         ->default_str("5s");
     app.add_option("--maps.rings", cfg.max_rings,
                    "Rings the BPF maps keyed by ring hold (ring_births, created_rings, and the "
@@ -222,9 +222,11 @@ std::optional<std::string> zero_or_duration(const std::string& flag, const std::
 std::optional<std::string> check_advise_window(const RawFlags& raw, DaemonConfig& cfg) {
     std::chrono::nanoseconds window{};
     if (auto err = zero_or_duration("--advise.window", raw.advise, "30s, 5m", window)) return err;
-    if (window.count() != 0 && (window < std::chrono::seconds(5) || window > std::chrono::hours(1)))
+    // Only "0" is off: "0s" is a window, and too short.
+    const bool off = raw.advise == "0";
+    if (!off && (window < std::chrono::seconds(5) || window > std::chrono::hours(1)))
         return "--advise.window must be between 5s and 1h (or 0 for off), got " + raw.advise;
-    if (window.count() != 0 && window < 2 * cfg.interval)
+    if (!off && window < 2 * cfg.interval)
         return "--advise.window (" + raw.advise +
                ") must span at least two samples of --sample.interval (" + raw.interval + ")";
     cfg.advise_window = window;

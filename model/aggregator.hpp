@@ -65,6 +65,10 @@ struct RawSample {
 };
 
 std::string ring_mode(std::uint32_t setup_flags);
+// Neither SQPOLL nor IOPOLL: a ring whose counts are all there is to read of it.
+inline bool plain_ring(std::uint32_t setup_flags) {
+    return (setup_flags & (IOU_SETUP_SQPOLL | IOU_SETUP_IOPOLL)) == 0;
+}
 
 // The cgroup, container and pod of a walked cgroup id; empty where the id has no path.
 CgroupLabels cgroup_labels(const RawSample& raw, std::uint64_t id);

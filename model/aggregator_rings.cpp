@@ -75,7 +75,7 @@ Aggregator::RingDelta Aggregator::observe_ring(UpdateContext& cx, std::uint64_t 
     } else {
         const std::uint64_t sq_poll_ns = ring_iopoll(cx, ctx, st, rs);
         ring_deep_work(cx, ctx, rec, st, d, sq_poll_ns, rs);
-        if (!(rec.setup_flags & (IOU_SETUP_SQPOLL | IOU_SETUP_IOPOLL)))  // may be carried
+        if (plain_ring(rec.setup_flags))  // may be carried
             st.deep = {rs.has_sqthread_work, rs.sqthread_work_seconds, rs.sqthread_submit_seconds,
                        rs.sqthread_batches, rs.iopoll};
     }

@@ -4,14 +4,6 @@
 
 namespace iouscope {
 
-namespace {
-
-bool plain(const iou_ring_record& r) {
-    return (r.setup_flags & (IOU_SETUP_SQPOLL | IOU_SETUP_IOPOLL)) == 0;
-}
-
-}  // namespace
-
 bool RingCarry::light(std::uint64_t mono_ns) const {
     return period_ > 0 && have_ && fulls_ >= 2 && mono_ns >= last_full_ns_ &&
            mono_ns - last_full_ns_ + slack_ < period_;
@@ -42,7 +34,7 @@ void RingCarry::splice(RawSample& raw) {
     const std::size_t walked = raw.rings.size();
     raw.rings.reserve(walked + prev_.size());
     for (const auto& r : prev_)
-        if (plain(r) && !std::binary_search(seen_.begin(), seen_.end(), r.ctx) &&
+        if (plain_ring(r.setup_flags) && !std::binary_search(seen_.begin(), seen_.end(), r.ctx) &&
             !std::binary_search(holders_.begin(), holders_.end(), std::pair{r.pid, r.fd}))
             raw.rings.push_back(r);
     raw.carried = raw.rings.size() - walked;

@@ -134,3 +134,7 @@ TEST(DaemonFlags, PlainRingsAreReadInFullEveryFiveSecondsByDefault) {
     expect_error({"--rings.plain-interval=often"}, "not a duration");
     expect_error({"--rings.plain-interval=2h"}, "at most 1h");
 }
+
+TEST(DaemonFlags, OnlyZeroSwitchesTheAdvisorOffNotZeroSeconds) {
+    expect_error({"--advise.window=0s"}, "between 5s and 1h");
+}

@@ -53,8 +53,11 @@ constexpr std::array<ScopeForm, 4> kScopes = {{
 // One path component as a container: a runtime's scope unit, or a bare id.
 bool container_component(std::string_view c, ContainerIdentity& out) {
     for (const auto& f : kScopes) {
-        if (!c.starts_with(f.prefix) || !c.ends_with(".scope")) continue;
-        const auto id = c.substr(f.prefix.size(), c.size() - f.prefix.size() - 6);
+        if (!c.starts_with(f.prefix)) continue;
+        // The systemd driver's scope unit, or the cgroupfs driver's same name without
+        // ".scope" (podman's /libpod_parent/libpod-<id>, CRI-O's crio-<id>).
+        auto id = c.substr(f.prefix.size());
+        if (id.ends_with(".scope")) id.remove_suffix(6);
         if (!is_hex_id(id)) continue;
         out.runtime = f.runtime;
         out.container_id = std::string(f.scheme) + "://" + std::string(id);

@@ -65,6 +65,17 @@ TEST(ContainerOfCgroup, PodmanRootfulAndRootless) {
               "podman");
 }
 
+// Podman's and CRI-O's cgroupfs driver (podman's default where systemd is not PID 1) name the
+// container's cgroup as the scope unit without ".scope". Seen from tests/image/run.
+TEST(ContainerOfCgroup, PodmanAndCriOUnderTheCgroupfsDriver) {
+    const auto c = container_of_cgroup("/libpod_parent/libpod-" + kId);
+    EXPECT_EQ(c.container_id, "podman://" + kId);
+    EXPECT_EQ(c.runtime, "podman");
+    EXPECT_EQ(container_of_cgroup("/kubepods/besteffort/pod" + kUid + "/crio-" + kId).container_id,
+              "cri-o://" + kId);
+    EXPECT_EQ(container_of_cgroup("/libpod_parent/libpod-conmon-" + kId).container_id, "");
+}
+
 TEST(ContainerOfCgroup, TheInnermostContainerWins) {
     const std::string inner(64, 'b');
     const auto c = container_of_cgroup("/system.slice/docker-" + kId + ".scope/docker/" + inner);

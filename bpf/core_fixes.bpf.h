@@ -340,12 +340,23 @@ static __always_inline bool is_first_sqe_of_batch_btf(struct io_ring_ctx *ctx)
  * (IOU_READ). Weak, so that an object that calls it still loads where it is absent: there the
  * loader leaves `cast` false, and the verifier, seeing a constant, never walks the call.
  */
+/*
+ * Weak is not enough before 6.2, though: libbpf (1.1) looks for a kfunc missing from vmlinux's
+ * BTF in the modules' BTF, whose listing (BPF_BTF_GET_NEXT_ID) takes CAP_SYS_ADMIN there, and
+ * fails the load with EPERM without it: the packaged unit, with CAP_BPF and CAP_PERFMON only,
+ * could not start on Debian 12's 6.1. So the default tier is built twice, and the loader opens
+ * the build without the extern (IOU_NO_RDONLY_CAST, iouscope_nocast) where vmlinux lacks it.
+ */
+#ifndef IOU_NO_RDONLY_CAST
 extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
+#endif
 
 static __always_inline struct io_ring_ctx *get_ring_ctx(void *private_data, bool cast)
 {
+#ifndef IOU_NO_RDONLY_CAST
 	if (cast)
 		return bpf_rdonly_cast(private_data, bpf_core_type_id_kernel(struct io_ring_ctx));
+#endif
 	return private_data;
 }
 

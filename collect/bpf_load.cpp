@@ -176,6 +176,9 @@ int size_maps(const LoadConstants& k, BpfObjects& objs) {
 int try_load(const Selection& sel, const LoadConstants& k, BpfObjects& out) {
     const auto& table = probe_table();
     BpfObjects objs;
+    // Without the cast, the build that does not name the kfunc: a weak kfunc missing from
+    // vmlinux still costs CAP_SYS_ADMIN before 6.2 (bpf/core_fixes.bpf.h, get_ring_ctx).
+    objs.core_without_cast = !k.ring_cast;
     std::array<bool, kBpfObjects> used{};
     used[static_cast<std::size_t>(BpfObject::core)] = true;
     for (const auto& [probe, variant] : sel)

@@ -9,9 +9,41 @@
 #include "iouscope.skel.h"
 #include "iouscope_deep.skel.h"
 #include "iouscope_gaps.skel.h"
+#include "iouscope_nocast.skel.h"
 #include "iouscope_nvme.skel.h"
 
 namespace iouscope {
+
+// iouscope_nocast is iouscope.bpf.c without its kfunc extern: the same maps, programs and
+// global sections, so its object opens into the default tier's skeleton, whose code then
+// reads and writes them as ever. What the generated iouscope_bpf__open() does, with the other
+// object's bytes.
+static_assert(sizeof(iouscope_bpf) == sizeof(iouscope_nocast_bpf));
+static_assert(sizeof(*iouscope_bpf{}.rodata) == sizeof(*iouscope_nocast_bpf{}.rodata));
+static_assert(sizeof(*iouscope_bpf{}.bss) == sizeof(*iouscope_nocast_bpf{}.bss));
+
+namespace {
+
+iouscope_bpf* open_core_without_cast() {
+    auto* s = static_cast<iouscope_bpf*>(calloc(1, sizeof(iouscope_bpf)));
+    if (!s) {
+        errno = ENOMEM;
+        return nullptr;
+    }
+    int err = iouscope_bpf__create_skeleton(s);
+    if (!err) {
+        s->skeleton->data = iouscope_nocast_bpf__elf_bytes(&s->skeleton->data_sz);
+        err = bpf_object__open_skeleton(s->skeleton, nullptr);
+    }
+    if (err) {
+        iouscope_bpf__destroy(s);
+        errno = -err;
+        return nullptr;
+    }
+    return s;
+}
+
+}  // namespace
 
 void SkeletonDeleter::operator()(iouscope_bpf* s) const {
     iouscope_bpf__destroy(s);
@@ -29,7 +61,7 @@ void SkeletonDeleter::operator()(iouscope_gaps_bpf* s) const {
 bool BpfObjects::open(BpfObject id) {
     switch (id) {
         case BpfObject::core:
-            core.reset(iouscope_bpf__open());
+            core.reset(core_without_cast ? open_core_without_cast() : iouscope_bpf__open());
             return core != nullptr;
         case BpfObject::deep:
             deep.reset(iouscope_deep_bpf__open());

@@ -39,6 +39,9 @@ struct BpfObjects {
     std::unique_ptr<iouscope_deep_bpf, SkeletonDeleter> deep;
     std::unique_ptr<iouscope_nvme_bpf, SkeletonDeleter> nvme;
     std::unique_ptr<iouscope_gaps_bpf, SkeletonDeleter> gaps;
+    // Open the default tier built without the bpf_rdonly_cast extern (iouscope_nocast): for
+    // kernels whose BTF lacks the kfunc (bpf/core_fixes.bpf.h, get_ring_ctx).
+    bool core_without_cast = false;
 
     // Opens the object's skeleton (parses it, loads nothing); false with errno set on failure.
     bool open(BpfObject id);

@@ -132,7 +132,7 @@ class PoolTest(unittest.TestCase):
         self.assertEqual([[x.name for x in b] for b in got], [["a"], ["v", "n"], ["z"], ["w"]])
         # The table's own: vm and vm-nvme in one pool; vm-nohz (one guest at a time) apart.
         pools = [[x.name for x in b] for b in run.batches(run.tiers()) if b[0].pool]
-        self.assertEqual(pools, [["vm", "vm-nvme"]])
+        self.assertEqual(pools, [["vm", "vm-nvme", "vm-package"]])
 
     def test_a_pool_splits_its_lines_counts_and_results_by_tier(self):
         # A stand-in for tests/vm/run --batch: it reads the batch file, prints each guest's lines

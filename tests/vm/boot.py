@@ -24,6 +24,8 @@ from store import Prepared
 # Starts the console lines of guest/init meant for the harness (the rest is the kernel's and
 # COMMAND's).
 MARK = "iouscope-vm: "
+# Where a --root-image guest mounts the host root (tests/package/root-image's job runner).
+ROOT_IMAGE_HOST = "/mnt/iouscope-vm/host"
 
 
 def job_script(argv: list[str], cwd: Path, env: dict[str, str]) -> str:
@@ -45,12 +47,14 @@ class Guest:
                  logs: Path, log: Log, timeout: int, boot_timeout: int, expect: int,
                  probe_config: dict[str, str], probe_reason: str, memory: str, cpus: int,
                  extra_append: str = "", nvme_subsystem: bool = False, slot: int = 0,
-                 prefix_output: str = ""):
+                 prefix_output: str = "", root_image: Path | None = None):
         self.p, self.argv, self.env, self.cache, self.logs, self.log = p, argv, env, cache, logs, log
         self.timeout, self.boot_timeout, self.expect = timeout, boot_timeout, expect
         self.probe_config, self.probe_reason = probe_config, probe_reason
         self.memory, self.cpus, self.extra_append = memory, cpus, extra_append
         self.nvme_subsystem = nvme_subsystem
+        # --root-image: systemd boots that root; the host root is a mount inside it.
+        self.root_image = root_image
         # With guests side by side, each command line says whose it is ("[bookworm] ...", or
         # "[vm-nvme/bookworm] ..." for a labelled run of a batch).
         self.slot = slot
@@ -81,7 +85,7 @@ class Guest:
         result.seconds_boot = (t_ready or end) - t0
         if t_ready:
             result.seconds_command = (t_cmd_end or end) - t_ready
-        for name in ("dmesg", "capabilities", "status"):
+        for name in ("dmesg", "capabilities", "status", "journal"):
             if (job / name).exists():
                 shutil.copy(job / name, self.logs / name)
         self._judge(result, job / "status", returncode, timed_out, t_ready)
@@ -109,12 +113,15 @@ class Guest:
         env = {"IOUSCOPE_VM": "1", "IOUSCOPE_VM_KERNEL": self.p.kernel.name,
                "IOUSCOPE_VM_MODULES": "/run/iouscope-vm-modules",
                "IOUSCOPE_VM_DEB_VERSION": self.p.selection.version, **self.env}
-        (job / "job.sh").write_text(job_script(self.argv, CHECKOUT, env))
+        cwd = Path(ROOT_IMAGE_HOST + str(CHECKOUT)) if self.root_image else CHECKOUT
+        (job / "job.sh").write_text(job_script(self.argv, cwd, env))
         # Paths the guest must keep visible even if they lie below a directory it covers with
         # a tmpfs (/tmp, /var/tmp, /run): the checkout and the probe tools.
         keep = [str(CHECKOUT)] + [str(Path(v).parent) for k, v in self.probe_config.items()
                                   if k == "PROBE_CHECK"]
         config = {"KEEP_PATHS": " ".join(keep), **self.probe_config}
+        if self.root_image:
+            config["ROOT_IMAGE"] = "vda"
         if self.nvme_subsystem:
             config["NVME_SUBSYSTEM"] = " ".join(f"0000:00:{a[2:]}.0" for a in SUBSYSTEM_ADDRS)
         if self.probe_reason:
@@ -122,7 +129,7 @@ class Guest:
         (job / "config").write_text("".join(f"{k}={shlex.quote(v)}\n" for k, v in config.items()))
 
         self.logs.mkdir(parents=True, exist_ok=True)
-        (self.logs / "command").write_text(job_script(self.argv, CHECKOUT, env))
+        (self.logs / "command").write_text(job_script(self.argv, cwd, env))
         result.log_dir = str(self.logs)
 
     def _command(self, qemu: str, job: Path, disks: list[Path],
@@ -138,7 +145,8 @@ class Guest:
         if self.extra_append:
             self.log(f"kernel command line: appended {self.extra_append} (--append)")
         return qemu_command(qemu, self.p, job, disks, self.memory, self.cpus, tcg_thread, host_cpu,
-                            extra_append=self.extra_append, subsystem_disks=subsystem_disks)
+                            extra_append=self.extra_append, subsystem_disks=subsystem_disks,
+                            root_image=self.root_image)
 
     def _boot(self, cmd: list[str], result: RunResult):
         """Starts QEMU, streams its console until the guest powers off or a timeout, and leaves

@@ -125,6 +125,12 @@ def build_parser() -> Parser:
                    help="also give the guest an NVMe subsystem of two controllers sharing two "
                         "namespaces, one with 8 bytes of separate metadata per block: Linux "
                         "reaches them through multipath (see 'Every guest has' below)")
+    p.add_argument("--root-image", type=Path, metavar="FILE",
+                   help="boot FILE (a raw ext4 image of a Debian root with systemd, as "
+                        "tests/package/root-image makes) as the guest's root, with systemd as "
+                        "PID 1, instead of a chroot of the host root; the image is never "
+                        "written (QEMU's snapshot=on) and the host root is at "
+                        "/mnt/iouscope-vm/host, COMMAND's directory the checkout there"),
     p.add_argument("--jobs", type=int, default=1, metavar="N",
                    help="boot up to N kernels at once (default 1), each pinned to a host CPU of "
                         "its own; needs single-threaded TCG and at most one guest per host CPU")
@@ -175,7 +181,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
             ("--timeout", args.timeout), ("--boot-timeout", args.boot_timeout),
             ("--expect-status", args.expect_status), ("--env", args.env),
             ("--memory", args.memory), ("--cpus", args.cpus), ("--append", args.kernel_append),
-            ("--nvme-subsystem", args.nvme_subsystem)) if v]
+            ("--nvme-subsystem", args.nvme_subsystem), ("--root-image", args.root_image)) if v]
         if per_run:
             p.error(f"--batch takes each run's options from its FILE, not {', '.join(per_run)}")
         args.runs = batch_runs(p, args)

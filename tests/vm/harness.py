@@ -97,6 +97,7 @@ def run_one(job: pool.Job, store: KernelStore, log: Log,
                           probe_reason=probes[1], memory=args.memory or kernel.memory,
                           cpus=args.cpus or kernel.cpus, extra_append=args.kernel_append,
                           nvme_subsystem=args.nvme_subsystem, slot=slot,
+                          root_image=getattr(args, "root_image", None),
                           prefix_output=name if label_output else "")
             guest.run(result)
     except HarnessError as e:

@@ -79,7 +79,8 @@ class RunDurations:
     @staticmethod
     def key(args: argparse.Namespace) -> str:
         words = [*args.command, str(getattr(args, "kernel_append", "")),
-                 str(getattr(args, "nvme_subsystem", False))]
+                 str(getattr(args, "nvme_subsystem", False)),
+                 *([str(args.root_image)] if getattr(args, "root_image", None) else [])]
         return hashlib.sha256("\0".join(words).encode()).hexdigest()[:16]
 
     def last(self, job: Job) -> float:

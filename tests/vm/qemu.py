@@ -94,9 +94,12 @@ def check_kernel_append(value: str) -> str | None:
 
 def qemu_command(qemu: str, p: Prepared, job_dir: Path, disks: list[Path], memory: str,
                  cpus: int, tcg_thread: str = "single", host_cpu: int | None = None,
-                 extra_append: str = "", subsystem_disks: list[Path] | None = None) -> list[str]:
+                 extra_append: str = "", subsystem_disks: list[Path] | None = None,
+                 root_image: Path | None = None) -> list[str]:
     """QEMU's command line for one boot. extra_append (from --append, already checked by
-    check_kernel_append) goes on the kernel command line after the harness's own words."""
+    check_kernel_append) goes on the kernel command line after the harness's own words.
+    root_image is a virtio disk (/dev/vda) that guest/init hands to systemd as the root; QEMU
+    writes the guest's changes to a temporary overlay (snapshot=on), never to the image."""
     append = " ".join([
         "console=ttyS0,115200", "rdinit=/init",
         # A panicking guest reboots at once and -no-reboot turns that into QEMU exiting.
@@ -104,6 +107,8 @@ def qemu_command(qemu: str, p: Prepared, job_dir: Path, disks: list[Path], memor
         # Speculation mitigations only cost time under TCG; these guests run trusted tests.
         "mitigations=off",
         "loglevel=6",
+        # systemd's status lines would interleave with COMMAND's output on the one console.
+        *(["systemd.show_status=0"] if root_image else []),
         *([extra_append.strip()] if extra_append.strip() else []),
     ])
     pin = ["taskset", "--cpu-list", str(host_cpu)] if host_cpu is not None else []
@@ -123,6 +128,8 @@ def qemu_command(qemu: str, p: Prepared, job_dir: Path, disks: list[Path], memor
         cmd += ["-drive", f"file={disk},if=none,id=nvm{i},format=raw,cache=unsafe",
                 "-device", f"nvme,serial={serial},drive=nvm{i},addr={addr}"]
     cmd += nvme_subsystem_devices(subsystem_disks)
+    if root_image:
+        cmd += ["-drive", f"file={root_image},if=virtio,format=raw,snapshot=on"]
     return cmd
 
 

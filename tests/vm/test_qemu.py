@@ -56,6 +56,18 @@ class QemuCommand(unittest.TestCase):
         self.assertNotIn("ms=", namespaces[0])
         self.assertIn("ms=8,mset=0", namespaces[1])
 
+    def test_a_root_image_is_a_never_written_disk_and_quiets_systemd(self):
+        k = matrix_of(MINIMAL)[0]
+        p = store.Prepared(k, packages.Selection("i", "1", []), "r", Path("/v"), Path("/i"))
+        plain = qemu.qemu_command("qemu", p, Path("/job"), [], "2G", 2)
+        self.assertNotIn("systemd.show_status=0", kernel_cmdline(plain))
+        self.assertFalse(any("if=virtio" in w for w in plain))
+        cmd = qemu.qemu_command("qemu", p, Path("/job"), [], "2G", 2, root_image=Path("/r.img"))
+        self.assertIn("file=/r.img,if=virtio,format=raw,snapshot=on", cmd)
+        self.assertIn("systemd.show_status=0", kernel_cmdline(cmd))
+        self.assertEqual(cli.parse_args(["--kernel", "bookworm", "--root-image", "/r.img", "--",
+                                         "true"]).root_image, Path("/r.img"))
+
     def test_single_threaded_tcg_runs_pinned_to_one_host_cpu(self):
         # Unpinned, bookworm's QEMU lets the host reorder the NVMe doorbell handshake
         # (docs/VM.md, "Lost NVMe doorbells"): the pin is the fix, so it must be there.

@@ -193,6 +193,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         p.error("no COMMAND given; put it after '--', e.g. tests/vm/run --kernel all -- uname -r")
     if args.refresh and args.offline:
         p.error("--refresh and --offline contradict each other")
+    if args.root_image is not None:
+        if not args.root_image.is_file():
+            p.error(f"--root-image {args.root_image}: no such image (tests/package/root-image "
+                    "makes one)")
+        args.root_image = args.root_image.resolve()  # QEMU opens it from its own directory
     for opt in ("timeout", "boot_timeout", "cpus", "jobs"):
         v = getattr(args, opt)
         if v is not None and v <= 0:

@@ -65,8 +65,11 @@ class QemuCommand(unittest.TestCase):
         cmd = qemu.qemu_command("qemu", p, Path("/job"), [], "2G", 2, root_image=Path("/r.img"))
         self.assertIn("file=/r.img,if=virtio,format=raw,snapshot=on", cmd)
         self.assertIn("systemd.show_status=0", kernel_cmdline(cmd))
-        self.assertEqual(cli.parse_args(["--kernel", "bookworm", "--root-image", "/r.img", "--",
-                                         "true"]).root_image, Path("/r.img"))
+        with self.assertRaises(SystemExit):  # an image that is not there
+            cli.parse_args(["--kernel", "bookworm", "--root-image", "/nonexistent.img", "--",
+                            "true"])
+        self.assertEqual(cli.parse_args(["--kernel", "bookworm", "--root-image", __file__, "--",
+                                         "true"]).root_image, Path(__file__).resolve())
 
     def test_single_threaded_tcg_runs_pinned_to_one_host_cpu(self):
         # Unpinned, bookworm's QEMU lets the host reorder the NVMe doorbell handshake

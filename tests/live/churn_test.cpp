@@ -257,11 +257,32 @@ TEST_F(Churn, ThousandsOfShortLivedRingsAreCountedExactlyAndCheaply) {
                  "plain,count=100", "--ring", "plain,count=100", "--hold", "inf"});
     auto rings = read_load_rings(after, "ring", "done", seconds(20));
     ASSERT_EQ(rings.size(), 4u);
+    // When a ring is missing: what the daemon shows of the process, and how its walks went (a
+    // light walk passing over a new ring would show as a ring absent until the next full walk).
+    const auto shown = [&](pid_t pid) {
+        std::string out;
+        for (const auto& s : daemon_->scrape()) {
+            const auto p = s.labels.find("pid");
+            const bool mine = (s.name == "iouscope_ring_sqes_total" ||
+                               s.name == "iouscope_process_folded_rings") &&
+                              p != s.labels.end() && p->second == std::to_string(pid);
+            if (!mine && s.name.rfind("iouscope_walks", 0) != 0 &&
+                s.name != "iouscope_rings_carried")
+                continue;
+            out += "\n  " + s.name;
+            for (const auto& [k, v] : s.labels) out += " " + k + "=" + v;
+            out += " " + std::to_string(s.value);
+        }
+        return out;
+    };
     for (const auto& r : rings)
-        EXPECT_TRUE(eventually(seconds(2), [&] {
-            return find_value(daemon_->scrape(), "iouscope_ring_sqes_total", {{"ring", r.id()}}) ==
-                   std::optional<double>(100);
-        })) << r.id();
+        EXPECT_TRUE(eventually(seconds(2),
+                               [&] {
+                                   return find_value(daemon_->scrape(), "iouscope_ring_sqes_total",
+                                                     {{"ring", r.id()}}) ==
+                                          std::optional<double>(100);
+                               }))
+            << r.id() << " (" << r.mode << ")" << shown(r.pid);
     after.signal(SIGTERM);
     after.wait(seconds(5));
     expect_maps_drained(*daemon_, before_);

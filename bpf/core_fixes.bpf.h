@@ -339,8 +339,7 @@ static __always_inline bool is_first_sqe_of_batch_btf(struct io_ring_ctx *ctx)
  * io_ring_ctx, and what is reached through it takes plain loads the JIT guards against faults
  * (IOU_READ). Weak, so that an object that calls it still loads where it is absent: there the
  * loader leaves `cast` false, and the verifier, seeing a constant, never walks the call.
- */
-/*
+ *
  * Weak is not enough before 6.2, though: libbpf (1.1) looks for a kfunc missing from vmlinux's
  * BTF in the modules' BTF, whose listing (BPF_BTF_GET_NEXT_ID) takes CAP_SYS_ADMIN there, and
  * fails the load with EPERM without it: the packaged unit, with CAP_BPF and CAP_PERFMON only,

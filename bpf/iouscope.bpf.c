@@ -451,11 +451,12 @@ static __always_inline void read_sq_side(struct io_ring_ctx *ctx, struct io_sq_d
  * Light walks (model/ring_carry.hpp). walk_order is the order of the last full walk, written by
  * userspace (collect/walk_order.hpp): one entry per io_uring file as the iterator met them (tasks
  * by pid, each task's fds ascending), the ring's address with bit 0 set where the ring is plain
- * (neither SQPOLL nor IOPOLL), was idle over the last period, and a light walk may pass over it. A light walk follows the order
- * with walk_at and passes over a file that meets its next plain entry without loading anything
- * of the ring: at 10,000 idle rings the ring's first, cold load was nearly half of the program's
- * time. The entries are read in order, so they come from the cache as the ring did not; a hash of
- * the address into a table of hints missed the cache as often as the ring itself (measured). A
+ * (neither SQPOLL nor IOPOLL), was idle over the last period, and a light walk may pass over it.
+ * A light walk follows the order with walk_at and passes over a file that meets its next plain
+ * entry without loading anything of the ring: at 10,000 idle rings the ring's first, cold load
+ * was nearly half of the program's time. The entries are read in order, so they come from the
+ * cache as the ring did not; a hash of the address into a table of hints missed the cache as
+ * often as the ring itself (measured). A
  * file that meets none of the next IOU_WALK_LOOKAHEAD entries is read in full: a ring born since
  * the full walk, or one after a run of closed ones. A ring born at a closed plain ring's place
  * and address is taken out of the order by userspace once io_uring_create announced it, and one

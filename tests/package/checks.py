@@ -4,7 +4,8 @@ see every check fail."""
 import re
 
 # Paths the package must ship (CHANGELOG.md, "What the Debian package installs"); each also
-# counts compressed (.gz), as dh_compress leaves documentation over 4 KiB.
+# counts compressed (.gz), as dh_compress leaves documentation over 4 KiB, and one under lib/
+# also counts under usr/lib/, where trixie's debhelper puts the unit (merged /usr).
 REQUIRED = [
     "usr/sbin/iouscoped",
     "usr/bin/iouscope",
@@ -29,10 +30,16 @@ FORBIDDEN = [r"^usr/local/", r"iouscope-load", r"_tests$", r"-bench$", r"/tests/
 NON_LIB_ALLOWED = {"zlib1g"}
 
 
+def shipped_as(path):
+    """The names PATH may have in the package."""
+    names = [path, path + ".gz"]
+    return names + ["usr/" + path] if path.startswith("lib/") else names
+
+
 def contents(paths):
     """paths: the package's files, without a leading ./ (dpkg-deb -c)."""
     have = set(paths)
-    wrong = [f"missing {p}" for p in REQUIRED if p not in have and p + ".gz" not in have]
+    wrong = [f"missing {p}" for p in REQUIRED if not have & set(shipped_as(p))]
     for p in paths:
         for pat in FORBIDDEN:
             if re.search(pat, p):

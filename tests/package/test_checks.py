@@ -21,6 +21,8 @@ class Checks(unittest.TestCase):
         self.assertEqual(checks.contents(GOOD_PATHS), [])
         self.assertIn("missing usr/sbin/iouscoped",
                       checks.contents([p for p in GOOD_PATHS if p != "usr/sbin/iouscoped"]))
+        merged = [("usr/" + p if p.startswith("lib/") else p) for p in GOOD_PATHS]
+        self.assertEqual(checks.contents(merged), [])  # trixie: the unit under /usr/lib
         self.assertTrue(checks.contents(GOOD_PATHS + ["usr/local/bin/iouscoped"]))
         self.assertTrue(checks.contents(GOOD_PATHS + ["usr/bin/iouscope-load"]))
         self.assertTrue(checks.contents(GOOD_PATHS + ["usr/bin/iouscope_live_tests"]))

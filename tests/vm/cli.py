@@ -125,12 +125,15 @@ def build_parser() -> Parser:
                    help="also give the guest an NVMe subsystem of two controllers sharing two "
                         "namespaces, one with 8 bytes of separate metadata per block: Linux "
                         "reaches them through multipath (see 'Every guest has' below)")
-    p.add_argument("--root-image", type=Path, metavar="FILE",
+    p.add_argument("--root-image", action="append", default=[], metavar="[KERNEL=]FILE",
                    help="boot FILE (a raw ext4 image of a Debian root with systemd, as "
                         "tests/package/root-image makes) as the guest's root, with systemd as "
                         "PID 1, instead of a chroot of the host root; the image is never "
                         "written (QEMU's snapshot=on) and the host root is at "
-                        "/mnt/iouscope-vm/host, COMMAND's directory the checkout there"),
+                        "/mnt/iouscope-vm/host, COMMAND's directory the checkout there. "
+                        "KERNEL=FILE gives one kernel its own root (repeatable: a suite's "
+                        "kernel with that suite's root); a kernel of --kernel without one is "
+                        "refused")
     p.add_argument("--jobs", type=int, default=1, metavar="N",
                    help="boot up to N kernels at once (default 1), each pinned to a host CPU of "
                         "its own; needs single-threaded TCG and at most one guest per host CPU")
@@ -193,11 +196,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         p.error("no COMMAND given; put it after '--', e.g. tests/vm/run --kernel all -- uname -r")
     if args.refresh and args.offline:
         p.error("--refresh and --offline contradict each other")
-    if args.root_image is not None:
-        if not args.root_image.is_file():
-            p.error(f"--root-image {args.root_image}: no such image (tests/package/root-image "
-                    "makes one)")
-        args.root_image = args.root_image.resolve()  # QEMU opens it from its own directory
+    args.root_image = root_images(p, args.root_image)
     for opt in ("timeout", "boot_timeout", "cpus", "jobs"):
         v = getattr(args, opt)
         if v is not None and v <= 0:
@@ -226,6 +225,28 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         env[name] = value
     args.env = env
     return args
+
+
+def root_images(p: Parser, values: list[str]) -> dict[str, Path]:
+    """--root-image's values as {kernel: image}, "" standing for every kernel; each image
+    resolved, as QEMU opens it from its own directory."""
+    images: dict[str, Path] = {}
+    for value in values:
+        kernel, sep, file = value.rpartition("=")
+        if sep and not re.fullmatch(r"[\w.-]+", kernel):
+            p.error(f"--root-image {value!r}: KERNEL=FILE wants a kernel's name before '='")
+        if kernel in images:
+            p.error(f"--root-image: {kernel or 'a root for every kernel'} given twice")
+        if not Path(file).is_file():
+            p.error(f"--root-image {file}: no such image (tests/package/root-image makes one)")
+        images[kernel] = Path(file).resolve()
+    return images
+
+
+def root_image_for(args: argparse.Namespace, kernel: str) -> Path | None:
+    """The root --root-image gives KERNEL's guest, or None for the host root's chroot."""
+    images = getattr(args, "root_image", None) or {}
+    return images.get(kernel, images.get(""))
 
 
 def batch_runs(p: Parser, args: argparse.Namespace) -> list[argparse.Namespace]:

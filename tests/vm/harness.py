@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pool
 from boot import Guest
-from cli import parse_args
+from cli import parse_args, root_image_for
 from common import (DEFAULT_CACHE, DEFAULT_LOGS, EXIT_HARNESS, EXIT_USAGE, HarnessError, Log,
                     UsageError, find_tool)
 from matrix import Kernel, load_matrix, select_kernels
@@ -97,7 +97,7 @@ def run_one(job: pool.Job, store: KernelStore, log: Log,
                           probe_reason=probes[1], memory=args.memory or kernel.memory,
                           cpus=args.cpus or kernel.cpus, extra_append=args.kernel_append,
                           nvme_subsystem=args.nvme_subsystem, slot=slot,
-                          root_image=getattr(args, "root_image", None),
+                          root_image=root_image_for(args, kernel.name),
                           prefix_output=name if label_output else "")
             guest.run(result)
     except HarnessError as e:
@@ -139,6 +139,11 @@ def main(argv: list[str] | None = None) -> int:
         runs = args.runs if args.batch else [args]
         jobs = [pool.Job(i, run, k) for i, run in enumerate(runs)
                 for k in select_kernels(kernels, run.kernel)]
+        for job in jobs:
+            images = getattr(job.args, "root_image", None)
+            if images and root_image_for(job.args, job.kernel.name) is None:
+                raise UsageError(f"--root-image gives no root to kernel {job.kernel.name}: "
+                                 f"add {job.kernel.name}=FILE, or a FILE for every kernel")
         # Check the tools before downloading hundreds of megabytes.
         if not args.prepare_only:
             qemu_binary()

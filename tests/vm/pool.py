@@ -78,9 +78,10 @@ class RunDurations:
 
     @staticmethod
     def key(args: argparse.Namespace) -> str:
+        images = getattr(args, "root_image", None) or {}
         words = [*args.command, str(getattr(args, "kernel_append", "")),
                  str(getattr(args, "nvme_subsystem", False)),
-                 *([str(args.root_image)] if getattr(args, "root_image", None) else [])]
+                 *(f"{k}={v}" for k, v in sorted(images.items()))]
         return hashlib.sha256("\0".join(words).encode()).hexdigest()[:16]
 
     def last(self, job: Job) -> float:

@@ -70,6 +70,11 @@ class CommandLine(unittest.TestCase):
             self.assertUsage(self.run_cli("--kernel", "sid", "--append", bad, "--", "true"),
                              fragment)
 
+    def test_a_kernel_without_its_root_image_is_refused(self):
+        r = self.run_cli("--kernel", "bookworm,trixie", "--root-image", f"trixie={__file__}",
+                         "--", "true")
+        self.assertUsage(r, "--root-image gives no root to kernel bookworm")
+
     def test_unknown_kernel(self):
         r = self.run_cli("--kernel", "nosuch", "--", "true")
         self.assertUsage(r, "unknown kernel 'nosuch'; the matrix has: bullseye, bookworm, trixie, sid")

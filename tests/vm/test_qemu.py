@@ -68,8 +68,22 @@ class QemuCommand(unittest.TestCase):
         with self.assertRaises(SystemExit):  # an image that is not there
             cli.parse_args(["--kernel", "bookworm", "--root-image", "/nonexistent.img", "--",
                             "true"])
-        self.assertEqual(cli.parse_args(["--kernel", "bookworm", "--root-image", __file__, "--",
-                                         "true"]).root_image, Path(__file__).resolve())
+        here = Path(__file__).resolve()
+        one = cli.parse_args(["--kernel", "bookworm", "--root-image", __file__, "--", "true"])
+        self.assertEqual(one.root_image, {"": here})
+        self.assertEqual(cli.root_image_for(one, "sid"), here)
+        each = cli.parse_args(["--kernel", "bookworm,trixie", "--root-image",
+                               f"trixie={__file__}", "--root-image", f"bookworm={__file__}",
+                               "--", "true"])
+        self.assertEqual(each.root_image, {"trixie": here, "bookworm": here})
+        self.assertIsNone(cli.root_image_for(each, "sid"))
+        self.assertIsNone(cli.root_image_for(cli.parse_args(["--kernel", "sid", "--", "true"]),
+                                             "sid"))
+        for bad in ([f"trixie={__file__}", f"trixie={__file__}"],  # twice for one kernel
+                    [f"a b={__file__}"], ["trixie=/nonexistent.img"]):
+            with self.assertRaises(SystemExit):
+                cli.parse_args(["--kernel", "trixie", *[w for v in bad for w in
+                                                        ("--root-image", v)], "--", "true"])
 
     def test_single_threaded_tcg_runs_pinned_to_one_host_cpu(self):
         # Unpinned, bookworm's QEMU lets the host reorder the NVMe doorbell handshake

@@ -8,13 +8,18 @@
 
 namespace {
 
-const char* const kUsage = R"(iouscope - io_uring SQPOLL/IOPOLL observability
+// In the form help2man turns into iouscope(1)'s SYNOPSIS and a list of commands: "Usage:" and
+// "or:" lines, then each command with its text two spaces after it.
+const char* const kUsage = R"(Usage: iouscope top [OPTIONS]
+  or:  iouscope advise [OPTIONS]
+  or:  iouscope --version | --help
+The top-like view and tuning advice of iouscope, io_uring SQPOLL/IOPOLL observability.
 
-USAGE
-  iouscope top [OPTIONS]    live view of SQ threads, rings and polling (see top --help)
-  iouscope advise [OPTIONS] what to change, with predicted effect (see advise --help)
-  iouscope --version
-  iouscope --help
+Commands:
+  top [OPTIONS]     live view of SQ threads, rings and polling (iouscope top --help)
+  advise [OPTIONS]  what to change, with its predicted effect (iouscope advise --help)
+  --version         print the version and exit
+  --help            print this help and exit
 
 The daemon is iouscoped; see iouscoped --help.)";
 

@@ -96,6 +96,17 @@ def man_has_flags(help_text, man_text):
             if f not in plain]
 
 
+def man_synopsis(man_text, lines):
+    """man_text: the page as man renders it. It has a SYNOPSIS section, each of LINES a line of
+    its own there (help2man makes it from --help's "Usage:" and "or:" lines)."""
+    plain = re.sub(r".\x08", "", man_text).replace("\u2010", "-").replace("\u2212", "-")
+    m = re.search(r"^SYNOPSIS\n(.*?)^\S", plain, re.M | re.S)
+    if not m:
+        return ["the man page has no SYNOPSIS"]
+    have = [" ".join(l.split()) for l in m.group(1).splitlines()]
+    return [f"SYNOPSIS lacks the line {l!r}" for l in lines if l not in have]
+
+
 def unit(text):
     """The packaged unit: the package's daemon, the package's docs."""
     wrong = []

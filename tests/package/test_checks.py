@@ -54,6 +54,19 @@ class Checks(unittest.TestCase):
         self.assertEqual(checks.man_has_flags(HELP, MAN.replace("--rings.plain-interval", "")),
                          ["--rings.plain-interval is in --help but not in the man page"])
 
+    def test_man_synopsis(self):
+        page = ("NAME\n       iouscope - x\n\nSYNOPSIS\n       iouscope top [OPTIONS]\n"
+                "       iouscope advise [OPTIONS]\n\nDESCRIPTION\n       x\n")
+        lines = ["iouscope top [OPTIONS]", "iouscope advise [OPTIONS]"]
+        self.assertEqual(checks.man_synopsis(page, lines), [])
+        # Both usage lines run together into DESCRIPTION, as a help text help2man misreads.
+        run_together = page.replace("SYNOPSIS\n", "").replace("\n       iouscope advise",
+                                                                " iouscope advise")
+        self.assertEqual(checks.man_synopsis(run_together, lines),
+                         ["the man page has no SYNOPSIS"])
+        self.assertEqual(checks.man_synopsis(page.replace("advise", "adv"), lines),
+                         ["SYNOPSIS lacks the line 'iouscope advise [OPTIONS]'"])
+
     def test_unit(self):
         self.assertEqual(checks.unit("ExecStart=/usr/sbin/iouscoped $IOUSCOPED_ARGS\n"), [])
         self.assertTrue(checks.unit("ExecStart=/usr/local/bin/iouscoped $IOUSCOPED_ARGS\n"))

@@ -81,11 +81,13 @@ class SelectTest(unittest.TestCase):
             self.assertLessEqual(set(t.needs), seen, t.name)
             seen.add(t.name)
 
-    def test_tiers_alongside_each_other_need_none_of_their_batch(self):
+    def test_a_tier_alongside_others_needs_none_of_its_batch_after_it(self):
         for batch in run.batches(run.tiers()):
-            names = {t.name for t in batch}
+            before = set()
             for t in batch:
-                self.assertFalse(set(t.needs) & names, t.name)
+                later = {x.name for x in batch} - before - {t.name}
+                self.assertFalse(set(t.needs) & later, t.name)
+                before.add(t.name)
 
     def test_only_neighbours_that_may_run_alongside_share_a_batch(self):
         t = lambda name, alongside: run.Tier(name, "", [], alongside=alongside)  # noqa: E731
@@ -115,6 +117,31 @@ class BatchTest(unittest.TestCase):
             self.assertEqual((logs / "one.log").read_text(), f"{a} done\n")
             self.assertEqual((logs / "two.log").read_text(), f"{b} done\n")
 
+
+    def run_pair(self, first_status: int):
+        """Tier "two" needs "one" of its batch; one exits FIRST_STATUS after a while and leaves
+        a file, which two requires: started with one, two would fail."""
+        with tempfile.TemporaryDirectory() as d, open(Path(d) / "run.log", "w") as run_log:
+            logs = Path(d)
+            flag = str(logs / "one.flag")
+            first = (f"import pathlib, sys, time\ntime.sleep(0.3)\npathlib.Path({flag!r}).touch()\n"
+                     f"sys.exit({first_status})\n")
+            second = f"import pathlib, sys\nsys.exit(0 if pathlib.Path({flag!r}).exists() else 1)\n"
+            batch = [run.Tier("one", "", [[sys.executable, "-c", first]], alongside=True),
+                     run.Tier("two", "", [[sys.executable, "-c", second]], needs=("one",),
+                              alongside=True)]
+            with unittest.mock.patch.object(run, "vm_results", lambda n: logs / f"{n}.vm.json"), \
+                    unittest.mock.patch("sys.stdout"), unittest.mock.patch("sys.stderr"):
+                return run.run_batch(batch, logs, run_log)
+
+    def test_a_tier_that_needs_one_of_its_batch_starts_when_it_ends(self):
+        rows = self.run_pair(0)
+        self.assertEqual([r[0].result for r in rows], ["passed", "passed"])
+
+    def test_a_tier_whose_need_in_its_batch_failed_is_not_run(self):
+        rows = self.run_pair(1)
+        self.assertEqual([r[0].result for r in rows], ["failed", "not run"])
+        self.assertEqual(rows[1][0].note, "needs one, which failed")
 
     def test_a_batch_whose_tiers_were_all_not_run_runs_nothing(self):
         # The build failed: unit, alone in its batch, is not run, and the runner goes on to the

@@ -347,9 +347,16 @@ static __always_inline bool running_since_switch_in(__u32 tid, __u64 start, __u6
  * What the walk reads once per task rather than once per ring: the iterator visits a task's
  * files one after another, and a process holding 10,000 rings has one tgid, cgroup and comm.
  * Per CPU, so that a walk migrating between two read()s, or a second walk beside it, only misses.
+ * An entry holds for one walk (walk_gen) and one process (its tgid): a task_struct's address
+ * comes back for the next process forked on that CPU, and an entry kept from an earlier walk
+ * named a new process's rings after the dead one that had had the address (about 1 round in 3
+ * of kill, fork, read on one CPU).
  */
+volatile __u64 walk_gen = 0; /* the collector counts its walks here, before each */
+
 struct task_facts {
 	__u64 task;    /* task_struct address these are of, 0 for none */
+	__u64 gen;     /* walk_gen of the walk that read them */
 	__u64 read_ns; /* when the walk reached the task: the instant of its plain rings' records */
 	__u64 cgroup_id;
 	__u32 tgid;
@@ -368,8 +375,9 @@ static __always_inline void holder_facts(struct task_struct *task, struct iou_ri
 {
 	__u32 zero = 0;
 	struct task_facts *f = bpf_map_lookup_elem(&task_facts, &zero);
+	__u32 tgid = BPF_CORE_READ(task, tgid);
 
-	if (f && f->task == (__u64)task) {
+	if (f && f->task == (__u64)task && f->gen == walk_gen && f->tgid == tgid) {
 		r->read_ns = f->read_ns;
 		r->pid = f->tgid;
 		r->cgroup_id = f->cgroup_id;
@@ -377,11 +385,12 @@ static __always_inline void holder_facts(struct task_struct *task, struct iou_ri
 		return;
 	}
 	r->read_ns = bpf_ktime_get_ns();
-	r->pid = BPF_CORE_READ(task, tgid);
+	r->pid = tgid;
 	r->cgroup_id = get_task_cgroup_id(task, false);
 	BPF_CORE_READ_STR_INTO(&r->comm, task, group_leader, comm);
 	if (f) {
 		f->task = (__u64)task;
+		f->gen = walk_gen;
 		f->read_ns = r->read_ns;
 		f->tgid = r->pid;
 		f->cgroup_id = r->cgroup_id;

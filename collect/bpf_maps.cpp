@@ -20,6 +20,7 @@ bool BpfCollector::walk_rings(RingRecords& out, bool& complete, std::string& err
     bss->walk_light = light;
     bss->walk_known = order_.known();
     bss->walk_at = 0;
+    ++bss->walk_gen;  // the walk's own holder facts (bpf/iouscope.bpf.c, task_facts)
     UniqueFd fd(bpf_iter_create(bpf_link__fd(iter_link_)));
     if (!fd) {
         error = std::string("cannot start the ring iterator: ") + std::strerror(errno);

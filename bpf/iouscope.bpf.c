@@ -546,6 +546,7 @@ int iou_iter_rings(struct bpf_iter__task_file *it)
 	r.sq_head = IOU_READ(ring_cast, ctx, cached_sq_head);
 	r.cq_tail = IOU_READ(ring_cast, ctx, cached_cq_tail);
 	r.sq_entries = IOU_READ(ring_cast, ctx, sq_entries);
+	r.cq_entries = IOU_READ(ring_cast, ctx, cq_entries);
 	r.sq_tid = -1;
 	r.sq_cpu = -1;
 	r.jiffies = bpf_jiffies64();

@@ -45,13 +45,11 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(IopollSnapshot, caller, calls, empty, completions,
                                                 seconds, calls_rate, empty_ratio,
                                                 completions_per_call)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RingSnapshot, id, start_time_seconds, pid, fd, comm,
-                                                cgroup, mode, sq_thread, setup_flags, sq_entries,
-                                                sqes_total, cqes_total, sq_backlog, sqthread_share,
-                                                sqe_rate, cqe_rate, samples, samples_with_backlog,
-                                                backlog_sum, has_sqthread_work,
-                                                sqthread_work_seconds, sqthread_submit_seconds,
-                                                sqthread_batches, iopoll, folded, carried)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
+    RingSnapshot, id, start_time_seconds, pid, fd, comm, cgroup, mode, sq_thread, setup_flags,
+    sq_entries, cq_entries, sqes_total, cqes_total, sq_backlog, sqthread_share, sqe_rate, cqe_rate,
+    samples, samples_with_backlog, backlog_sum, has_sqthread_work, sqthread_work_seconds,
+    sqthread_submit_seconds, sqthread_batches, iopoll, folded, carried)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FoldedRings, pid, comm, rings, sqes_total,
                                                 cqes_total)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DeviceSnapshot, name, polled, irq,

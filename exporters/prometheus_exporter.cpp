@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "exporters/exposition.hpp"
+#include "model/setup_flags.hpp"
 
 namespace iouscope {
 
@@ -197,6 +198,7 @@ constexpr PerEntity<RingSnapshot> kRing[] = {
     {"iouscope_ring_sqthread_share", field<&RingSnapshot::sqthread_share>,
      [](const RingSnapshot& r) { return r.sq_thread > 0; }},
     {"iouscope_ring_sq_entries", field<&RingSnapshot::sq_entries>},
+    {"iouscope_ring_cq_entries", field<&RingSnapshot::cq_entries>},
     {"iouscope_ring_start_time_seconds", field<&RingSnapshot::start_time_seconds>},
     {"iouscope_ring_sqthread_work_seconds_total", field<&RingSnapshot::sqthread_work_seconds>,
      is<&RingSnapshot::has_sqthread_work>},
@@ -208,8 +210,14 @@ constexpr PerEntity<RingSnapshot> kRing[] = {
 
 void ring_families(Exposition& ex, const Snapshot& s) {
     PerEntityFamilies<RingSnapshot> rings(ex, kRing);
-    for (const auto& r : s.rings)
-        if (!r.folded) rings.add(ring_labels(r), r);
+    Family& info = ex.add("iouscope_ring_info");
+    for (const auto& r : s.rings) {
+        if (r.folded) continue;
+        auto labels = ring_labels(r);
+        rings.add(labels, r);
+        labels.push_back({"setup", setup_flag_names(r.setup_flags)});
+        info.gauge(labels, 1);
+    }
 }
 
 // Plain rings beyond the series limit, folded per process (model/ring_series.hpp).

@@ -97,14 +97,17 @@ OUTPUT
     stdout carries only the report, and every line is flushed as it is printed. Right after
     all rings are set up, before the first submission:
         setup index=0 pid=1234 fd=5 mode=sqpoll sq_thread=1240 sqes=0 cqes=0
+              setup_flags=0x2 sq_entries=64 cq_entries=128        (one line each)
         ...
         started
     After every ring has finished and collected all its completions:
-        ring index=0 pid=1234 fd=5 mode=sqpoll sq_thread=1240 sqes=10000 cqes=10000
+        ring index=0 pid=1234 fd=5 mode=sqpoll sq_thread=1240 sqes=10000 cqes=10000 ...
         ...
         done rings=N sqes=TOTAL
     sq_thread is the SQ thread's TID from the SqThread: line of /proc/self/fdinfo/<fd> (the
     owner's thread for shared rings), or -1 for rings without SQPOLL or when unavailable.
+    setup_flags, sq_entries and cq_entries are what io_uring_setup returned: the IORING_SETUP_*
+    flags and the queue sizes the kernel chose.
 
     With --json the same information is printed as
         {"phase":"setup","index":0,"pid":1234,"fd":5,"mode":"sqpoll","sq_thread":1240,...}

@@ -22,16 +22,24 @@ std::string ring_line(const RingState& st, bool json, bool setup, std::uint64_t 
     const std::string pid = std::to_string(getpid());
     const std::string fd = std::to_string(st.ring.ring_fd);
     const std::string mode(mode_name(st.spec.mode));
+    // What io_uring_setup gave the ring: its flags and the queue sizes the kernel chose.
+    char flags[16];
+    std::snprintf(flags, sizeof flags, "0x%x", st.ring.flags);
+    const std::string sq = std::to_string(st.ring.sq.ring_entries);
+    const std::string cq = std::to_string(st.ring.cq.ring_entries);
     if (json) {
         return std::string("{\"phase\":\"") + (setup ? "setup" : "final") +
                "\",\"index\":" + std::to_string(st.index) + ",\"pid\":" + pid + ",\"fd\":" + fd +
                ",\"mode\":\"" + mode + "\",\"sq_thread\":" + std::to_string(st.sq_thread) +
-               ",\"sqes\":" + std::to_string(sqes) + ",\"cqes\":" + std::to_string(cqes) + "}";
+               ",\"sqes\":" + std::to_string(sqes) + ",\"cqes\":" + std::to_string(cqes) +
+               ",\"setup_flags\":" + std::to_string(st.ring.flags) + ",\"sq_entries\":" + sq +
+               ",\"cq_entries\":" + cq + "}";
     }
     return std::string(setup ? "setup" : "ring") + " index=" + std::to_string(st.index) +
            " pid=" + pid + " fd=" + fd + " mode=" + mode +
            " sq_thread=" + std::to_string(st.sq_thread) + " sqes=" + std::to_string(sqes) +
-           " cqes=" + std::to_string(cqes);
+           " cqes=" + std::to_string(cqes) + " setup_flags=" + flags + " sq_entries=" + sq +
+           " cq_entries=" + cq;
 }
 
 std::string completion_hint(int err, const RingSpec& spec, Op op) {

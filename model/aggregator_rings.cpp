@@ -103,6 +103,7 @@ void Aggregator::ring_counters(const UpdateContext& cx, std::uint64_t ctx,
     rs.mode = ring_mode(rec.setup_flags);
     rs.setup_flags = rec.setup_flags;
     rs.sq_entries = rec.sq_entries;
+    rs.cq_entries = rec.cq_entries;
     rs.sq_thread = (rec.caps & IOU_CAP_SQ_THREAD) ? rec.sq_tid : -1;
     rs.carried = cx.carried(&rec);
     rs.sqes_total = st.sqes.observe(rec.sq_head);

@@ -168,6 +168,7 @@ struct RingSnapshot {
     std::int32_t sq_thread = -1;
     std::uint32_t setup_flags = 0;
     std::uint32_t sq_entries = 0;
+    std::uint32_t cq_entries = 0;
     std::uint64_t sqes_total = 0;  // cumulative SQEs consumed since the ring was created
     std::uint64_t cqes_total = 0;  // cumulative CQEs posted since the ring was created
     std::uint32_t sq_backlog = 0;  // SQEs published but not consumed yet; SQ thread rings only

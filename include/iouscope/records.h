@@ -81,7 +81,7 @@ struct iou_ring_record {
 	__s32 sq_cpu;               /* sqd->sq_cpu: CPU the thread is pinned to, -1 if not pinned */
 	__u64 sq_thread_idle;       /* raw idle setting, in sq_idle_unit */
 	__u32 sq_idle_unit;         /* enum iou_idle_unit */
-	__u32 _pad1;
+	__u32 cq_entries;           /* ctx->cq_entries */
 	__u64 jiffies;              /* bpf_jiffies64() at the walk: lets userspace measure HZ */
 	__u64 work_time_us;         /* sqd->work_time in microseconds, valid with IOU_CAP_WORK_TIME */
 	__u64 sq_runtime_ns;        /* SQ thread's se.sum_exec_runtime */

@@ -363,6 +363,12 @@ std::optional<LoadRing> parse_load_line(const std::string& line, const std::stri
             r.sqes = std::stoull(v);
         else if (k == "cqes")
             r.cqes = std::stoull(v);
+        else if (k == "setup_flags")
+            r.setup_flags = static_cast<unsigned>(std::stoul(v, nullptr, 0));
+        else if (k == "sq_entries")
+            r.sq_entries = static_cast<unsigned>(std::stoul(v));
+        else if (k == "cq_entries")
+            r.cq_entries = static_cast<unsigned>(std::stoul(v));
     }
     return r;
 }

@@ -141,6 +141,8 @@ struct LoadRing {
     std::string mode;
     int sq_thread = -1;
     unsigned long long sqes = 0, cqes = 0;
+    // What io_uring_setup returned (setup lines): IORING_SETUP_* flags and queue sizes.
+    unsigned setup_flags = 0, sq_entries = 0, cq_entries = 0;
     std::string id() const { return std::to_string(pid) + ":" + std::to_string(fd); }
 };
 // Parses "ring ..." / "setup ..." key=value lines; returns nullopt for other lines.

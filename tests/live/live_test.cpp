@@ -105,6 +105,22 @@ TEST_F(Live, RingCountsEqualTheLoadGeneratorsGroundTruth) {
             << r.id();
     }
     EXPECT_TRUE(all_equal);
+    // Each ring's setup as io_uring_setup returned it to the load: the flags named, the sizes.
+    const char* setup[] = {"sqpoll", "sqpoll,attach_wq", "", "sqpoll", ""};
+    const unsigned flags[] = {0x2, 0x22, 0, 0x2, 0};
+    for (std::size_t i = 0; i < rings.size(); ++i) {
+        const auto& r = rings[i];
+        EXPECT_EQ(r.setup_flags, flags[i]) << r.id();
+        EXPECT_EQ(find_value(m, "iouscope_ring_info", {{"ring", r.id()}, {"setup", setup[i]}}),
+                  std::optional<double>(1))
+            << r.id() << " setup " << setup[i];
+        EXPECT_EQ(find_value(m, "iouscope_ring_sq_entries", {{"ring", r.id()}}),
+                  std::optional<double>(r.sq_entries))
+            << r.id();
+        EXPECT_EQ(find_value(m, "iouscope_ring_cq_entries", {{"ring", r.id()}}),
+                  std::optional<double>(r.cq_entries))
+            << r.id();
+    }
     // Two SQ threads: ring 0 and 1 share one, ring 3 has its own.
     auto shared = find_value(m, "iouscope_sqthread_rings",
                              {{"sq_thread", std::to_string(rings[0].sq_thread)}});

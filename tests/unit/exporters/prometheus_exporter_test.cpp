@@ -194,3 +194,24 @@ TEST(Exposition, EmptyHostStillReportsProbesAndBuild) {
     EXPECT_EQ(text.find("iouscope_sqthread_cpu_seconds_total"), std::string::npos);
     EXPECT_NE(text.find("iouscope_build_info{version="), std::string::npos);
 }
+
+TEST(Exposition, EachRingWithSeriesHasAnInfoSeriesNamingItsSetupFlags) {
+    auto s = one_thread_snapshot("db");
+    s.rings[0].setup_flags = 0x2 | 0x4 | (1U << 12);  // sqpoll, sq_aff, single_issuer
+    s.rings[0].sq_entries = 64;
+    s.rings[0].cq_entries = 128;
+    s.rings[1].folded = true;
+    const std::string text = render_text(s);
+    EXPECT_EQ(
+        value_of(
+            text,
+            R"(iouscope_ring_info{ring="41:5",pid="41",comm="db",mode="sqpoll",sq_thread="42",setup="sqpoll,sq_aff,single_issuer"})"),
+        "1");
+    EXPECT_EQ(
+        value_of(
+            text,
+            R"(iouscope_ring_cq_entries{ring="41:5",pid="41",comm="db",mode="sqpoll",sq_thread="42"})"),
+        "128");
+    // A folded ring has no series of its own, its info included.
+    EXPECT_EQ(text.find(R"(iouscope_ring_info{ring="41:6")"), std::string::npos);
+}

@@ -61,8 +61,9 @@ int BPF_PROG(iou_submit_req, struct io_kiocb *req)
 }
 
 /*
- * The tracepoint's name before 6.4, with other arguments on 5.10 (ctx, opcode, ...) than later
- * (the request); none is read, so the test is on the current task instead.
+ * The tracepoint's name before 6.4, with other arguments on 5.10 (ctx, req, opcode, ..., read
+ * from 5.10.262's BTF) than on 6.0-6.3 (req, force_nonblock); none is read, so the test is on
+ * the current task instead.
  */
 SEC("tp_btf/io_uring_submit_sqe")
 int BPF_PROG(iou_submit_sqe)

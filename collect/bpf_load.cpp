@@ -19,6 +19,7 @@
 #include "iouscope_deep.skel.h"
 #include "iouscope_gaps.skel.h"
 #include "iouscope_nvme.skel.h"
+#include "iouscope_req.skel.h"
 
 namespace iouscope {
 
@@ -93,6 +94,14 @@ std::optional<std::string> missing_requirement(const KernelFeatures& kf,
                            std::to_string(r.params);
                 break;
             }
+            case Requirement::Kind::tp_params: {
+                auto n = kf.btf_tracepoint_params(r.name);
+                if (!n) return std::string("no BTF type btf_trace_") + r.name;
+                if (*n != r.params)
+                    return std::string("tracepoint ") + r.name + " has " + std::to_string(*n) +
+                           " parameters, this variant expects " + std::to_string(r.params);
+                break;
+            }
             case Requirement::Kind::ksym:
                 if (!kf.has_ksym(r.name)) return std::string("no kernel symbol ") + r.name;
                 break;
@@ -123,6 +132,8 @@ struct LoadConstants {
     bool iopoll_counts_in_arg = false;
     bool ring_cast = false;  // the walk reads rings through bpf_rdonly_cast (core_fixes.bpf.h)
     std::uint64_t gap_cutoff_ns = 0;  // per-SQE gap programs record only in windows
+    // REQ_F_CQE_SKIP and REQ_F_FORCE_ASYNC, from the kernel's BTF enumerators; 0 if absent.
+    std::uint64_t cqe_skip_mask = 0, force_async_mask = 0;
     std::vector<std::pair<std::string, std::uint32_t>> capacities;  // map -> max_entries
 };
 
@@ -152,6 +163,11 @@ void set_constants(const Selection& sel, const LoadConstants& k, BpfObjects& obj
         objs.deep->rodata->track_passes = selects(sel, Feature::ring_turns);
     }
     if (objs.nvme) objs.nvme->rodata->track_cmd_done = selects(sel, Feature::cmd_cqes);
+    if (objs.req) {
+        objs.req->rodata->time_requests = selects(sel, Feature::request_latency);
+        objs.req->rodata->cqe_skip_mask = k.cqe_skip_mask;
+        objs.req->rodata->force_async_mask = k.force_async_mask;
+    }
 }
 
 // Every open object that declares a sized map gets the same capacity, so a follower's map still
@@ -222,6 +238,10 @@ std::vector<ProbeState> plan_probes(const KernelFeatures& kf, const LoaderOption
         st.kind = table[i].variants.front().kind;
         if (table[i].deep && !opts.deep) {
             st.reason = "deep tier off (enable with --probes.deep)";
+            continue;
+        }
+        if (table[i].requests && !opts.requests) {
+            st.reason = "request tier off (enable with --probes.requests)";
             continue;
         }
         std::string why;
@@ -321,6 +341,12 @@ std::optional<Selection> load_probes(const KernelFeatures& kf, const LoaderOptio
     consts.capacities = map_capacities(opts);
     consts.iopoll_counts_in_arg = kf.btf_func_params("io_do_iopoll").value_or(0) == 3;
     consts.ring_cast = kf.casts_rings();
+    const auto mask = [&](const char* bit) {
+        const auto b = kf.btf_enumerator(bit);
+        return b && *b >= 0 && *b < 64 ? std::uint64_t{1} << *b : 0;
+    };
+    consts.cqe_skip_mask = mask("REQ_F_CQE_SKIP_BIT");
+    consts.force_async_mask = mask("REQ_F_FORCE_ASYNC_BIT");
     if (opts.gap_sampling.enabled())
         consts.gap_cutoff_ns = static_cast<std::uint64_t>(kGapCutoff.count());
     Selection sel, essential;

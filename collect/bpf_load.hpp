@@ -25,6 +25,7 @@ struct LoaderOptions {
     // Capacity of the per-ring and per-SQ-thread BPF maps (map_capacities()); 0 keeps the
     // compiled size (IOU_MAX_RINGS, IOU_MAX_SQ_THREADS).
     std::uint32_t max_rings = 0, max_sq_threads = 0;
+    bool requests = false;  // load the request tier (per request: bpf/iouscope_req.bpf.c)
 };
 
 // Each bounded BPF map's capacity under these options: per ring (ring_births, created_rings,

@@ -34,6 +34,10 @@ std::unique_ptr<BpfCollector> BpfCollector::make(const KernelFeatures& kf,
     c->order_ = WalkOrder(bpf_map__fd(order), bpf_map__max_entries(order));
     c->refresh_modules();
     c->log_probes();
+    // Opcode names from the kernel's own enum, never a table of ours: 5.10 has it anonymous,
+    // later kernels as enum io_uring_op, each with the opcodes it knows.
+    c->opcode_names_ = std::make_shared<const std::vector<std::string>>(
+        kf.btf_enum_names("IORING_OP_NOP", "IORING_OP_", "IORING_OP_LAST"));
     return c;
 }
 

@@ -69,6 +69,8 @@ public:
     // max_entries of each bounded map loaded, under the names Snapshot::map_entries uses; fixed
     // once make() returns.
     std::vector<std::pair<std::string, std::uint64_t>> map_capacities() const;
+    // The kernel's IORING_OP_* names by value, lower case without the prefix (nop, readv, ...).
+    std::shared_ptr<const std::vector<std::string>> opcode_names() const { return opcode_names_; }
 
 private:
     // Follows modules loaded, unloaded or reloaded since the last call: a stat() of
@@ -82,6 +84,10 @@ private:
     bool walk_rings(RingRecords& out, bool& complete, std::string& error, bool light);
     // The maps, into raw; the deep tier's are empty when it is off.
     void read_maps(RawSample& raw) const;
+    // The request tier's maps and the CQ overflow counts, of the rings alive in raw's walk,
+    // into raw.requests; deletes the entries of rings gone before walk_start_ns
+    // (collect/requests.cpp).
+    void read_requests(RawSample& raw, std::uint64_t walk_start_ns) const;
     // Moves every pending io_uring_create record out of the map.
     void drain_created(std::vector<iou_created_ring>& out);
     iou_stats stats() const;
@@ -132,8 +138,9 @@ private:
     // duty-cycled window closes early where none has: the work-gap program records only SQ
     // threads.
     std::atomic<int> sqpoll_rings_{-1};
-    WalkOrder order_;                         // the last full walk's, for light walks
-    bool order_refused_ = false;              // the map refused it once: logged
+    WalkOrder order_;             // the last full walk's, for light walks
+    bool order_refused_ = false;  // the map refused it once: logged
+    std::shared_ptr<const std::vector<std::string>> opcode_names_;
     std::unique_ptr<GapDutyCycle> gap_duty_;  // after objs_: stops and detaches before they unload
 };
 

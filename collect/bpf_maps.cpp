@@ -9,6 +9,7 @@
 
 #include "collect/bpf_loader.hpp"
 #include "collect/gap_duty.hpp"
+#include "collect/map_read.hpp"
 #include "iouscope.skel.h"
 #include "iouscope_nvme.skel.h"
 
@@ -64,67 +65,6 @@ bool BpfCollector::walk_rings(RingRecords& out, bool& complete, std::string& err
     out.resize(first + have / sizeof(iou_ring_record));
     return complete || have > 0;
 }
-
-namespace {
-
-template <typename K, typename V>
-void read_hash_by_key(int map_fd, std::vector<std::pair<K, V>>& out) {
-    K key{}, next{};
-    K* prev = nullptr;
-    while (bpf_map_get_next_key(map_fd, prev, &next) == 0) {
-        V val{};
-        if (bpf_map_lookup_elem(map_fd, &next, &val) == 0) out.emplace_back(next, val);
-        key = next;
-        prev = &key;
-    }
-}
-
-// Reads a whole hash map with BPF_MAP_LOOKUP_BATCH (or LOOKUP_AND_DELETE_BATCH when drain is
-// set): one bpf() call per batch instead of two per entry, which is what keeps a sample cheap
-// when thousands of rings churn. Kernels or maps without batch operations get the per-key walk
-// (and the caller's own deletes).
-template <typename K, typename V>
-bool read_hash_batch(int map_fd, std::vector<std::pair<K, V>>& out, bool drain) {
-    const auto start = out.size();
-    std::uint32_t chunk = 256;
-    std::vector<K> keys(chunk);
-    std::vector<V> vals(chunk);
-    std::uint64_t in_batch = 0, out_batch = 0;  // the kernel's cursor (a bucket index)
-    bool first = true;
-    for (;;) {
-        std::uint32_t count = chunk;
-        int rc =
-            drain ? bpf_map_lookup_and_delete_batch(map_fd, first ? nullptr : &in_batch, &out_batch,
-                                                    keys.data(), vals.data(), &count, nullptr)
-                  : bpf_map_lookup_batch(map_fd, first ? nullptr : &in_batch, &out_batch,
-                                         keys.data(), vals.data(), &count, nullptr);
-        const int err = rc < 0 ? -rc : 0;
-        for (std::uint32_t i = 0; i < count && i < chunk; ++i) out.emplace_back(keys[i], vals[i]);
-        if (err == ENOENT) return true;  // the end of the map
-        if (err == ENOSPC && count == 0) {
-            // One hash bucket holds more entries than the batch: a larger batch takes it whole.
-            chunk *= 2;
-            keys.resize(chunk);
-            vals.resize(chunk);
-            continue;
-        }
-        if (err) {
-            if (out.size() != start && drain)
-                return true;  // drained what it read; the rest next time
-            out.resize(start);
-            return false;
-        }
-        in_batch = out_batch;
-        first = false;
-    }
-}
-
-template <typename K, typename V>
-void read_hash(int map_fd, std::vector<std::pair<K, V>>& out) {
-    if (!read_hash_batch(map_fd, out, false)) read_hash_by_key(map_fd, out);
-}
-
-}  // namespace
 
 void BpfCollector::read_maps(RawSample& raw) const {
     const auto fd = [](const bpf_map* m) { return bpf_map__fd(m); };
@@ -188,6 +128,7 @@ void BpfCollector::cleanup(const MapCleanup& c) {
                 case KeyOwner::waker_pair:
                     for (const auto& k : c.wakers) bpf_map_delete_elem(fd, &k);
                     break;
+                case KeyOwner::ring_born:  // collect/requests.cpp, at each read
                 case KeyOwner::drained:
                 case KeyOwner::in_flight:
                 case KeyOwner::bounded:
@@ -212,8 +153,9 @@ std::optional<GapSampling> BpfCollector::gap_sampling(std::uint64_t now_ns) cons
 
 std::vector<std::pair<std::string, std::uint64_t>> BpfCollector::map_capacities() const {
     std::vector<std::pair<std::string, std::uint64_t>> out;
-    for (const char* name : {"ring_births", "sched_state", "wakers", "ring_work", "iopoll_stats",
-                             "nvme_stats", "work_gaps", "sq_passes"})
+    for (const char* name :
+         {"ring_births", "sched_state", "wakers", "ring_work", "iopoll_stats", "nvme_stats",
+          "work_gaps", "sq_passes", "req_stats", "req_inflight", "ring_overflow"})
         for (std::size_t o = 0; o < kBpfObjects; ++o) {
             bpf_object* obj = objs_.object(static_cast<BpfObject>(o));
             if (const bpf_map* m = obj ? bpf_object__find_map_by_name(obj, name) : nullptr) {

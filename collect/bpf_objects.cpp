@@ -11,6 +11,7 @@
 #include "iouscope_gaps.skel.h"
 #include "iouscope_nocast.skel.h"
 #include "iouscope_nvme.skel.h"
+#include "iouscope_req.skel.h"
 
 namespace iouscope {
 
@@ -57,6 +58,9 @@ void SkeletonDeleter::operator()(iouscope_nvme_bpf* s) const {
 void SkeletonDeleter::operator()(iouscope_gaps_bpf* s) const {
     iouscope_gaps_bpf__destroy(s);
 }
+void SkeletonDeleter::operator()(iouscope_req_bpf* s) const {
+    iouscope_req_bpf__destroy(s);
+}
 
 bool BpfObjects::open(BpfObject id) {
     switch (id) {
@@ -72,6 +76,9 @@ bool BpfObjects::open(BpfObject id) {
         case BpfObject::gaps:
             gaps.reset(iouscope_gaps_bpf__open());
             return gaps != nullptr;
+        case BpfObject::req:
+            req.reset(iouscope_req_bpf__open());
+            return req != nullptr;
         case BpfObject::count:
             break;
     }
@@ -89,6 +96,8 @@ bpf_object* BpfObjects::object(BpfObject id) const {
             return nvme ? nvme->obj : nullptr;
         case BpfObject::gaps:
             return gaps ? gaps->obj : nullptr;
+        case BpfObject::req:
+            return req ? req->obj : nullptr;
         case BpfObject::count:
             break;
     }
@@ -122,7 +131,7 @@ int share_maps(bpf_object* owner, bpf_object* follower) {
 int BpfObjects::load() {
     if (!core) return -EINVAL;
     if (int err = iouscope_bpf__load(core.get()); err) return err;
-    for (auto id : {BpfObject::deep, BpfObject::nvme, BpfObject::gaps}) {
+    for (auto id : {BpfObject::deep, BpfObject::nvme, BpfObject::gaps, BpfObject::req}) {
         bpf_object* obj = object(id);
         if (!obj) continue;
         if (int err = share_maps(core->obj, obj); err) return err;
@@ -130,6 +139,7 @@ int BpfObjects::load() {
         if (id == BpfObject::deep) err = iouscope_deep_bpf__load(deep.get());
         if (id == BpfObject::nvme) err = iouscope_nvme_bpf__load(nvme.get());
         if (id == BpfObject::gaps) err = iouscope_gaps_bpf__load(gaps.get());
+        if (id == BpfObject::req) err = iouscope_req_bpf__load(req.get());
         if (err) return err;
     }
     return 0;

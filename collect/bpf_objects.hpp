@@ -7,6 +7,7 @@
 
 // The skeletons' globals are of its types: included here, before any skeleton.
 #include "iouscope/records.h"
+#include "iouscope/requests.h"
 
 struct bpf_map;
 struct bpf_object;
@@ -14,11 +15,12 @@ struct iouscope_bpf;
 struct iouscope_deep_bpf;
 struct iouscope_nvme_bpf;
 struct iouscope_gaps_bpf;
+struct iouscope_req_bpf;
 
 namespace iouscope {
 
 // The objects, in load order: the first owns what the others share.
-enum class BpfObject : std::uint8_t { core, deep, nvme, gaps, count };
+enum class BpfObject : std::uint8_t { core, deep, nvme, gaps, req, count };
 constexpr std::size_t kBpfObjects = static_cast<std::size_t>(BpfObject::count);
 
 // The data section of the globals every object shares (bpf/common.bpf.h, IOU_SHARED_SECTION).
@@ -29,6 +31,7 @@ struct SkeletonDeleter {
     void operator()(iouscope_deep_bpf* s) const;
     void operator()(iouscope_nvme_bpf* s) const;
     void operator()(iouscope_gaps_bpf* s) const;
+    void operator()(iouscope_req_bpf* s) const;
 };
 
 // The opened skeletons; null where the tier's object is not open. Destroyed last-loaded first.
@@ -39,6 +42,7 @@ struct BpfObjects {
     std::unique_ptr<iouscope_deep_bpf, SkeletonDeleter> deep;
     std::unique_ptr<iouscope_nvme_bpf, SkeletonDeleter> nvme;
     std::unique_ptr<iouscope_gaps_bpf, SkeletonDeleter> gaps;
+    std::unique_ptr<iouscope_req_bpf, SkeletonDeleter> req;
     // Open the default tier built without the bpf_rdonly_cast extern (iouscope_nocast): for
     // kernels whose BTF lacks the kfunc (bpf/core_fixes.bpf.h, get_ring_ctx).
     bool core_without_cast = false;

@@ -55,6 +55,7 @@ bool BpfCollector::read_sample(RawSample& raw, std::string& error, bool light) {
     drain_created(raw.created);
     order_.forget(raw.created);
     std::tie(raw.mono_ns, raw.unix_time) = clock_pair();
+    const std::uint64_t walk_start_ns = raw.mono_ns;
     bool complete = true;
     raw.light_walk = light && light_walks() && order_.known() > 0;
     if (!walk_rings(raw.rings, complete, error, raw.light_walk)) return false;
@@ -79,6 +80,7 @@ bool BpfCollector::read_sample(RawSample& raw, std::string& error, bool light) {
         raw.unix_time += static_cast<double>(late) / 1e9;
     }
     read_maps(raw);
+    read_requests(raw, walk_start_ns);
     raw.ring_turns = provides(Feature::ring_turns);
     raw.cmd_done = provides(Feature::cmd_cqes);
     raw.submit_probe = provides(Feature::submit_time);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -118,6 +119,74 @@ bool KernelFeatures::has_kprobes() const {
 bool KernelFeatures::has_btf_typedef(const std::string& name) const {
     return btf_ && btf__find_by_name_kind(btf_, name.c_str(), BTF_KIND_TYPEDEF) > 0;
 }
+std::optional<int> KernelFeatures::btf_tracepoint_params(const std::string& name) const {
+    if (!btf_) return std::nullopt;
+    const int id = btf__find_by_name_kind(btf_, ("btf_trace_" + name).c_str(), BTF_KIND_TYPEDEF);
+    if (id <= 0) return std::nullopt;
+    // typedef -> pointer -> prototype
+    const struct btf_type* t = btf__type_by_id(btf_, static_cast<__u32>(id));
+    t = t ? btf__type_by_id(btf_, t->type) : nullptr;
+    if (!t || !btf_is_ptr(t)) return std::nullopt;
+    t = btf__type_by_id(btf_, t->type);
+    if (!t || !btf_is_func_proto(t)) return std::nullopt;
+    return btf_vlen(t);
+}
+
+namespace {
+
+// Calls f(enum type, enumerator name, value) for every enumerator of every enum in b until f
+// returns true.
+template <class F>
+bool for_each_enumerator(const struct btf* b, F f) {
+    const __u32 n = btf__type_cnt(b);
+    for (__u32 id = 1; id < n; ++id) {
+        const struct btf_type* t = btf__type_by_id(b, id);
+        if (!btf_is_enum(t)) continue;  // 64-bit enums (ENUM64) hold no io_uring constant
+        const struct btf_enum* e = btf_enum(t);
+        for (__u16 i = 0; i < btf_vlen(t); ++i, ++e)
+            if (f(t, btf__name_by_offset(b, e->name_off), static_cast<std::int64_t>(e->val)))
+                return true;
+    }
+    return false;
+}
+
+}  // namespace
+
+std::optional<std::int64_t> KernelFeatures::btf_enumerator(const std::string& name) const {
+    if (!btf_) return std::nullopt;
+    std::optional<std::int64_t> found;
+    for_each_enumerator(btf_, [&](const struct btf_type*, const char* n, std::int64_t v) {
+        if (name != n) return false;
+        found = v;
+        return true;
+    });
+    return found;
+}
+
+std::vector<std::string> KernelFeatures::btf_enum_names(const std::string& member,
+                                                        const std::string& prefix,
+                                                        const std::string& skip) const {
+    std::vector<std::string> names;
+    if (!btf_) return names;
+    const struct btf_type* holder = nullptr;
+    for_each_enumerator(btf_, [&](const struct btf_type* t, const char* n, std::int64_t) {
+        if (member != n) return false;
+        holder = t;
+        return true;
+    });
+    if (!holder) return names;
+    const struct btf_enum* e = btf_enum(holder);
+    for (__u16 i = 0; i < btf_vlen(holder); ++i, ++e) {
+        const std::string n = btf__name_by_offset(btf_, e->name_off);
+        if (n == skip || !n.starts_with(prefix) || e->val < 0 || e->val > 4096) continue;
+        const auto v = static_cast<std::size_t>(e->val);
+        if (names.size() <= v) names.resize(v + 1);
+        names[v] = n.substr(prefix.size());
+        for (auto& c : names[v]) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    }
+    return names;
+}
+
 bool KernelFeatures::has_btf_struct(const std::string& name) const {
     return btf_ && btf__find_by_name_kind(btf_, name.c_str(), BTF_KIND_STRUCT) > 0;
 }

@@ -29,6 +29,17 @@ public:
     // Number of parameters of that function's prototype, nullopt if it has no BTF.
     std::optional<int> btf_func_params(const std::string& name) const;
     bool has_btf_typedef(const std::string& name) const;
+    // Parameters of a tracepoint's prototype (typedef btf_trace_<name>), the leading context
+    // pointer included; nullopt where the kernel has no such tracepoint.
+    std::optional<int> btf_tracepoint_params(const std::string& name) const;
+    // The value of an enumerator of the kernel's BTF, named or anonymous enum (the REQ_F_*_BIT
+    // of io_uring are in anonymous ones); nullopt where none has that name.
+    std::optional<std::int64_t> btf_enumerator(const std::string& name) const;
+    // The names of the enum that holds `member`, by value, each without `prefix` and in lower
+    // case (IORING_OP_READV -> readv); names that do not start with prefix are left out, and
+    // so is `skip` (e.g. IORING_OP_LAST). Empty where no enum holds member.
+    std::vector<std::string> btf_enum_names(const std::string& member, const std::string& prefix,
+                                            const std::string& skip) const;
     bool has_btf_struct(const std::string& name) const;
     // A member of a struct in the kernel's BTF (not modules'), e.g. io_sq_data.idle_mode.
     bool has_btf_member(const std::string& type, const std::string& member) const;

@@ -7,6 +7,7 @@
 #include "iouscope_deep.skel.h"
 #include "iouscope_gaps.skel.h"
 #include "iouscope_nvme.skel.h"
+#include "iouscope_req.skel.h"
 
 namespace iouscope {
 
@@ -227,6 +228,74 @@ const std::vector<ProbeSpec>& probe_table() {
                         {K::ksym, "nvme_ns_chr_uring_cmd_iopoll"}}}},
          .essential = false,
          .deep = true},
+        // CQEs that found the CQ full (5.19+). Fires only for a ring in trouble, so it is in the
+        // default tier; the request tier's object holds it (bpf/iouscope_req.bpf.c).
+        {.id = ProbeId::cqe_overflow,
+         .name = "cqe_overflow",
+         .object = BpfObject::req,
+         .variants = {{"tp_btf",
+                       {PROG(req, iou_cqe_overflow)},
+                       {{K::tp_params, "io_uring_cqe_overflow", 6}}}},
+         .essential = false,
+         .deep = false,
+         .maps = {{"ring_overflow", KeyOwner::ring_born}}},
+        // The request tier (--probes.requests). Each tracepoint changed its arguments over the
+        // kernels; the variant is chosen by the prototype's parameter count in BTF (the leading
+        // context pointer counted), as bpf/iouscope_req.bpf.c lists them.
+        {.id = ProbeId::req_submit,
+         .name = "req_submit",
+         .object = BpfObject::req,
+         .variants = {{"tp_btf",
+                       {PROG(req, iou_req_submit)},
+                       {{K::tp_params, "io_uring_submit_req", 2}}},
+                      {"tp_btf",
+                       {PROG(req, iou_req_submit_sqe)},
+                       {{K::tp_params, "io_uring_submit_sqe", 3}}},
+                      {"tp_btf",
+                       {PROG(req, iou_req_submit_sqe_v510)},
+                       {{K::tp_params, "io_uring_submit_sqe", 8}}}},
+         .essential = false,
+         .deep = false,
+         .requests = true,
+         .maps = {{"req_stats", KeyOwner::ring_born}, {"req_inflight", KeyOwner::ring_born}}},
+        {.id = ProbeId::req_punt,
+         .name = "req_punt",
+         .object = BpfObject::req,
+         .variants = {{"tp_btf",
+                       {PROG(req, iou_req_punt)},
+                       {{K::tp_params, "io_uring_queue_async_work", 3}}},
+                      {"tp_btf",
+                       {PROG(req, iou_req_punt_v510)},
+                       {{K::tp_params, "io_uring_queue_async_work", 6}}}},
+         .essential = false,
+         .deep = false,
+         .requests = true},
+        {.id = ProbeId::req_poll_arm,
+         .name = "req_poll_arm",
+         .object = BpfObject::req,
+         .variants = {{"tp_btf",
+                       {PROG(req, iou_req_poll_arm)},
+                       {{K::tp_params, "io_uring_poll_arm", 4}}},
+                      {"tp_btf",
+                       {PROG(req, iou_req_poll_arm_v510)},
+                       {{K::tp_params, "io_uring_poll_arm", 7}}}},
+         .essential = false,
+         .deep = false,
+         .requests = true},
+        // Before 5.19 the completion carries no request: nothing to time, no variant.
+        {.id = ProbeId::req_complete,
+         .name = "req_complete",
+         .object = BpfObject::req,
+         .variants = {{"tp_btf",
+                       {PROG(req, iou_req_complete)},
+                       {{K::tp_params, "io_uring_complete", 4}}},
+                      {"tp_btf",
+                       {PROG(req, iou_req_complete_v519)},
+                       {{K::tp_params, "io_uring_complete", 8}}}},
+         .essential = false,
+         .deep = false,
+         .requests = true,
+         .provides = {Feature::request_latency}},
     };
 #undef PROG
     return table;

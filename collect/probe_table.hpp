@@ -18,6 +18,8 @@ struct Requirement {
         btf_struct,   // a struct in vmlinux BTF
         btf_func,     // a function in vmlinux or module BTF (fentry/fexit targets)
         btf_params,   // btf_func with exactly `params` parameters (signature variants)
+        tp_params,    // tracepoint `name` whose prototype has exactly `params` parameters, the
+                      // context pointer included (btf_trace_<name>; signature variants)
         ksym,         // a symbol in /proc/kallsyms (kprobe targets, typeless ksyms)
         kprobes,      // the kernel can attach kprobes at all
         module,       // a module loaded now (/sys/module/<name>): its BTF and symbols are read
@@ -54,15 +56,21 @@ enum class ProbeId : std::uint8_t {
     loop_passes,
     io_uring_cmd_done,
     nvme_uring_cmd_iopoll,
+    cqe_overflow,
+    req_submit,
+    req_punt,
+    req_poll_arm,
+    req_complete,
     count
 };
 
 // What an attached probe lets the rest of the daemon rely on (the sampler reads these, not
 // probe names).
 enum class Feature : std::uint8_t {
-    submit_time,  // io_submit_sqes time per ring: the ring's work without loop passes
-    ring_turns,   // loop passes cut into turns: the ring's work, adding up to the pass time
-    cmd_cqes,     // NVMe uring_cmd completions reaching io_uring (the CQE delay)
+    submit_time,      // io_submit_sqes time per ring: the ring's work without loop passes
+    ring_turns,       // loop passes cut into turns: the ring's work, adding up to the pass time
+    cmd_cqes,         // NVMe uring_cmd completions reaching io_uring (the CQE delay)
+    request_latency,  // requests are timed from submission to their final CQE
 };
 
 // Whose life an entry of a BPF map follows, so that BpfCollector::cleanup() frees it when that
@@ -72,6 +80,8 @@ enum class KeyOwner : std::uint8_t {
     ring,         // key: io_ring_ctx address
     ring_caller,  // key: iou_iopoll_key {ctx, caller}, for each caller
     waker_pair,   // key: iou_waker_key
+    ring_born,    // key or value names a ring by ctx and birth (include/iouscope/requests.h):
+                  // the reader deletes the entries of rings that are gone (collect/requests.cpp)
     drained,      // moved out by the sampler every sample
     in_flight,    // entry to exit of one call: the program deletes it
     bounded,      // one per device or command: kept, bounded by max_entries (LRU or devices)
@@ -89,6 +99,8 @@ struct ProbeSpec {
     std::vector<ProbeVariant> variants;  // best first: fentry, then kprobe, ...
     bool essential;  // without it the daemon has nothing to report and refuses to start
     bool deep;       // part of the opt-in deep tier (--probes.deep)
+    // Part of the opt-in request tier (--probes.requests): runs for every request of every ring.
+    bool requests = false;
     std::vector<Feature> provides = {};
     std::vector<OwnedMap> maps = {};  // the maps whose entries its programs create
     // Detached by the scheduler gate while every SQ thread runs without sleeping

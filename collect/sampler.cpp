@@ -147,7 +147,16 @@ bool Sampler::sample_once() {
                          {"wakers", raw.wakers.size()},       {"ring_work", raw.ring_work.size()},
                          {"iopoll_stats", raw.iopoll.size()}, {"nvme_stats", raw.nvme.size()},
                          {"work_gaps", raw.gaps.size()},      {"sq_passes", raw.passes.size()}};
+    if (raw.requests.on || raw.requests.overflow_probe) {
+        std::uint64_t flying = 0;
+        for (const auto& f : raw.requests.in_flight) flying += f.requests;
+        snap->map_entries.insert(snap->map_entries.end(),
+                                 {{"req_stats", raw.requests.stats.size()},
+                                  {"req_inflight", flying},
+                                  {"ring_overflow", raw.requests.overflow.size()}});
+    }
     snap->map_capacity = capacities_;
+    snap->opcode_names = bpf_.opcode_names();
     snap->hostname = hostname_;
     snap->kernel = kernel_;
     snap->host_visible = {{"tasks", view_.host_pid_namespace},

@@ -30,6 +30,7 @@ struct DaemonConfig {
     std::chrono::nanoseconds interval = std::chrono::seconds(1);
     std::string log_level = "info";
     bool deep = false;          // --probes.deep: per-batch and per-request probes
+    bool requests = false;      // --probes.requests: every request, per ring and opcode
     bool no_fentry = false;     // --no-fentry: use kprobes where fentry would do
     bool probe_report = false;  // --probe-report: print the probe plan and exit
     // --probes.sched-gate: detach the sched programs while SQ threads spin (model/sched_gate).

@@ -50,9 +50,10 @@ std::unique_ptr<BpfCollector> load_every_probe(const DaemonConfig& cfg, const Ke
                                                std::string& err) {
     // The table is the output; the log only adds noise unless debugging was asked for.
     if (cfg.log_level != "debug") spdlog::set_level(spdlog::level::err);
-    return BpfCollector::make(
-        kf, LoaderOptions{true, cfg.no_fentry, cfg.gap_sampling, cfg.max_rings, cfg.max_sq_threads},
-        err);
+    return BpfCollector::make(kf,
+                              LoaderOptions{true, cfg.no_fentry, cfg.gap_sampling, cfg.max_rings,
+                                            cfg.max_sq_threads, true},
+                              err);
 }
 
 void print_probes(const BpfCollector& bpf) {
@@ -93,7 +94,7 @@ int print_version() {
         std::printf("probes:     none load: %s\n", err.c_str());
         return 0;
     }
-    std::printf("probes (as the daemon with --probes.deep would attach them):\n");
+    std::printf("probes (as the daemon with --probes.deep --probes.requests would attach them):\n");
     print_probes(*bpf);
     return 0;
 }
@@ -180,10 +181,10 @@ int run(const DaemonConfig& cfg, const KernelFeatures& kf, const sigset_t& sigs)
     AdviseOptions advise_opts;
     if (cfg.advise_window.count() > 0) measure_submit_cost(advise_opts);
     std::string err;
-    auto bpf = BpfCollector::make(
-        kf,
-        LoaderOptions{cfg.deep, cfg.no_fentry, cfg.gap_sampling, cfg.max_rings, cfg.max_sq_threads},
-        err);
+    auto bpf = BpfCollector::make(kf,
+                                  LoaderOptions{cfg.deep, cfg.no_fentry, cfg.gap_sampling,
+                                                cfg.max_rings, cfg.max_sq_threads, cfg.requests},
+                                  err);
     if (!bpf) {
         spdlog::error("{}", err);
         return 1;

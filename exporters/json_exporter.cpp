@@ -45,11 +45,17 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(IopollSnapshot, caller, calls, empty, completions,
                                                 seconds, calls_rate, empty_ratio,
                                                 completions_per_call)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RequestPathSnapshot, completed, results, latency)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RequestOpSnapshot, opcode, submitted, punted,
+                                                punted_forced, poll_armed, paths)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RingRequests, has_requests, timed, ops, in_flight,
+                                                oldest_age_seconds, oldest_opcode, oldest_fd,
+                                                has_overflow, overflow_cqes, overflow_dropped)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
     RingSnapshot, id, start_time_seconds, pid, fd, comm, cgroup, mode, sq_thread, setup_flags,
     sq_entries, cq_entries, sqes_total, cqes_total, sq_backlog, sqthread_share, sqe_rate, cqe_rate,
     samples, samples_with_backlog, backlog_sum, has_sqthread_work, sqthread_work_seconds,
-    sqthread_submit_seconds, sqthread_batches, iopoll, folded, carried)
+    sqthread_submit_seconds, sqthread_batches, iopoll, requests, folded, carried)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FoldedRings, pid, comm, rings, sqes_total,
                                                 cqes_total)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DeviceSnapshot, name, polled, irq,
@@ -67,11 +73,13 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
     sample_duration_seconds, hz, idle_ns_supported, threads, rings, processes, folded,
     ring_series_limit, devices, iopoll_host, probes, host_visible, coverage, rings_created_by_mode,
     rings_short_lived_by_mode, map_overflows, map_entries, map_capacity, rings_replaced,
-    threads_replaced, walks_incomplete, walks_light, rings_carried, advice)
+    threads_replaced, walks_incomplete, walks_light, rings_carried, requests_unmatched, advice)
 
 std::string snapshot_to_json(const Snapshot& snap) {
     nlohmann::json j = snap;
     j["schema"] = kSchemaVersion;
+    // The names of the opcodes in rings[].requests.ops, by value, as the kernel has them.
+    if (snap.opcode_names) j["opcode_names"] = *snap.opcode_names;
     // Absent where every gap is recorded (nlohmann has no std::optional support in bookworm's).
     if (snap.gap_sampling) j["gap_sampling"] = *snap.gap_sampling;
     // comm names are arbitrary bytes; JSON must be UTF-8 or nlohmann refuses to dump it.

@@ -1,5 +1,6 @@
 #include "exporters/prometheus_exporter.hpp"
 
+#include <algorithm>
 #include <map>
 #include <span>
 #include <string_view>
@@ -255,6 +256,82 @@ void ring_iopoll_families(Exposition& ex, const Snapshot& s) {
                        io);
 }
 
+// A request's opcode as the kernel names it (Snapshot::opcode_names), or op<N> past its names.
+std::string op_name(const Snapshot& s, std::uint32_t op) {
+    if (s.opcode_names && op < s.opcode_names->size() && !(*s.opcode_names)[op].empty())
+        return (*s.opcode_names)[op];
+    return "op" + std::to_string(op);
+}
+
+constexpr std::string_view kPaths[] = {"inline", "io_wq", "poll"};
+constexpr std::string_view kResults[] = {"ok",      "eagain", "ecanceled", "etime",
+                                         "enobufs", "other",  "untraced"};
+
+// One ring's opcode: requests, punts by reason, poll arms, and per path taken its completions
+// by result and its latency.
+struct RequestFamilies {
+    Family &requests, &punts, &poll_arms, &completions, &latency;
+
+    void add(const Labels& ring, const std::string& op, const RequestOpSnapshot& o, bool timed) {
+        auto l = ring;
+        l.push_back({"op", op});
+        requests.counter(l, static_cast<double>(o.submitted));
+        poll_arms.counter(l, static_cast<double>(o.poll_armed));
+        for (auto [reason, n] :
+             {std::pair{"iosqe_async", o.punted_forced},
+              std::pair{"other", o.punted - std::min(o.punted, o.punted_forced)}}) {
+            auto lr = l;
+            lr.push_back({"reason", reason});
+            punts.counter(lr, static_cast<double>(n));
+        }
+        if (!timed) return;
+        for (std::size_t p = 0; p < o.paths.size(); ++p) {
+            const auto& path = o.paths[p];
+            if (path.completed == 0) continue;  // a path this opcode never took
+            auto lp = l;
+            lp.push_back({"path", std::string(kPaths[p])});
+            latency.histogram(lp, path.latency);
+            for (std::size_t r = 0; r < path.results.size(); ++r) {
+                if (path.results[r] == 0 && r != 0) continue;  // a result never seen
+                auto lr = lp;
+                lr.push_back({"result", std::string(kResults[r])});
+                completions.counter(lr, static_cast<double>(path.results[r]));
+            }
+        }
+    }
+};
+
+// Per ring with series of its own: its requests per opcode (request tier), the requests in
+// flight and the oldest's age, and its CQ overflow (default tier, 5.19+).
+void ring_request_families(Exposition& ex, const Snapshot& s) {
+    RequestFamilies f{ex.add("iouscope_ring_requests_total"),
+                      ex.add("iouscope_ring_request_punts_total"),
+                      ex.add("iouscope_ring_request_poll_arms_total"),
+                      ex.add("iouscope_ring_request_completions_total"),
+                      ex.add("iouscope_ring_request_latency_seconds")};
+    Family& in_flight = ex.add("iouscope_ring_requests_in_flight");
+    Family& oldest = ex.add("iouscope_ring_oldest_request_age_seconds");
+    Family& overflow = ex.add("iouscope_ring_cq_overflow_cqes_total");
+    Family& dropped = ex.add("iouscope_ring_cq_overflow_dropped_total");
+    for (const auto& r : s.rings) {
+        if (r.folded) continue;
+        const auto& rq = r.requests;
+        if (!rq.has_requests && !rq.has_overflow) continue;
+        const auto labels = ring_labels(r);
+        if (rq.has_overflow) {
+            overflow.counter(labels, static_cast<double>(rq.overflow_cqes));
+            dropped.counter(labels, static_cast<double>(rq.overflow_dropped));
+        }
+        for (const auto& o : rq.ops) f.add(labels, op_name(s, o.opcode), o, rq.timed);
+        if (rq.timed) {
+            in_flight.gauge(labels, static_cast<double>(rq.in_flight));
+            oldest.gauge(labels, rq.oldest_age_seconds);
+        }
+    }
+    ex.add("iouscope_requests_unmatched_total")
+        .counter({}, static_cast<double>(s.requests_unmatched));
+}
+
 // Rings by mode: live now, created and short-lived since attach.
 void ring_count_families(Exposition& ex, const Snapshot& s) {
     std::map<std::string, int> by_mode = {{"plain", 0}, {"sqpoll", 0}, {"iopoll", 0}, {"both", 0}};
@@ -408,8 +485,9 @@ void add_sections(Exposition& ex, const Snapshot& s) {
     // reports (-Wunused-function).
     for (auto* section :
          {thread_cpu_families, thread_wake_families, thread_info_families, thread_pass_families,
-          process_families, ring_families, ring_iopoll_families, ring_fold_families,
-          ring_count_families, device_families, probe_families, advice_families, daemon_families})
+          process_families, ring_families, ring_iopoll_families, ring_request_families,
+          ring_fold_families, ring_count_families, device_families, probe_families, advice_families,
+          daemon_families})
         section(ex, s);
 }
 

@@ -59,6 +59,13 @@ Check take_op_and_file(const RawOptions& raw, LoadConfig& cfg) {
     if (cfg.op == Op::Read && cfg.file.empty()) {
         return ParseError{"--op read requires --file PATH"};
     }
+    for (std::size_t i = 0; i < cfg.rings.size(); ++i) {
+        RingSpec& ring = cfg.rings[i];
+        ring.op = ring.op.value_or(cfg.op);
+        if (*ring.op == Op::Read && cfg.file.empty()) {
+            return ParseError{"ring " + std::to_string(i) + ": op=read requires --file PATH"};
+        }
+    }
     return std::nullopt;
 }
 

@@ -14,8 +14,6 @@
 
 namespace iouscope::load {
 
-enum class Op { Nop, Read };
-
 // "<number>[.<fraction>]<unit>" with unit ns, us, ms, s, m or h, e.g. "10s", "500ms", "1.5m".
 // A unit is mandatory so that "10" cannot be misread as milliseconds or seconds.
 ParseResult<std::chrono::nanoseconds> parse_duration(std::string_view text);

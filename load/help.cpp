@@ -16,11 +16,12 @@ DESCRIPTION
     Creates one io_uring per ring (in command-line order, so share= can name an earlier ring),
     then drives every ring from its own thread: it submits NOP or 4 KiB O_DIRECT read SQEs in
     batches, optionally rate limited, and reaps the completions. At most depth SQEs are in
-    flight per ring.
+    flight per ring, besides its stuck= reads and overflow= NOPs.
 
     The printed counts are exact. An SQE is counted once io_uring_submit has flushed it to the
     submission queue, and a ring is reported only after every counted SQE has produced its CQE
-    and the kernel's SQ head confirms it consumed exactly that many, so sqes equals cqes.
+    and the kernel's SQ head confirms it consumed exactly that many plus the ring's stuck=
+    reads (which are not counted), so sqes equals cqes.
 
 OPTIONS
     --ring SPEC
@@ -41,6 +42,38 @@ OPTIONS
                       a shared ring inherits its owner's value.
             cpu=N     pin the SQ thread to CPU N (IORING_SETUP_SQ_AFF). sqpoll modes without
                       share=.
+            depth=N   ring entries, 1..32768 (default 64); also the in-flight limit
+            batch=N   SQEs per io_uring_submit call (default 32, clamped to depth)
+            n=N       create N identical rings from this SPEC (default 1)
+            op=OP     nop or read: this ring's operation, in place of --op (read needs --file),
+                      so that one run can mix opcodes with exact counts for each
+            async     set IOSQE_ASYNC on every SQE of the ring (its stuck= reads included), so
+                      the kernel punts each one to io-wq instead of issuing it inline. Not with
+                      overflow=.
+            overflow=K
+                      1..1000000: send exactly K CQEs through the kernel's CQ overflow list,
+                      once. At the start of the ring's thread, before its first normal SQE, the
+                      ring submits cq_entries + K NOPs without reaping any CQE, in chunks of at
+                      most sq_entries, each consumed by the kernel (for SQPOLL: by its SQ
+                      thread) before the next; the first cq_entries fill the CQ, the last K
+                      overflow. It then checks that the kernel flagged the overflow
+                      (IORING_SQ_CQ_OVERFLOW) and dropped nothing, and reaps all of them. These
+                      NOPs are in the ring's sqes and cqes but outside count= and rate= (rate=
+                      starts counting after them), and they are sent in full whatever the
+                      duration, pauses or a signal say. Needs IORING_FEAT_NODROP (Linux 5.5);
+                      not with async (io-wq would complete NOPs at times that cannot be seen
+                      without reaping) nor iopoll modes. Kernels that refuse SQEs while CQEs
+                      wait in the overflow list (-EBUSY, as 5.10 does) allow K up to
+                      sq_entries only.
+            stuck=N   1..4096, and N + depth at most cq_entries (2 x depth rounded up to a
+                      power of two): right after the ring is set up, before its setup line, it
+                      submits N IORING_OP_READs of 1 byte from a pipe that nobody ever writes
+                      to (one pipe per process, open until it exits). They stay in flight for
+                      the whole run and the hold (poll-armed on the pipe, or blocking an io-wq
+                      worker where the kernel cannot poll it), and end only when the ring is
+                      closed, which cancels them. They are not in sqes or cqes and are never
+                      waited for. Not with iopoll modes. An SQPOLL ring of a kernel before 5.11
+                      reads only registered files, so there the pipe is registered as its file 0.
         Keys and flags of the seeds kernel (tests/vm/run --kernel seeds), which other kernels
         refuse with a message saying so:
             idle_ns=N sq_thread_idle in nanoseconds (IORING_SETUP_IDLE_NS), 0..4294967295, in
@@ -51,17 +84,14 @@ OPTIONS
                       serves only NOPs for the rings of other processes.
             stats     turn on the SQ thread's work-time accounting (IORING_SETUP_SQTHREAD_STATS,
                       fdinfo SqWorkTime); allowed with share=, where it turns it on late.
-            depth=N   ring entries, 1..32768 (default 64); also the in-flight limit
-            batch=N   SQEs per io_uring_submit call (default 32, clamped to depth)
-            n=N       create N identical rings from this SPEC (default 1)
 
     --op nop|read
-        Operation to submit (default nop). read issues 4 KiB reads at random 4 KiB-aligned
-        offsets of --file.
+        Operation to submit (default nop) on every ring without op=. read issues 4 KiB reads
+        at random 4 KiB-aligned offsets of --file.
 
     --file PATH
-        Regular file or block device for --op read. It must exist, be at least 4 KiB and be
-        openable with O_RDONLY|O_DIRECT.
+        Regular file or block device for --op read and op=read. It must exist, be at least
+        4 KiB and be openable with O_RDONLY|O_DIRECT.
 
     --duration D
         Stop submitting D after the start. Without it, the run ends once every ring that has a
@@ -95,25 +125,35 @@ OPTIONS
 
 OUTPUT
     stdout carries only the report, and every line is flushed as it is printed. Right after
-    all rings are set up, before the first submission:
+    all rings are set up (stuck= reads included), before the first normal or overflow= SQE:
         setup index=0 pid=1234 fd=5 mode=sqpoll sq_thread=1240 sqes=0 cqes=0
-              setup_flags=0x2 sq_entries=64 cq_entries=128        (one line each)
+              setup_flags=0x2 sq_entries=64 cq_entries=128 op=nop async=0 stuck=0
+                                                                  (one line each)
         ...
         started
     After every ring has finished and collected all its completions:
         ring index=0 pid=1234 fd=5 mode=sqpoll sq_thread=1240 sqes=10000 cqes=10000 ...
+              op=nop async=0 stuck=0 overflowed=0
         ...
         done rings=N sqes=TOTAL
     sq_thread is the SQ thread's TID from the SqThread: line of /proc/self/fdinfo/<fd> (the
     owner's thread for shared rings), or -1 for rings without SQPOLL or when unavailable.
     setup_flags, sq_entries and cq_entries are what io_uring_setup returned: the IORING_SETUP_*
     flags and the queue sizes the kernel chose.
+    op is what the ring's normal SQEs are (op= or --op); async=1 when each SQE carried
+    IOSQE_ASYNC; stuck the number of stuck= reads in flight from before the setup line until
+    the ring is closed; overflowed the number of CQEs that overflow= sent through the CQ
+    overflow list (0 without it). sqes counts the normal SQEs and, with overflowed=K, the
+    cq_entries + K NOPs of overflow=, so an op=read ring's reads are sqes - cq_entries - K
+    then; it never counts the stuck= reads. The kernel's SQ head ends at sqes + stuck.
 
     With --json the same information is printed as
-        {"phase":"setup","index":0,"pid":1234,"fd":5,"mode":"sqpoll","sq_thread":1240,...}
+        {"phase":"setup","index":0,"pid":1234,"fd":5,"mode":"sqpoll","sq_thread":1240,...,
+         "op":"nop","async":false,"stuck":0}
         {"started":true}
         {"phase":"final","index":0,"pid":1234,"fd":5,"mode":"sqpoll","sq_thread":1240,
-         "sqes":10000,"cqes":10000}      (one line each)
+         "sqes":10000,"cqes":10000,...,"op":"nop","async":false,"stuck":0,"overflowed":0}
+                                                                  (one line each)
         {"done":true,"rings":N,"sqes":TOTAL}
 
     If stderr is a terminal and the run lasts more than 2 s, a progress line (SQEs so far and
@@ -138,15 +178,22 @@ EXAMPLES
         iouscope-load --ring plain,n=1000 --duration 1s --hold 2s
     O_DIRECT random reads through an SQ thread pinned to CPU 1:
         iouscope-load --ring sqpoll,cpu=1,count=100000 --op read --file /var/tmp/blob
+    Every SQE punted to io-wq; 100 CQEs through the overflow list (sqes=1228: 1000 + 128 +
+    100); 3 reads stuck in flight; and reads beside NOPs, each ring held open 5 s:
+        iouscope-load --ring plain,count=1000,async --ring sqpoll,count=1000,overflow=100 \
+                        --ring plain,count=10,stuck=3 --ring plain,count=500,op=read \
+                        --file /var/tmp/blob --hold 5s
 
 EXIT STATUS
     0   success, including a run stopped by SIGINT/SIGTERM
     1   system or io_uring failure: ring setup failed (the message includes strerror), a
         submit or wait failed, a completion carried an error, or a resource limit could not
-        be raised
+        be raised; a ring with overflow= found no IORING_FEAT_NODROP or the kernel did not
+        overflow exactly as planned; a stuck= read completed before its ring was closed
     2   invalid command line: unknown option, mode or key, malformed or negative number,
         unparsable duration, share= not naming an earlier sqpoll ring, missing --ring,
-        --op read without a usable --file
+        --op read or op=read without a usable --file, overflow= or stuck= out of range or
+        with a mode or key they exclude
 )";
 
 }  // namespace

@@ -155,7 +155,7 @@ int run(const LoadConfig& cfg, const sigset_t& signals) {
     const bool signalled = drive_rings(cfg, rings, workload, signals);
 
     report_final(rings, cfg.json);
-    const int status = report_failures(rings, cfg.op);
+    const int status = report_failures(rings);
     if (!signalled) {
         hold_rings(cfg.hold, signals);
     }

@@ -17,6 +17,20 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// The keys appended after the original ones: what the ring submits, and on the final line how
+// many CQEs its overflow= sent through the CQ overflow list.
+std::string extra_keys(const RingState& st, bool json, bool setup) {
+    const std::string op(op_name(ring_op(st.spec)));
+    const std::string stuck = std::to_string(st.spec.stuck);
+    const std::string overflowed = std::to_string(st.overflowed);
+    if (json) {
+        return ",\"op\":\"" + op + "\",\"async\":" + (st.spec.async ? "true" : "false") +
+               ",\"stuck\":" + stuck + (setup ? "" : ",\"overflowed\":" + overflowed);
+    }
+    return " op=" + op + " async=" + (st.spec.async ? "1" : "0") + " stuck=" + stuck +
+           (setup ? "" : " overflowed=" + overflowed);
+}
+
 std::string ring_line(const RingState& st, bool json, bool setup, std::uint64_t sqes,
                       std::uint64_t cqes) {
     const std::string pid = std::to_string(getpid());
@@ -33,13 +47,13 @@ std::string ring_line(const RingState& st, bool json, bool setup, std::uint64_t 
                ",\"mode\":\"" + mode + "\",\"sq_thread\":" + std::to_string(st.sq_thread) +
                ",\"sqes\":" + std::to_string(sqes) + ",\"cqes\":" + std::to_string(cqes) +
                ",\"setup_flags\":" + std::to_string(st.ring.flags) + ",\"sq_entries\":" + sq +
-               ",\"cq_entries\":" + cq + "}";
+               ",\"cq_entries\":" + cq + extra_keys(st, json, setup) + "}";
     }
     return std::string(setup ? "setup" : "ring") + " index=" + std::to_string(st.index) +
            " pid=" + pid + " fd=" + fd + " mode=" + mode +
            " sq_thread=" + std::to_string(st.sq_thread) + " sqes=" + std::to_string(sqes) +
            " cqes=" + std::to_string(cqes) + " setup_flags=" + flags + " sq_entries=" + sq +
-           " cq_entries=" + cq;
+           " cq_entries=" + cq + extra_keys(st, json, setup);
 }
 
 std::string completion_hint(int err, const RingSpec& spec, Op op) {
@@ -84,9 +98,28 @@ void report_final(Rings& rings, bool json) {
               : "done rings=" + std::to_string(rings.size()) + " sqes=" + std::to_string(total));
 }
 
-int report_failures(const Rings& rings, Op op) {
+// stuck= reads are meant to stay in flight until the ring is closed; one that completed makes
+// the stuck= the report printed wrong.
+bool report_stuck_completions(const RingState& st) {
+    if (st.stuck_cqes == 0) {
+        return false;
+    }
+    const std::string res = st.first_stuck_res < 0 ? errno_text(-st.first_stuck_res)
+                                                   : std::to_string(st.first_stuck_res);
+    std::fprintf(stderr,
+                 "%s: ring %zu (%s): %llu of %u stuck= reads completed during the run (first "
+                 "result: %s); they should stay in flight until the ring is closed\n",
+                 kProg, st.index, describe(st.spec).c_str(),
+                 static_cast<unsigned long long>(st.stuck_cqes), st.spec.stuck, res.c_str());
+    return true;
+}
+
+int report_failures(const Rings& rings) {
     int status = kExitOk;
     for (const auto& st : rings) {
+        if (report_stuck_completions(*st)) {
+            status = kExitFailure;
+        }
         if (!st->failure_call.empty()) {
             std::string msg = "ring " + std::to_string(st->index) + ": " + st->failure_call;
             msg += st->failure_detail.empty() ? " failed: " + errno_text(st->failure_errno)
@@ -100,7 +133,7 @@ int report_failures(const Rings& rings, Op op) {
                 st->index, describe(st->spec).c_str(),
                 static_cast<unsigned long long>(st->cqe_errors),
                 static_cast<unsigned long long>(st->cqes), errno_text(st->first_cqe_error).c_str(),
-                completion_hint(st->first_cqe_error, st->spec, op).c_str());
+                completion_hint(st->first_cqe_error, st->spec, ring_op(st->spec)).c_str());
             status = kExitFailure;
         }
     }

@@ -19,8 +19,9 @@ void report_setup(const Rings& rings, bool json);
 // setup is looked up again first.
 void report_final(Rings& rings, bool json);
 
-// Every ring's failure and completion errors on stderr; kExitFailure if there was any.
-int report_failures(const Rings& rings, Op op);
+// Every ring's failure, completion errors and stuck= reads that completed on stderr;
+// kExitFailure if there was any.
+int report_failures(const Rings& rings);
 
 // SQEs so far and the current rate, refreshed once a second on stderr when it is a terminal
 // and the run lasts more than 2 s.

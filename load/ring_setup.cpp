@@ -1,6 +1,6 @@
-// Setting up an iouscope-load run (ring_setup.hpp): limits, the read workload's file, and
+// Setting up an iouscope-load run (ring_setup.hpp): limits, the read workload's file,
 // io_uring_setup with SQPOLL, IOPOLL, SQ_AFF, ATTACH_WQ and the seeds kernel's flags, with the
-// hints that turn a bare errno into a cause.
+// hints that turn a bare errno into a cause, and the stuck= reads every ring starts with.
 #include "ring_setup.hpp"
 
 #include <fcntl.h>
@@ -8,9 +8,13 @@
 #include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
+#include <thread>
 
 #include "exit.hpp"
 #include "iouscope/seeds_uapi.h"
@@ -148,6 +152,70 @@ std::string setup_failure(const RingState& st, int ret, const std::string& memlo
     return msg;
 }
 
+// The read end of the pipe every stuck= read waits on: one per process, never written to and
+// never closed. Closing the write end would complete the reads with end of file, and a closed
+// ring cancels its requests only after close() has returned, so the pipe outlives every ring.
+int stuck_pipe() {
+    static int read_end = -1;
+    if (read_end < 0) {
+        int fds[2];
+        if (pipe2(fds, O_CLOEXEC) != 0) {
+            die("pipe2 for the stuck= reads: " + errno_text(errno));
+        }
+        read_end = fds[0];
+    }
+    return read_end;
+}
+
+[[noreturn]] void die_ring(const RingState& st, const std::string& what) {
+    die("ring " + std::to_string(st.index) + " (" + describe(st.spec) + "): " + what);
+}
+
+// Right after setup: spec.stuck reads of one byte from the pipe, in chunks of at most the SQ
+// size, each consumed by the kernel before the next. Blocking reads (no O_NONBLOCK) that the
+// kernel parks on the pipe, or in an io-wq worker, until the ring is closed. An SQPOLL ring of a
+// kernel before 5.11 (no IORING_FEAT_SQPOLL_NONFIXED) reads only registered files, so there the
+// pipe is registered as the ring's file 0.
+void park_stuck_reads(RingState& st) {
+    static char sink[1];
+    const unsigned n = st.spec.stuck;
+    if (n == 0) {
+        return;
+    }
+    int fd = stuck_pipe();
+    unsigned flags = st.spec.async ? IOSQE_ASYNC : 0;
+    if ((st.ring.flags & IORING_SETUP_SQPOLL) &&
+        !(st.ring.features & IORING_FEAT_SQPOLL_NONFIXED)) {
+        if (const int ret = io_uring_register_files(&st.ring, &fd, 1); ret < 0) {
+            die_ring(st, "io_uring_register_files for the stuck= reads: " + errno_text(-ret));
+        }
+        fd = 0;
+        flags |= IOSQE_FIXED_FILE;
+    }
+    for (unsigned queued = 0; queued < n;) {
+        const unsigned chunk = std::min(n - queued, st.ring.sq.ring_entries);
+        for (unsigned i = 0; i < chunk; ++i, ++queued) {
+            io_uring_sqe* sqe = io_uring_get_sqe(&st.ring);
+            if (sqe == nullptr) {  // cannot happen: the kernel consumed every earlier chunk
+                die_ring(st, "no free SQE for the stuck= reads");
+            }
+            io_uring_prep_read(sqe, fd, sink, sizeof sink, ~std::uint64_t{0});
+            io_uring_sqe_set_flags(sqe, flags);
+            io_uring_sqe_set_data64(sqe, kStuckUserData | queued);
+        }
+        if (const int ret = submit_all(st.ring); ret < 0) {
+            die_ring(st, "submitting the stuck= reads failed: " + errno_text(-ret));
+        }
+    }
+    // Nothing else is in flight yet, so any CQE is a stuck read that did not wait.
+    io_uring_cqe* cqe = nullptr;
+    if (io_uring_peek_cqe(&st.ring, &cqe) == 0) {
+        die_ring(st, "a stuck= read completed at once with " +
+                         (cqe->res < 0 ? errno_text(-cqe->res) : std::to_string(cqe->res)) +
+                         " instead of waiting on its pipe");
+    }
+}
+
 }  // namespace
 
 std::string describe(const RingSpec& spec) {
@@ -170,7 +238,36 @@ std::string describe(const RingSpec& spec) {
     if (spec.cpu) {
         out += " cpu=" + std::to_string(*spec.cpu);
     }
+    if (spec.async) {
+        out += " async";
+    }
+    if (spec.overflow > 0) {
+        out += " overflow=" + std::to_string(spec.overflow);
+    }
+    if (spec.stuck > 0) {
+        out += " stuck=" + std::to_string(spec.stuck);
+    }
     return out;
+}
+
+int submit_all(io_uring& ring) {
+    using namespace std::chrono_literals;
+    const bool sqpoll = (ring.flags & IORING_SETUP_SQPOLL) != 0;
+    const auto give_up = std::chrono::steady_clock::now() + 10s;
+    for (;;) {
+        // For SQPOLL this only wakes the SQ thread if it sleeps; the kernel consumes the rest.
+        const int ret = io_uring_submit(&ring);
+        if (ret < 0 && ret != -EINTR && ret != -EAGAIN) {
+            return ret;
+        }
+        if (io_uring_sq_ready(&ring) == 0) {
+            return 0;
+        }
+        if (std::chrono::steady_clock::now() >= give_up) {
+            return -ETIMEDOUT;
+        }
+        std::this_thread::sleep_for(sqpoll ? 20us : 1ms);
+    }
 }
 
 void ensure_fd_limit(std::size_t rings) {
@@ -199,8 +296,8 @@ void ensure_fd_limit(std::size_t rings) {
 
 Workload open_workload(const LoadConfig& cfg) {
     Workload wl;
-    wl.op = cfg.op;
-    if (cfg.op != Op::Read) {
+    if (std::none_of(cfg.rings.begin(), cfg.rings.end(),
+                     [](const RingSpec& r) { return ring_op(r) == Op::Read; })) {
         return wl;
     }
     const int fd = open(cfg.file.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
@@ -249,6 +346,12 @@ Rings create_rings(const LoadConfig& cfg) {
             die(setup_failure(*st, ret, memlock_note));
         }
         st->open = true;
+        if (st->spec.overflow > 0 && !(st->ring.features & IORING_FEAT_NODROP)) {
+            die("ring " + std::to_string(i) + " (" + describe(st->spec) +
+                "): overflow= needs IORING_FEAT_NODROP (Linux 5.5 or later), which this kernel "
+                "lacks: it would drop the overflowing CQEs instead of keeping them");
+        }
+        park_stuck_reads(*st);
         rings.push_back(std::move(st));
     }
     return rings;

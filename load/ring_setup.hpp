@@ -25,8 +25,14 @@ void ensure_fd_limit(std::size_t rings);
 // NOP workload has no file.
 Workload open_workload(const LoadConfig& cfg);
 
-// Creates every ring of `cfg` in order (share= attaches to an earlier one's SQ thread), or dies
-// naming the ring, the error and the likely cause.
+// Creates every ring of `cfg` in order (share= attaches to an earlier one's SQ thread) and
+// submits its stuck= reads, or dies naming the ring, the error and the likely cause. Dies too if
+// a ring with overflow= lacks IORING_FEAT_NODROP.
 Rings create_rings(const LoadConfig& cfg);
+
+// Submits every SQE queued in the ring's SQ and returns once the kernel has consumed them all
+// (for SQPOLL: once the SQ thread has moved the SQ head past them): 0, or -errno, -ETIMEDOUT
+// after 10 s. Used for the SQEs the load sends besides its normal ones (stuck=, overflow=).
+int submit_all(io_uring& ring);
 
 }  // namespace iouscope::load

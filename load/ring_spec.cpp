@@ -4,6 +4,8 @@
 #include "ring_spec.hpp"
 
 #include <algorithm>
+#include <bit>
+#include <iterator>
 #include <limits>
 
 #include "parse_text.hpp"
@@ -46,6 +48,14 @@ std::string_view mode_name(RingMode mode) {
     return "?";
 }
 
+std::string_view op_name(Op op) {
+    return op == Op::Read ? "read" : "nop";
+}
+
+unsigned cq_entries_for(unsigned depth) {
+    return 2 * std::bit_ceil(depth);
+}
+
 namespace {
 
 // The rules of the seeds kernel's flags, as its patches enforce them or as they would surprise.
@@ -66,12 +76,63 @@ std::optional<std::string> check_seeds_flags(const RingSpec& out, bool idle_give
     return std::nullopt;
 }
 
+// A key whose value is an unsigned number within the key's range into `out`; false if `key` is
+// none of them.
+bool apply_unsigned_key(RingSpec& out, std::string_view key, std::string_view value,
+                        bool& idle_given, std::optional<std::string>& error) {
+    constexpr std::uint64_t kU32 = std::numeric_limits<std::uint32_t>::max();
+    struct Key {
+        std::string_view name;
+        std::uint64_t lo, hi;
+    };
+    // cpu: the kernel field is a u32; whether the CPU exists is for io_uring_setup to judge.
+    constexpr Key kKeys[] = {
+        {"idle", 0, kU32},
+        {"idle_ns", 0, kU32},
+        {"cpu", 0, kU32},
+        {"depth", 1, kMaxDepth},
+        {"batch", 1, kU32},
+        {"n", 1, kMaxReplicas},
+        {"overflow", 1, kMaxOverflow},
+        {"stuck", 1, kMaxStuck},
+    };
+    const auto* k = std::find_if(std::begin(kKeys), std::end(kKeys),
+                                 [&](const Key& x) { return x.name == key; });
+    if (k == std::end(kKeys)) {
+        return false;
+    }
+    const auto parsed = parse_bounded(value, key, k->lo, k->hi);
+    if (const auto* err = std::get_if<ParseError>(&parsed)) {
+        error = err->message;
+        return true;
+    }
+    const unsigned v = std::get<unsigned>(parsed);
+    if (key == "idle") {
+        out.idle_ms = v;
+        idle_given = true;
+    } else if (key == "idle_ns") {
+        out.idle_ns = v;
+    } else if (key == "cpu") {
+        out.cpu = v;
+    } else if (key == "depth") {
+        out.depth = v;
+    } else if (key == "batch") {
+        out.batch = v;
+    } else if (key == "n") {
+        out.replicas = v;
+    } else if (key == "overflow") {
+        out.overflow = v;
+    } else {
+        out.stuck = v;
+    }
+    return true;
+}
+
 // One key=value item into `out`; an error message names the key and the value.
 std::optional<std::string> apply_key(RingSpec& out, std::string_view key, std::string_view value,
                                      bool& idle_given) {
-    const std::string what = std::string(key);
     if (key == "count" || key == "rate" || key == "share") {
-        auto parsed = parse_u64(value, what);
+        auto parsed = parse_u64(value, key);
         if (auto* err = std::get_if<ParseError>(&parsed)) return err->message;
         const std::uint64_t v = std::get<std::uint64_t>(parsed);
         if (key == "count") {
@@ -85,37 +146,44 @@ std::optional<std::string> apply_key(RingSpec& out, std::string_view key, std::s
         }
         return std::nullopt;
     }
-
-    constexpr std::uint64_t kU32 = std::numeric_limits<std::uint32_t>::max();
-    ParseResult<unsigned> parsed = ParseError{};
-    if (key == "idle" || key == "idle_ns" || key == "cpu") {
-        // cpu: the kernel field is a u32; whether the CPU exists is for io_uring_setup to judge.
-        parsed = parse_bounded(value, what, 0, kU32);
-    } else if (key == "depth") {
-        parsed = parse_bounded(value, what, 1, kMaxDepth);
-    } else if (key == "batch") {
-        parsed = parse_bounded(value, what, 1, kU32);
-    } else if (key == "n") {
-        parsed = parse_bounded(value, what, 1, kMaxReplicas);
-    } else {
-        return "unknown key " + quoted(key) +
-               " (expected count, rate, share, idle, idle_ns, cpu, depth, batch or n)";
+    if (key == "op") {
+        for (Op op : {Op::Nop, Op::Read}) {
+            if (value == op_name(op)) {
+                out.op = op;
+                return std::nullopt;
+            }
+        }
+        return "op: " + quoted(value) + " is not an operation (expected nop or read)";
     }
-    if (auto* err = std::get_if<ParseError>(&parsed)) return err->message;
-    const unsigned v = std::get<unsigned>(parsed);
-    if (key == "idle") {
-        out.idle_ms = v;
-        idle_given = true;
-    } else if (key == "idle_ns") {
-        out.idle_ns = v;
-    } else if (key == "cpu") {
-        out.cpu = v;
-    } else if (key == "depth") {
-        out.depth = v;
-    } else if (key == "batch") {
-        out.batch = v;
-    } else {
-        out.replicas = v;
+    std::optional<std::string> error;
+    if (!apply_unsigned_key(out, key, value, idle_given, error)) {
+        return "unknown key " + quoted(key) +
+               " (expected count, rate, share, idle, idle_ns, cpu, depth, batch, n, op, "
+               "overflow or stuck)";
+    }
+    return error;
+}
+
+// The rules of async, overflow= and stuck=: each must leave the ring's counts exact.
+std::optional<std::string> check_extras(const RingSpec& out) {
+    if (out.overflow > 0 && out.async) {
+        return "overflow= cannot be combined with async (io-wq completes the NOPs at times "
+               "that cannot be seen without reaping, so the number that overflow would not be "
+               "exact)";
+    }
+    if (out.overflow > 0 && uses_iopoll(out.mode)) {
+        return "overflow= needs a mode without iopoll (an IOPOLL ring's completions depend on "
+               "polling, so the number that overflow would not be exact)";
+    }
+    if (out.stuck > 0 && uses_iopoll(out.mode)) {
+        return "stuck= needs a mode without iopoll (a pipe cannot be read on an IOPOLL ring)";
+    }
+    const std::uint64_t cq = cq_entries_for(out.depth);
+    if (out.stuck > 0 && std::uint64_t{out.stuck} + out.depth > cq) {
+        return "stuck=" + std::to_string(out.stuck) + " with depth=" + std::to_string(out.depth) +
+               " does not fit the CQ: stuck + depth must be at most cq_entries, " +
+               std::to_string(cq) +
+               " here (twice depth rounded up to a power of two); lower stuck= or raise depth=";
     }
     return std::nullopt;
 }
@@ -135,7 +203,7 @@ std::optional<std::string> check_combination(const RingSpec& out, bool idle_give
     if (out.cpu && out.share)
         return "cpu= cannot be combined with share= (the kernel ignores affinity when attaching "
                "to an existing SQ thread)";
-    return std::nullopt;
+    return check_extras(out);
 }
 
 }  // namespace
@@ -164,9 +232,11 @@ ParseResult<RingSpec> parse_ring_spec(std::string_view spec) {
             return fail("empty key=value item (stray comma?)");
         }
         const std::size_t eq = item.find('=');
-        const bool flag = eq == std::string_view::npos && (item == "percpu" || item == "stats");
+        const bool flag = eq == std::string_view::npos &&
+                          (item == "percpu" || item == "stats" || item == "async");
         if (eq == std::string_view::npos && !flag) {
-            return fail(quoted(item) + " is neither key=value nor one of the flags percpu, stats");
+            return fail(quoted(item) +
+                        " is neither key=value nor one of the flags percpu, stats, async");
         }
         const std::string_view key = item.substr(0, eq);
         if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
@@ -174,7 +244,7 @@ ParseResult<RingSpec> parse_ring_spec(std::string_view spec) {
         }
         seen.push_back(key);
         if (flag) {
-            (key == "percpu" ? out.percpu : out.stats) = true;
+            (key == "percpu" ? out.percpu : key == "stats" ? out.stats : out.async) = true;
         } else if (auto err = apply_key(out, key, item.substr(eq + 1), idle_given)) {
             return fail(*err);
         }

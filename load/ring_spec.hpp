@@ -16,6 +16,10 @@ namespace iouscope::load {
 
 enum class RingMode { Plain, Sqpoll, Iopoll, SqpollIopoll };
 
+// What a ring submits: NOPs, or 4 KiB O_DIRECT reads of the --file. The run's --op, or op= per
+// ring.
+enum class Op { Nop, Read };
+
 // A separate type rather than a bare std::string so that ParseResult<std::string> would still be
 // unambiguous and call sites read as what they test.
 struct ParseError {
@@ -32,6 +36,9 @@ inline constexpr unsigned kDefaultBatch = 32;
 inline constexpr unsigned kDefaultIdleMs = 10;
 // Guards against a typo such as n=1000000 silently trying to create a million rings and threads.
 inline constexpr unsigned kMaxReplicas = 100000;
+// overflow=K and stuck=N; stuck= must also leave the CQ room for depth completions.
+inline constexpr unsigned kMaxOverflow = 1000000;
+inline constexpr unsigned kMaxStuck = 4096;
 
 struct RingSpec {
     RingMode mode = RingMode::Plain;
@@ -52,12 +59,27 @@ struct RingSpec {
     unsigned depth = kDefaultDepth;
     unsigned batch = kDefaultBatch;  // already clamped to depth
     unsigned replicas = 1;           // n=; expand_ring_specs() resets it to 1 on every copy
+    // op=; unset means the run's --op, which build_config() fills in, so every ring of a
+    // LoadConfig has one.
+    std::optional<Op> op;
+    bool async = false;     // IOSQE_ASYNC on every SQE: the kernel punts each one to io-wq
+    unsigned overflow = 0;  // CQEs to push through the CQ overflow list once, at the start
+    unsigned stuck = 0;     // reads of a pipe nobody writes, in flight until the ring closes
 };
 
 bool uses_sqpoll(RingMode mode);
 bool uses_iopoll(RingMode mode);
 // The MODE spelling accepted on the command line ("sqpoll+iopoll", ...).
 std::string_view mode_name(RingMode mode);
+// "nop" or "read", as op= and --op spell it.
+std::string_view op_name(Op op);
+// The ring's operation once build_config() has filled in --op (NOPs before that).
+inline Op ring_op(const RingSpec& spec) {
+    return spec.op.value_or(Op::Nop);
+}
+// The CQ size io_uring_setup gives a ring of `depth` entries without IORING_SETUP_CQSIZE: twice
+// the SQ, which is depth rounded up to a power of two.
+unsigned cq_entries_for(unsigned depth);
 
 // Parses one SPEC ("MODE[,key=value...]"). Cross-ring rules (share=I) are not checked here.
 ParseResult<RingSpec> parse_ring_spec(std::string_view spec);

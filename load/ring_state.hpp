@@ -1,5 +1,5 @@
-// One ring of an iouscope-load run as the main thread and its worker share it, and the workload
-// every worker submits (NOPs, or 4 KiB reads of the --file).
+// One ring of an iouscope-load run as the main thread and its worker share it, the --file that
+// rings with op=read read from, and the user_data that tells a ring's own SQEs apart.
 #pragma once
 
 #include <liburing.h>
@@ -15,8 +15,14 @@ namespace iouscope::load {
 
 inline constexpr std::size_t kBlockSize = 4096;
 
+// user_data of the SQEs that are not the ring's normal ones, whose user_data is 0 (NOP) or a
+// buffer slot below depth (read): the stuck= reads and the overflow= NOPs, each numbered in the
+// low bits.
+inline constexpr std::uint64_t kStuckUserData = std::uint64_t{1} << 63;
+inline constexpr std::uint64_t kOverflowUserData = std::uint64_t{1} << 62;
+
+// The --file of the rings whose op is read; fd -1 when no ring reads.
 struct Workload {
-    Op op = Op::Nop;
     int fd = -1;
     std::uint64_t blocks = 0;  // number of 4 KiB blocks in the file
 };
@@ -36,6 +42,9 @@ struct RingState {
     std::uint64_t cqes = 0;
     std::uint64_t cqe_errors = 0;
     int first_cqe_error = 0;
+    unsigned overflowed = 0;       // overflow=K once the kernel was seen to overflow K CQEs
+    std::uint64_t stuck_cqes = 0;  // stuck= reads that completed during the run (none should)
+    int first_stuck_res = 0;
     std::string failure_call;  // non-empty after a fatal io_uring error
     int failure_errno = 0;
     std::string failure_detail;

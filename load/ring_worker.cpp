@@ -1,7 +1,8 @@
 // The submit and reap loops of one iouscope-load ring (ring_worker.hpp). An SQE is counted once
 // io_uring_submit has flushed it; the ring is done when every counted SQE has its CQE and the
-// kernel's SQ head has moved by exactly that many. SQPOLL rings wait for SQ space rather than
-// for a completion when the ring looks full.
+// kernel's SQ head has moved by exactly that many plus the ring's stuck= reads. SQPOLL rings
+// wait for SQ space rather than for a completion when the ring looks full. overflow= runs first:
+// NOPs pushed through the CQ overflow list, reaped before the normal SQEs start.
 #include "ring_worker.hpp"
 
 #include <algorithm>
@@ -13,6 +14,9 @@
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include "exit.hpp"
+#include "ring_setup.hpp"
 
 namespace iouscope::load {
 
@@ -31,8 +35,7 @@ public:
 
     void run() {
         ctl_.wait_for_start();
-        if (prepare_buffers()) {
-            head_at_start_ = io_uring_smp_load_acquire(ring_.sq.khead);
+        if (overflow_cq() && prepare_buffers()) {
             submit_loop();
         }
         ctl_.submission_ended(st_.spec.count > 0);
@@ -42,9 +45,9 @@ public:
         if (!failed()) {
             verify_kernel_consumed();
         }
-        st_.sqes = queued_;
-        st_.cqes = cqes_;
-        st_.progress.store(queued_, std::memory_order_relaxed);
+        st_.sqes = extra_sqes_ + queued_;
+        st_.cqes = extra_cqes_ + cqes_;
+        st_.progress.store(st_.sqes, std::memory_order_relaxed);
         ctl_.ring_done();
     }
 
@@ -57,8 +60,110 @@ private:
         st_.failure_detail = std::move(detail);
     }
 
+    // overflow=K: cq_entries + K NOPs without reaping, in chunks of at most the SQ size, each
+    // consumed by the kernel before the next is written. The first chunks fill the CQ exactly,
+    // so the overflow starts with the next one and exactly K CQEs take the overflow list. NOPs
+    // without IOSQE_ASYNC complete while the kernel consumes them, so all are posted before the
+    // first is reaped; then all are reaped, and rate= counts from there.
+    bool overflow_cq() {
+        const unsigned k = st_.spec.overflow;
+        if (k == 0) {
+            return true;
+        }
+        const unsigned cq = ring_.cq.ring_entries;
+        const std::uint64_t total = std::uint64_t{cq} + k;
+        const unsigned dropped = IO_URING_READ_ONCE(*ring_.cq.koverflow);
+        if (io_uring_cq_ready(&ring_) != 0) {
+            fail("overflow= check", 0, "the CQ was not empty before the overflow= NOPs");
+            return false;
+        }
+        while (extra_sqes_ < total) {
+            const std::uint64_t upto = extra_sqes_ < cq ? cq : total;
+            const auto n = static_cast<unsigned>(
+                std::min<std::uint64_t>(ring_.sq.ring_entries, upto - extra_sqes_));
+            for (unsigned i = 0; i < n; ++i) {
+                io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+                if (sqe == nullptr) {  // cannot happen: the kernel consumed every earlier chunk
+                    fail("overflow= check", 0, "no free SQE for the overflow= NOPs");
+                    return false;
+                }
+                io_uring_prep_nop(sqe);
+                io_uring_sqe_set_data64(sqe, kOverflowUserData | (extra_sqes_ + i));
+            }
+            extra_sqes_ += n;
+            if (const int ret = submit_all(ring_); ret < 0) {
+                const bool refused = ret == -EBUSY || ret == -ETIMEDOUT;
+                fail("submitting the overflow= NOPs", 0,
+                     errno_text(-ret) +
+                         (refused ? "; kernels such as 5.10 take no SQE while CQEs wait in "
+                                    "the overflow list, so overflow= can be at most sq_entries (" +
+                                        std::to_string(ring_.sq.ring_entries) + ") there"
+                                  : ""));
+                return false;
+            }
+        }
+        if (!check_overflowed(cq, total, dropped) || !reap_overflowed(total)) {
+            return false;
+        }
+        st_.overflowed = k;
+        rate_origin_ = ctl_.schedule().active_at(Clock::now());
+        return true;
+    }
+
+    // The kernel's own word that the CQ overflowed and kept every CQE: a full CQ, the
+    // IORING_SQ_CQ_OVERFLOW flag, and no CQE dropped (the CQ's overflow counter).
+    bool check_overflowed(unsigned cq, std::uint64_t total, unsigned dropped) {
+        const auto give_up = Clock::now() + 1s;
+        while (io_uring_cq_ready(&ring_) < cq || !io_uring_cq_has_overflow(&ring_)) {
+            if (Clock::now() >= give_up) {
+                fail("overflow= check", 0,
+                     "after " + std::to_string(total) + " NOPs without reaping, the CQ holds " +
+                         std::to_string(io_uring_cq_ready(&ring_)) + " of " + std::to_string(cq) +
+                         " CQEs and the kernel has " +
+                         (io_uring_cq_has_overflow(&ring_) ? "" : "not ") +
+                         "flagged an overflow (IORING_SQ_CQ_OVERFLOW)");
+                return false;
+            }
+            std::this_thread::sleep_for(100us);
+        }
+        const unsigned now_dropped = IO_URING_READ_ONCE(*ring_.cq.koverflow);
+        if (now_dropped != dropped) {
+            fail("overflow= check", 0,
+                 "the kernel dropped " + std::to_string(now_dropped - dropped) +
+                     " CQEs (the CQ's overflow counter) instead of keeping them");
+            return false;
+        }
+        return true;
+    }
+
+    // Every overflow= CQE: those in the CQ, then what io_uring_get_events moves from the
+    // overflow list into the room made.
+    bool reap_overflowed(std::uint64_t total) {
+        auto give_up = Clock::now() + 1s;
+        for (;;) {
+            const std::uint64_t before = extra_cqes_;
+            reap_ready();
+            if (extra_cqes_ >= total) {
+                return true;
+            }
+            if (extra_cqes_ != before) {
+                give_up = Clock::now() + 1s;
+            } else if (Clock::now() >= give_up) {
+                fail("overflow= check", 0,
+                     "only " + std::to_string(extra_cqes_) + " of " + std::to_string(total) +
+                         " CQEs came back from the overflow list");
+                return false;
+            }
+            const int ret = io_uring_get_events(&ring_);
+            if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY) {
+                fail("io_uring_get_events", -ret);
+                return false;
+            }
+        }
+    }
+
     bool prepare_buffers() {
-        if (wl_.op != Op::Read) {
+        if (ring_op(st_.spec) != Op::Read) {
             return true;
         }
         const std::size_t slots = st_.spec.depth;
@@ -99,10 +204,10 @@ private:
             std::uint64_t n =
                 std::min<std::uint64_t>({spec.batch, depth - in_flight, target - queued_});
             if (spec.rate > 0) {
-                const std::uint64_t due = sqes_due(sched.active_at(now), spec.rate);
+                const std::uint64_t due = sqes_due(sched.active_at(now) - rate_origin_, spec.rate);
                 if (due <= queued_) {
                     reap_ready();
-                    const auto next = sched.when_active(due_at(queued_, spec.rate));
+                    const auto next = sched.when_active(rate_origin_ + due_at(queued_, spec.rate));
                     ctl_.sleep_until(sched.clip(next));
                     continue;
                 }
@@ -113,19 +218,20 @@ private:
                 continue;
             }
             enter(0);
-            st_.progress.store(queued_, std::memory_order_relaxed);
+            st_.progress.store(extra_sqes_ + queued_, std::memory_order_relaxed);
             reap_ready();
         }
     }
 
     unsigned queue_sqes(unsigned n) {
+        const bool nop = ring_op(st_.spec) == Op::Nop;
         unsigned queued = 0;
         for (; queued < n; ++queued) {
             io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
             if (sqe == nullptr) {
                 break;
             }
-            if (wl_.op == Op::Nop) {
+            if (nop) {
                 io_uring_prep_nop(sqe);
                 io_uring_sqe_set_data64(sqe, 0);
             } else {
@@ -136,6 +242,9 @@ private:
                 io_uring_prep_read(sqe, wl_.fd, buffers_.get() + slot * kBlockSize, kBlockSize,
                                    offset);
                 io_uring_sqe_set_data64(sqe, slot);
+            }
+            if (st_.spec.async) {
+                io_uring_sqe_set_flags(sqe, IOSQE_ASYNC);
             }
         }
         queued_ += queued;
@@ -183,14 +292,30 @@ private:
     }
 
     void account(const io_uring_cqe& cqe) {
+        if (cqe.user_data & kOverflowUserData) {
+            ++extra_cqes_;
+            count_error(cqe);
+            return;
+        }
+        if (cqe.user_data & kStuckUserData) {
+            // Not counted and never waited for; report_failures() says that one ended early.
+            if (st_.stuck_cqes++ == 0) {
+                st_.first_stuck_res = cqe.res;
+            }
+            return;
+        }
         ++cqes_;
+        count_error(cqe);
+        if (ring_op(st_.spec) == Op::Read) {
+            free_slots_.push_back(static_cast<unsigned>(cqe.user_data));
+        }
+    }
+
+    void count_error(const io_uring_cqe& cqe) {
         if (cqe.res < 0) {
             if (st_.cqe_errors++ == 0) {
                 st_.first_cqe_error = -cqe.res;
             }
-        }
-        if (wl_.op == Op::Read) {
-            free_slots_.push_back(static_cast<unsigned>(cqe.user_data));
         }
     }
 
@@ -222,21 +347,23 @@ private:
         }
     }
 
-    // A cross-check of the accounting against the kernel's own view: the SQ head is advanced
-    // by exactly the number of SQEs the kernel consumed. An SQPOLL thread can post CQEs a
-    // moment before it publishes the new head, hence the short grace period.
+    // A cross-check of the accounting against the kernel's own view: the SQ head, 0 when the
+    // ring was made, is advanced by exactly the number of SQEs the kernel consumed: the stuck=
+    // reads, the overflow= NOPs and the normal SQEs. An SQPOLL thread can post CQEs a moment
+    // before it publishes the new head, hence the short grace period.
     void verify_kernel_consumed() {
         const auto give_up = Clock::now() + 1s;
+        const std::uint64_t expected = st_.spec.stuck + extra_sqes_ + queued_;
         for (;;) {
             const unsigned head = io_uring_smp_load_acquire(ring_.sq.khead);
-            const unsigned consumed = head - head_at_start_;
-            if (consumed == static_cast<unsigned>(queued_)) {
+            if (head == static_cast<unsigned>(expected)) {
                 return;
             }
             if (Clock::now() >= give_up) {
                 fail("accounting check", 0,
-                     "kernel SQ head advanced by " + std::to_string(consumed) + " but " +
-                         std::to_string(queued_) + " SQEs were queued (mod 2^32)");
+                     "kernel SQ head advanced by " + std::to_string(head) + " but " +
+                         std::to_string(extra_sqes_ + queued_) + " SQEs and " +
+                         std::to_string(st_.spec.stuck) + " stuck= reads were queued (mod 2^32)");
                 return;
             }
             std::this_thread::sleep_for(100us);
@@ -249,7 +376,10 @@ private:
     io_uring& ring_;
     std::uint64_t queued_ = 0;  // SQEs written to the SQ ring; flushed by every enter()
     std::uint64_t cqes_ = 0;
-    unsigned head_at_start_ = 0;
+    // The overflow= NOPs, all reaped before the normal SQEs start, and where rate= then starts.
+    std::uint64_t extra_sqes_ = 0;
+    std::uint64_t extra_cqes_ = 0;
+    nanoseconds rate_origin_{0};
     std::unique_ptr<std::byte, FreeDeleter> buffers_;
     std::vector<unsigned> free_slots_;
     std::mt19937_64 rng_;

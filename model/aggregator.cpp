@@ -142,6 +142,7 @@ Snapshot Aggregator::update(const RawSample& raw) {
     count_created(cx);
     const std::vector<std::uint64_t> gone = end_ring_lives(cx);
     observe_rings(cx, snap.rings);
+    attach_requests(raw, snap.rings);
     snap.threads.reserve(cx.ix.threads.size());
     for (const auto& g : cx.ix.threads)
         snap.threads.push_back(observe_thread(
@@ -217,7 +218,11 @@ void Aggregator::finish(const UpdateContext& cx, Snapshot& snap) {
                           {"sched_state", raw.stats.sched_dropped},
                           {"wakers", raw.stats.wakers_dropped},
                           {"deep", raw.stats.deep_dropped},
-                          {"inflight_calls", raw.stats.inflight_dropped}};
+                          {"inflight_calls", raw.stats.inflight_dropped},
+                          {"req_stats", raw.requests.counters.keys_dropped},
+                          {"req_inflight", raw.requests.counters.inflight_dropped},
+                          {"ring_overflow", raw.requests.counters.overflow_dropped}};
+    snap.requests_unmatched = raw.requests.counters.unmatched;
     snap.rings_replaced = rings_replaced_;
     snap.threads_replaced = threads_replaced_;
     snap.walks_incomplete = walks_incomplete_;

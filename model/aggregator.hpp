@@ -16,6 +16,7 @@
 
 #include "common/uninit_allocator.hpp"
 #include "iouscope/records.h"
+#include "iouscope/requests.h"
 #include "model/counters.hpp"
 #include "model/kernel_traits.hpp"
 #include "model/sched_gate.hpp"
@@ -24,6 +25,27 @@
 namespace iouscope {
 
 using RingRecords = std::vector<iou_ring_record, UninitAllocator<iou_ring_record>>;
+
+// A ring's requests in flight (request tier), summed from req_inflight by collect/requests.cpp.
+struct RingInFlight {
+    std::uint64_t ctx = 0, born_ns = 0;  // the ring, as iou_req_key names it
+    std::uint64_t requests = 0;          // in flight at the read
+    std::uint64_t oldest_start_ns = 0;   // the oldest's submission, bpf_ktime_get_ns()
+    std::uint32_t oldest_opcode = 0;
+    std::int32_t oldest_fd = -1;  // its SQE's fd where the kernel keeps it (6.1+), else -1
+};
+
+// The request tier's and the CQ overflow probe's reads, of live rings only: collect/requests.cpp
+// deletes the entries of rings that are gone before it hands them over.
+struct RequestSample {
+    bool overflow_probe = false;  // io_uring_cqe_overflow is attached
+    bool on = false;              // the request tier is attached (req_submit at least)
+    bool timed = false;           // req_complete is attached: completions and latency
+    std::vector<std::pair<iou_req_key, iou_req_stats>> stats;
+    std::vector<RingInFlight> in_flight;
+    std::vector<std::pair<std::uint64_t, iou_ring_overflow>> overflow;  // by ctx
+    iou_req_counters counters{};
+};
 
 struct RawSample {
     std::uint64_t mono_ns = 0;  // CLOCK_MONOTONIC at the walk, the clock of bpf_ktime_get_ns()
@@ -53,6 +75,7 @@ struct RawSample {
     std::vector<std::pair<iou_dev_key, iou_nvme_stats>> nvme;
     std::vector<std::pair<std::uint32_t, iou_work_gaps>> gaps;    // by SQ thread tid
     std::vector<std::pair<std::uint32_t, iou_sq_passes>> passes;  // by SQ thread tid
+    RequestSample requests;
     // The loop-pass probe is attached, so a ring's SQ thread work is its turn time (which adds up
     // to the thread's pass work) rather than its time in io_submit_sqes and io_do_iopoll.
     bool ring_turns = false;

@@ -137,6 +137,10 @@ inline void add_holder(Holders& h, std::uint32_t pid, std::size_t place) {
 // sorts).
 std::vector<ProcessSnapshot> processes_of(const Snapshot& snap, Holders& rings);
 
+// Each ring's requests, requests in flight and CQ overflow, from raw.requests
+// (model/aggregator_requests.cpp).
+void attach_requests(const RawSample& raw, std::vector<RingSnapshot>& rings);
+
 // Idle and blocked time so far, counting a sleep still in progress up to the walk.
 std::pair<std::uint64_t, std::uint64_t> asleep_totals(const iou_sched_state* ss,
                                                       std::uint64_t mono_ns);

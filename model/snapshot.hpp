@@ -2,7 +2,9 @@
 // What one sample of the system looks like once aggregated. The sampler publishes an immutable
 // Snapshot; exporters and views only ever read one, so a slow scrape or a slow terminal can
 // never hold up sampling.
+#include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -155,6 +157,39 @@ struct IopollSnapshot {
     double completions_per_call = 0;
 };
 
+// One opcode's requests on one ring on one path (request tier), cumulative over the ring's life
+// since iouscope attached. Paths: inline, io-wq, poll (enum iou_req_path).
+struct RequestPathSnapshot {
+    std::uint64_t completed = 0;  // final CQEs of requests seen submitted
+    // By result class (enum iou_req_result): ok, eagain, ecanceled, etime, enobufs, other,
+    // untraced (ended without a CQE the probe saw: untimed, not in the latency histogram).
+    std::array<std::uint64_t, 7> results{};
+    LatencyHistogram latency;  // submission to final CQE
+};
+
+struct RequestOpSnapshot {
+    std::uint32_t opcode = 0;  // IORING_OP_*; Snapshot::opcode_names names it
+    std::uint64_t submitted = 0;
+    std::uint64_t punted = 0;         // io-wq queueings
+    std::uint64_t punted_forced = 0;  // of them, of requests with IOSQE_ASYNC
+    std::uint64_t poll_armed = 0;     // async poll arms
+    std::array<RequestPathSnapshot, 3> paths;
+};
+
+// A ring's requests (request tier) and CQ overflow (default tier, 5.19+).
+struct RingRequests {
+    bool has_requests = false;           // the request tier counts this ring's requests
+    bool timed = false;                  // completions and in-flight requests are tracked too
+    std::vector<RequestOpSnapshot> ops;  // by opcode, ascending
+    std::uint64_t in_flight = 0;         // requests submitted and not completed, at the sample
+    double oldest_age_seconds = 0;       // the oldest of them, 0 when none
+    std::uint32_t oldest_opcode = 0;
+    std::int32_t oldest_fd = -1;
+    bool has_overflow = false;           // the CQ overflow probe is attached
+    std::uint64_t overflow_cqes = 0;     // CQEs that took the overflow path
+    std::uint64_t overflow_dropped = 0;  // of them, lost (the kernel could not keep them)
+};
+
 struct RingSnapshot {
     std::string id;                 // "pid:fd" of the first holder seen; stable for the ring's life
     double start_time_seconds = 0;  // Unix time of the ring's creation, or of the first walk that
@@ -185,6 +220,7 @@ struct RingSnapshot {
     double sqthread_submit_seconds = 0;  // of which inside io_submit_sqes
     std::uint64_t sqthread_batches = 0;  // io_submit_sqes calls by the SQ thread
     std::vector<IopollSnapshot> iopoll;
+    RingRequests requests;
     // A plain ring without series of its own: counted in its process's FoldedRings instead
     // (model/ring_series.hpp).
     bool folded = false;
@@ -282,6 +318,10 @@ struct Snapshot {
     std::uint64_t walks_incomplete = 0;  // ring walks that ended before the task list did
     std::uint64_t walks_light = 0;       // walks that passed over known plain rings, cumulative
     std::uint64_t rings_carried = 0;     // plain rings this sample carried from an earlier walk
+    // The kernel's IORING_OP_* names by value (from its BTF enum io_uring_op), set by the
+    // sampler; an opcode past its end is named by number.
+    std::shared_ptr<const std::vector<std::string>> opcode_names;
+    std::uint64_t requests_unmatched = 0;  // final CQEs of requests not seen submitted
     Advice advice;  // the advisor's findings over the daemon's window (set by the sampler)
 };
 

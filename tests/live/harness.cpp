@@ -369,6 +369,14 @@ std::optional<LoadRing> parse_load_line(const std::string& line, const std::stri
             r.sq_entries = static_cast<unsigned>(std::stoul(v));
         else if (k == "cq_entries")
             r.cq_entries = static_cast<unsigned>(std::stoul(v));
+        else if (k == "op")
+            r.op = v;
+        else if (k == "async")
+            r.async = v == "1";
+        else if (k == "stuck")
+            r.stuck = std::stoull(v);
+        else if (k == "overflowed")
+            r.overflowed = std::stoull(v);
     }
     return r;
 }

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <regex>
 #include <sstream>
 
@@ -214,4 +215,29 @@ TEST(Exposition, EachRingWithSeriesHasAnInfoSeriesNamingItsSetupFlags) {
         "128");
     // A folded ring has no series of its own, its info included.
     EXPECT_EQ(text.find(R"(iouscope_ring_info{ring="41:6")"), std::string::npos);
+}
+
+TEST(Exposition, RequestSeriesNameTheOpcodeAndOnlyThePathsAndResultsSeen) {
+    const auto all = series(render_text(iouscope::test::full_snapshot()));
+    std::map<std::string, std::string> got(all.begin(), all.end());
+    const std::string ring = R"(ring="41:5",pid="41",comm="db",mode="sqpoll",sq_thread="42")";
+    // Opcode 22 is past the snapshot's two names: named by number.
+    EXPECT_EQ(got["iouscope_ring_requests_total{" + ring + R"(,op="op22"})"], "3");
+    EXPECT_EQ(
+        got["iouscope_ring_request_punts_total{" + ring + R"(,op="op22",reason="iosqe_async"})"],
+        "1");
+    EXPECT_EQ(got["iouscope_ring_request_punts_total{" + ring + R"(,op="op22",reason="other"})"],
+              "0");
+    const std::string iowq = ring + R"(,op="op22",path="io_wq")";
+    EXPECT_EQ(got["iouscope_ring_request_completions_total{" + iowq + R"(,result="enobufs"})"],
+              "1");
+    EXPECT_EQ(got["iouscope_ring_request_completions_total{" + iowq + R"(,result="ok"})"], "0");
+    EXPECT_EQ(got["iouscope_ring_request_latency_seconds_count{" + iowq + "}"], "2");
+    EXPECT_EQ(got["iouscope_ring_requests_in_flight{" + ring + "}"], "2");
+    EXPECT_EQ(got["iouscope_ring_oldest_request_age_seconds{" + ring + "}"], "1.5");
+    for (const auto& [k, v] : all) {
+        // Neither a path the opcode never took nor a result never seen has a series.
+        EXPECT_EQ(k.find(R"(path="inline")"), std::string::npos) << k;
+        EXPECT_EQ(k.find(R"(result="eagain")"), std::string::npos) << k;
+    }
 }

@@ -2,6 +2,7 @@
 // The hand-made snapshots the exporters' tests render (tests/unit/exporters/*_test.cpp).
 #include <string>
 
+#include "iouscope/requests.h"
 #include "model/snapshot.hpp"
 
 namespace iouscope::test {
@@ -84,6 +85,19 @@ inline Snapshot full_snapshot() {
     IopollSnapshot io;
     io.caller = "sq_thread";
     r.iopoll.push_back(io);
+    r.requests.has_requests = r.requests.timed = r.requests.has_overflow = true;
+    RequestOpSnapshot op;
+    op.opcode = 22;
+    op.submitted = 3;
+    op.punted = op.punted_forced = 1;
+    op.paths[IOU_PATH_IOWQ].completed = 1;
+    op.paths[IOU_PATH_IOWQ].results[IOU_RES_ENOBUFS] = 1;
+    op.paths[IOU_PATH_IOWQ].latency = histogram();
+    r.requests.ops.push_back(op);
+    r.requests.in_flight = 2;
+    r.requests.oldest_age_seconds = 1.5;
+    s.opcode_names =
+        std::make_shared<const std::vector<std::string>>(std::vector<std::string>{"nop", "readv"});
     s.rings.push_back(r);
     s.folded.push_back({41, "db", 2, 10, 10});
     s.ring_series_limit = 1;

@@ -56,3 +56,11 @@ TEST(LoadCommandLine, RejectsWhatCli11Rejects) {
               "<no error>");
     EXPECT_NE(error_of(parse({"--ring", "plain", "stray"})).find("stray"), std::string::npos);
 }
+
+TEST(LoadCommandLine, HelpDocumentsThePerRingKeysAndTheirReportKeys) {
+    const std::string help = help_text();
+    for (const char* key : {"op=OP", "async ", "overflow=K", "stuck=N", "op=nop async=0 stuck=0",
+                            "overflowed=0", "\"async\":false", "\"overflowed\":0"}) {
+        EXPECT_NE(help.find(key), std::string::npos) << key;
+    }
+}

@@ -83,3 +83,25 @@ TEST(LoadConfig, CpuMustExistOnThisSystem) {
     EXPECT_EQ(check_cpus(cfg, 4), std::nullopt);
     EXPECT_EQ(check_cpus(cfg, -1), std::nullopt);  // sysconf could not tell
 }
+
+TEST(LoadConfig, PerRingOpOverridesTheRunsOp) {
+    RawOptions raw;
+    raw.rings = {"plain,count=1", "plain,count=1,op=read"};
+    // A ring of its own with op=read needs --file as much as --op read does.
+    EXPECT_EQ(err(build_config(raw)), "ring 1: op=read requires --file PATH");
+    raw.file = "/dev/null";
+    auto cfg = ok(build_config(raw));
+    EXPECT_EQ(cfg.rings[0].op, std::optional<Op>(Op::Nop));  // --op's default filled in
+    EXPECT_EQ(cfg.rings[1].op, std::optional<Op>(Op::Read));
+    raw.rings = {"plain,count=1,op=nop,n=2", "plain,count=1"};
+    raw.op = "read";
+    cfg = ok(build_config(raw));
+    ASSERT_EQ(cfg.rings.size(), 3u);
+    EXPECT_EQ(ring_op(cfg.rings[0]), Op::Nop);
+    EXPECT_EQ(ring_op(cfg.rings[1]), Op::Nop);
+    EXPECT_EQ(ring_op(cfg.rings[2]), Op::Read);
+    // --op read is checked as before, even when every ring overrides it.
+    raw.file.reset();
+    raw.rings = {"plain,count=1,op=nop"};
+    EXPECT_EQ(err(build_config(raw)), "--op read requires --file PATH");
+}

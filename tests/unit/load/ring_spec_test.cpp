@@ -73,5 +73,60 @@ TEST(RingSpec, SeedsFlagsParseAndFollowTheirPatchesRules) {
     EXPECT_NE(err(parse_ring_spec("sqpoll,percpu")).find("cpu=N"), std::string::npos);
     EXPECT_NE(err(parse_ring_spec("plain,stats")).find("sqpoll"), std::string::npos);
     EXPECT_NE(err(parse_ring_spec("sqpoll,stats,stats")).find("more than once"), std::string::npos);
-    EXPECT_NE(err(parse_ring_spec("sqpoll,turbo")).find("percpu, stats"), std::string::npos);
+    EXPECT_NE(err(parse_ring_spec("sqpoll,turbo")).find("percpu, stats, async"), std::string::npos);
+}
+
+TEST(RingSpec, OpAsyncOverflowAndStuckParse) {
+    auto s = ok(parse_ring_spec("sqpoll,op=read,async,stuck=64"));
+    EXPECT_EQ(s.op, std::optional<Op>(Op::Read));
+    EXPECT_TRUE(s.async);
+    EXPECT_EQ(s.stuck, 64u);  // + depth 64 = 128, the default CQ
+    EXPECT_EQ(s.overflow, 0u);
+    EXPECT_EQ(ok(parse_ring_spec("plain,op=nop")).op, std::optional<Op>(Op::Nop));
+    EXPECT_EQ(ok(parse_ring_spec("plain,overflow=1")).overflow, 1u);
+    EXPECT_EQ(ok(parse_ring_spec("sqpoll,overflow=1000000")).overflow, 1000000u);
+    EXPECT_EQ(ok(parse_ring_spec("plain,depth=4096,stuck=4096")).stuck, 4096u);
+    // Unset until build_config() fills in --op; not async, no overflow, nothing stuck.
+    const auto plain = ok(parse_ring_spec("plain"));
+    EXPECT_FALSE(plain.op.has_value());
+    EXPECT_FALSE(plain.async);
+    EXPECT_EQ(plain.overflow, 0u);
+    EXPECT_EQ(plain.stuck, 0u);
+    // The CQ is twice the SQ, which is depth rounded up to a power of two.
+    EXPECT_EQ(cq_entries_for(1), 2u);
+    EXPECT_EQ(cq_entries_for(64), 128u);
+    EXPECT_EQ(cq_entries_for(100), 256u);
+    EXPECT_EQ(cq_entries_for(kMaxDepth), 65536u);
+}
+
+TEST(RingSpec, OpAsyncOverflowAndStuckRejectBadValues) {
+    EXPECT_EQ(err(parse_ring_spec("plain,op=write")),
+              "ring spec \"plain,op=write\": op: \"write\" is not an operation (expected nop or "
+              "read)");
+    EXPECT_NE(err(parse_ring_spec("plain,op=")).find("op"), std::string::npos);
+    EXPECT_NE(err(parse_ring_spec("plain,op=nop,op=read")).find("more than once"),
+              std::string::npos);
+    EXPECT_NE(err(parse_ring_spec("plain,async,async")).find("more than once"), std::string::npos);
+    EXPECT_NE(err(parse_ring_spec("plain,async=1")).find("unknown key \"async\""),
+              std::string::npos);
+    EXPECT_EQ(err(parse_ring_spec("plain,overflow=0")),
+              "ring spec \"plain,overflow=0\": overflow: \"0\" is out of range (1..1000000)");
+    EXPECT_NE(err(parse_ring_spec("plain,overflow=1000001")).find("1..1000000"), std::string::npos);
+    EXPECT_NE(err(parse_ring_spec("plain,overflow=-5")).find("negative"), std::string::npos);
+    EXPECT_NE(err(parse_ring_spec("plain,overflow=lots")).find("\"lots\""), std::string::npos);
+    EXPECT_NE(err(parse_ring_spec("plain,stuck=0")).find("1..4096"), std::string::npos);
+    EXPECT_NE(err(parse_ring_spec("plain,depth=8192,stuck=4097")).find("1..4096"),
+              std::string::npos);
+    // stuck + depth must fit the CQ (128 for depth 64), whichever key comes first.
+    EXPECT_EQ(err(parse_ring_spec("plain,stuck=65")),
+              "ring spec \"plain,stuck=65\": stuck=65 with depth=64 does not fit the CQ: stuck "
+              "+ depth must be at most cq_entries, 128 here (twice depth rounded up to a power "
+              "of two); lower stuck= or raise depth=");
+    EXPECT_EQ(ok(parse_ring_spec("plain,stuck=156,depth=100")).stuck, 156u);
+    EXPECT_NE(err(parse_ring_spec("plain,stuck=200,depth=100")).find("cq_entries, 256"),
+              std::string::npos);
+    // Combinations whose ground truth would not be exact.
+    EXPECT_NE(err(parse_ring_spec("plain,async,overflow=10")).find("async"), std::string::npos);
+    EXPECT_NE(err(parse_ring_spec("iopoll,overflow=10")).find("iopoll"), std::string::npos);
+    EXPECT_NE(err(parse_ring_spec("sqpoll+iopoll,stuck=1")).find("iopoll"), std::string::npos);
 }

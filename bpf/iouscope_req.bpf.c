@@ -1,0 +1,295 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Request tier: each request from submission to its final CQE, per ring and opcode
+ * (include/iouscope/requests.h). Off unless asked for (--probes.requests), because the submit
+ * and complete tracepoints fire for every request of every ring on the machine; the cost per
+ * request is in docs/BENCHMARKS.md. The one exception is io_uring_cqe_overflow, which fires only
+ * when a ring's CQ is full and is part of the default tier.
+ *
+ * The tracepoints changed shape several times (argument lists read from each kernel's BTF):
+ *   submit:   5.10-5.19 io_uring_submit_sqe(ctx, req, opcode, user_data, flags, nonblock, sq)
+ *             6.0-6.3   io_uring_submit_sqe(req, force_nonblock)
+ *             6.4+      io_uring_submit_req(req)
+ *   complete: 5.10-5.18 (ctx, user_data, res, cflags): no request, so no latency or path there
+ *             5.19-6.12 (ctx, req, user_data, res, cflags, extra1, extra2)
+ *             6.13+     (ctx, req, cqe)
+ *   queue_async_work: 5.10-5.19 (ctx, rw, req, work, flags); 6.0+ (req, rw), (req, hashed) 6.19+
+ *   poll_arm: 5.10-5.19 (ctx, req, opcode, user_data, mask, events); 6.0+ (req, mask, events)
+ * The loader picks the program that matches the running kernel's prototype (collect/
+ * probe_table.cpp, by BTF parameter count). A request is keyed by its io_kiocb address from
+ * submission to its final CQE; a ring by its address and birth (ring_births, shared with the
+ * default tier), so a ring that reuses a closed one's memory counts apart from its first request.
+ */
+#include "common.bpf.h"
+#include "iouscope/requests.h"
+
+#define EAGAIN 11
+#define ETIME 62
+#define ENOBUFS 105
+#define ECANCELED 125
+#define IOU_CQE_F_MORE (1U << 1) /* IORING_CQE_F_MORE: a multishot request goes on */
+
+/* The default tier's map, handed over before load (bpf_map__reuse_fd): ctx -> birth. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, IOU_MAX_RINGS);
+	__type(key, __u64);
+	__type(value, __u64);
+} ring_births SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, IOU_MAX_REQ_KEYS);
+	__type(key, struct iou_req_key);
+	__type(value, struct iou_req_stats);
+} req_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, IOU_MAX_REQ_INFLIGHT);
+	__type(key, __u64);
+	__type(value, struct iou_req_inflight);
+} req_inflight SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, IOU_MAX_RINGS);
+	__type(key, __u64);
+	__type(value, struct iou_ring_overflow);
+} ring_overflow SEC(".maps");
+
+struct iou_req_counters req_counters = {};
+
+/*
+ * Set by the loader: requests are timed (a complete program that sees the request is attached),
+ * and the REQ_F_* masks read from the kernel's BTF enumerators by name (REQ_F_CQE_SKIP_BIT,
+ * REQ_F_FORCE_ASYNC_BIT), 0 where the kernel has no such flag.
+ */
+const volatile bool time_requests = false;
+const volatile __u64 cqe_skip_mask = 0;
+const volatile __u64 force_async_mask = 0;
+
+static __always_inline __u64 ring_born(__u64 ctx) {
+	__u64* born = bpf_map_lookup_elem(&ring_births, &ctx);
+
+	return born ? *born : 0;
+}
+
+static __always_inline struct iou_req_stats* stats_of(__u64 ctx, __u64 born, __u32 opcode,
+													  __u32 path) {
+	static const struct iou_req_stats zero = {};
+	struct iou_req_key key = {.ctx = ctx, .born_ns = born, .opcode = opcode, .path = path};
+
+	return lookup_or_init(&req_stats, &key, &zero, &req_counters.keys_dropped);
+}
+
+/* The entry at req belongs to a request that ended unseen: counted as untraced on its path. */
+static __always_inline void supersede(__u64 req)
+{
+	struct iou_req_inflight *old = bpf_map_lookup_elem(&req_inflight, &req);
+
+	if (!old)
+		return;
+	struct iou_req_stats *s = stats_of(old->ctx, old->born_ns, old->opcode, old->path);
+
+	if (s) {
+		__sync_fetch_and_add(&s->completed, 1);
+		__sync_fetch_and_add(&s->results[IOU_RES_UNTRACED], 1);
+	}
+}
+
+/*
+ * A submitted request: counted, and where a completion program will see it, noted in flight.
+ * A request that asked to post no CQE on success (IOSQE_CQE_SKIP_SUCCESS) is not noted: its
+ * entry would wait for a completion that may never come.
+ */
+static __always_inline void note_submit(__u64 req, __u64 ctx, __u32 opcode, __u64 flags, __s32 fd) {
+	__u64 born = ring_born(ctx);
+	struct iou_req_stats* s = stats_of(ctx, born, opcode, IOU_PATH_INLINE);
+
+	if (s) __sync_fetch_and_add(&s->submitted, 1);
+	if (!time_requests || (flags & cqe_skip_mask)) return;
+	struct iou_req_inflight f = {
+		.start_ns = bpf_ktime_get_ns(),
+		.ctx = ctx,
+		.born_ns = born,
+		.opcode = opcode,
+		.path = IOU_PATH_INLINE,
+		.fd = (__u32)fd,
+	};
+	long err = bpf_map_update_elem(&req_inflight, &req, &f, BPF_NOEXIST);
+
+	if (err == -EEXIST) {
+		/*
+		 * The io_kiocb is in flight again: its last request ended without a completion we
+		 * saw (a CQE that took the overflow path, where only CQEs that fit are traced).
+		 */
+		supersede(req);
+		err = bpf_map_update_elem(&req_inflight, &req, &f, BPF_ANY);
+	}
+	if (err)
+		__sync_fetch_and_add(&req_counters.inflight_dropped, 1);
+}
+
+/* The request left the inline path (path): punted to io-wq or armed for poll. */
+static __always_inline void note_detour(__u64 req, __u64 ctx, __u32 opcode, __u64 flags,
+										__u32 path) {
+	struct iou_req_inflight* f = bpf_map_lookup_elem(&req_inflight, &req);
+	__u64 born;
+
+	if (f) {
+		f->path = path;
+		born = f->born_ns;
+	} else {
+		born = ring_born(ctx);
+	}
+	struct iou_req_stats* s = stats_of(ctx, born, opcode, IOU_PATH_INLINE);
+
+	if (!s) return;
+	if (path == IOU_PATH_POLL) {
+		__sync_fetch_and_add(&s->poll_armed, 1);
+		return;
+	}
+	__sync_fetch_and_add(&s->punted, 1);
+	if (flags & force_async_mask) __sync_fetch_and_add(&s->punted_forced, 1);
+}
+
+static __always_inline __u32 result_class(__s32 res) {
+	if (res >= 0) return IOU_RES_OK;
+	switch (-res) {
+		case EAGAIN:
+			return IOU_RES_EAGAIN;
+		case ECANCELED:
+			return IOU_RES_ECANCELED;
+		case ETIME:
+			return IOU_RES_ETIME;
+		case ENOBUFS:
+			return IOU_RES_ENOBUFS;
+	}
+	return IOU_RES_OTHER;
+}
+
+/* A CQE of request req: the final one closes its time in flight on the path it took. */
+static __always_inline void note_complete(__u64 req, __s32 res, __u32 cflags) {
+	if (cflags & IOU_CQE_F_MORE) return;
+	struct iou_req_inflight* f = bpf_map_lookup_elem(&req_inflight, &req);
+
+	if (!f) {
+		__sync_fetch_and_add(&req_counters.unmatched, 1);
+		return;
+	}
+	__u64 ns = bpf_ktime_get_ns() - f->start_ns;
+	struct iou_req_stats* s = stats_of(f->ctx, f->born_ns, f->opcode, f->path);
+
+	bpf_map_delete_elem(&req_inflight, &req);
+	if (!s) return;
+	__sync_fetch_and_add(&s->completed, 1);
+	__sync_fetch_and_add(&s->latency_sum_ns, ns);
+	__u32 c = result_class(res);
+	if (c < IOU_REQ_RESULTS) __sync_fetch_and_add(&s->results[c], 1);
+	__u32 b = log2_bucket(ns);
+	if (b < IOU_LAT_BUCKETS) __sync_fetch_and_add(&s->latency[b], 1);
+}
+
+/* --- Submission ------------------------------------------------------------------------------ */
+
+/*
+ * 6.4+. The request is a trusted pointer: its fields are plain loads. cqe.fd holds the SQE's fd
+ * until the request completes (io_init_req, 6.1+).
+ */
+SEC("tp_btf/io_uring_submit_req")
+int BPF_PROG(iou_req_submit, struct io_kiocb* req) {
+	note_submit((__u64)req, (__u64)req->ctx, req->opcode, req->flags, req->cqe.fd);
+	return 0;
+}
+
+/* 6.0-6.3: the same request under the old name, with force_nonblock beside it. */
+SEC("tp_btf/io_uring_submit_sqe")
+int BPF_PROG(iou_req_submit_sqe, struct io_kiocb* req, bool force_nonblock) {
+	note_submit((__u64)req, (__u64)req->ctx, req->opcode, req->flags, req->cqe.fd);
+	return 0;
+}
+
+/*
+ * 5.10-5.19: the ring and opcode are arguments. Their complete tracepoint has no request before
+ * 5.19, so nothing is timed there (time_requests is off) and the flags are not read.
+ */
+SEC("tp_btf/io_uring_submit_sqe")
+int BPF_PROG(iou_req_submit_sqe_v510, void* ring, void* req, __u8 opcode) {
+	note_submit((__u64)req, (__u64)ring, opcode, 0, -1);
+	return 0;
+}
+
+/* --- Detours: io-wq and async poll ----------------------------------------------------------- */
+
+SEC("tp_btf/io_uring_queue_async_work")
+int BPF_PROG(iou_req_punt, struct io_kiocb* req) {
+	note_detour((__u64)req, (__u64)req->ctx, req->opcode, req->flags, IOU_PATH_IOWQ);
+	return 0;
+}
+
+/* 5.10-5.19: (ctx, rw, req, work, flags); the request is untyped, read through probe reads. */
+SEC("tp_btf/io_uring_queue_async_work")
+int BPF_PROG(iou_req_punt_v510, void* ring, int rw, void* req) {
+	struct io_kiocb* r = req;
+
+	note_detour((__u64)req, (__u64)ring, BPF_CORE_READ(r, opcode), BPF_CORE_READ(r, flags),
+				IOU_PATH_IOWQ);
+	return 0;
+}
+
+SEC("tp_btf/io_uring_poll_arm")
+int BPF_PROG(iou_req_poll_arm, struct io_kiocb* req) {
+	note_detour((__u64)req, (__u64)req->ctx, req->opcode, req->flags, IOU_PATH_POLL);
+	return 0;
+}
+
+SEC("tp_btf/io_uring_poll_arm")
+int BPF_PROG(iou_req_poll_arm_v510, void* ring, void* req, __u8 opcode) {
+	note_detour((__u64)req, (__u64)ring, opcode, 0, IOU_PATH_POLL);
+	return 0;
+}
+
+/* --- Completion ------------------------------------------------------------------------------ */
+
+/* 5.19-6.12: (ctx, req, user_data, res, cflags, extra1, extra2); req is NULL for aux CQEs. */
+SEC("tp_btf/io_uring_complete")
+int BPF_PROG(iou_req_complete_v519, void* ring, void* req, __u64 user_data, int res,
+			 unsigned int cflags) {
+	if (req) note_complete((__u64)req, res, cflags);
+	return 0;
+}
+
+/* 6.13+: (ctx, req, cqe), the CQE as posted. */
+SEC("tp_btf/io_uring_complete")
+int BPF_PROG(iou_req_complete, struct io_ring_ctx* ring, void* req, struct io_uring_cqe* cqe) {
+	if (req) note_complete((__u64)req, cqe->res, cqe->flags);
+	return 0;
+}
+
+/* --- CQ overflow (default tier) -------------------------------------------------------------- */
+
+/*
+ * 5.19+: a CQE that found the CQ full goes to the overflow list (ocqe), or is lost when the
+ * kernel cannot allocate one (ocqe NULL). Rare by nature, so it costs nothing until a ring is in
+ * trouble. The entry is reset when it belongs to an earlier ring at the same address.
+ */
+SEC("tp_btf/io_uring_cqe_overflow")
+int BPF_PROG(iou_cqe_overflow, void* ring, __u64 user_data, __s32 res, __u32 cflags, void* ocqe) {
+	static const struct iou_ring_overflow zero = {};
+	__u64 key = (__u64)ring, born = ring_born(key);
+	struct iou_ring_overflow* o =
+		lookup_or_init(&ring_overflow, &key, &zero, &req_counters.overflow_dropped);
+
+	if (!o) return 0;
+	if (o->born_ns != born) {
+		struct iou_ring_overflow fresh = {.born_ns = born};
+
+		bpf_map_update_elem(&ring_overflow, &key, &fresh, BPF_EXIST);
+		o = bpf_map_lookup_elem(&ring_overflow, &key);
+		if (!o) return 0;
+	}
+	__sync_fetch_and_add(&o->cqes, 1);
+	if (!ocqe) __sync_fetch_and_add(&o->dropped, 1);
+	return 0;
+}

@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The request tier's records (bpf/iouscope_req.bpf.c), shared between its BPF object and the
+ * daemon. Apart from records.h so that a change here rebuilds only what reads requests.
+ *
+ * Every field is fixed-width and every struct padded by hand, as in records.h. A ring is named
+ * by its io_ring_ctx address and its birth (ring_births, bpf/iouscope.bpf.c): the next ring at
+ * a closed ring's address counts under keys of its own from its first request, so no count
+ * passes from one ring to the next, and collect/ deletes the keys of rings that are gone.
+ */
+#ifndef IOUSCOPE_REQUESTS_H
+#define IOUSCOPE_REQUESTS_H
+
+#include "iouscope/records.h"
+
+/* Entries of the request maps (--probes.max-requests overrides the in-flight one). */
+#define IOU_MAX_REQ_KEYS 8192
+#define IOU_MAX_REQ_INFLIGHT 32768
+
+/* How a request reached its completion: the latency histograms are per path. */
+enum iou_req_path {
+	IOU_PATH_INLINE = 0, /* issued from the submitter (or its task work), never queued */
+	IOU_PATH_IOWQ = 1,   /* punted to an io-wq worker (io_uring_queue_async_work) */
+	IOU_PATH_POLL = 2,   /* armed for async poll and issued again when ready */
+	IOU_REQ_PATHS = 3,
+};
+
+/* The result classes of a completion (cqe.res). */
+enum iou_req_result {
+	IOU_RES_OK = 0,     /* res >= 0 */
+	IOU_RES_EAGAIN = 1, /* -EAGAIN */
+	IOU_RES_ECANCELED = 2,
+	IOU_RES_ETIME = 3,   /* a timeout that expired */
+	IOU_RES_ENOBUFS = 4, /* a provided-buffer ring ran dry */
+	IOU_RES_OTHER = 5,   /* any other error */
+	/*
+	 * A request whose final CQE no completion program saw: its io_kiocb was submitted again
+	 * while its entry was still in flight. Kernels that trace only CQEs that fit the CQ (6.18
+	 * does) post the overflowed ones unseen; the entry goes when the io_kiocb is reused.
+	 */
+	IOU_RES_UNTRACED = 6,
+	IOU_REQ_RESULTS = 7,
+};
+
+/* A ring's counts for one opcode and path. */
+struct iou_req_key {
+	__u64 ctx;     /* io_ring_ctx address */
+	__u64 born_ns; /* ring_births[ctx] when counted; 0 for a ring older than iouscope */
+	__u32 opcode;  /* IORING_OP_* (the kernel's enum io_uring_op) */
+	__u32 path;    /* enum iou_req_path; IOU_PATH_INLINE for the submit-side counts */
+};
+
+struct iou_req_stats {
+	__u64 submitted;                /* requests submitted (path INLINE keys only) */
+	__u64 punted;                   /* io-wq queueings (path INLINE keys only) */
+	__u64 punted_forced;            /* of them, of requests with IOSQE_ASYNC (REQ_F_FORCE_ASYNC) */
+	__u64 poll_armed;               /* async poll arms (path INLINE keys only) */
+	__u64 completed;                /* final CQEs of requests seen submitted, on this path */
+	__u64 latency_sum_ns;           /* submit -> final CQE, summed over `completed` */
+	__u64 results[IOU_REQ_RESULTS]; /* completions by enum iou_req_result */
+	__u64 latency[IOU_LAT_BUCKETS]; /* log2 buckets of submit -> final CQE, ns */
+};
+
+/* A request between its submission and its final CQE, keyed by its io_kiocb address. */
+struct iou_req_inflight {
+	__u64 start_ns; /* bpf_ktime_get_ns() at submission */
+	__u64 ctx;
+	__u64 born_ns;
+	__u32 opcode;
+	__u32 path; /* enum iou_req_path, moved on by a punt or a poll arm */
+	__u32 fd;   /* the SQE's fd where the kernel keeps it (6.1+), else -1 */
+	__u32 _pad;
+};
+
+/* CQEs that took a ring's overflow path (io_uring_cqe_overflow, 5.19+), keyed by ctx. */
+struct iou_ring_overflow {
+	__u64 born_ns; /* the ring these belong to (as iou_req_key.born_ns) */
+	__u64 cqes;    /* CQEs that went to the overflow list */
+	__u64 dropped; /* CQEs the kernel could not keep (no memory): lost */
+};
+
+/* The request tier's own counters, in its object's .bss. */
+struct iou_req_counters {
+	__u64 keys_dropped;     /* counts lost: req_stats was full */
+	__u64 inflight_dropped; /* requests not timed: req_inflight was full */
+	__u64 unmatched;        /* final CQEs of requests not seen submitted */
+	__u64 overflow_dropped; /* overflow counts lost: ring_overflow was full */
+};
+
+#ifdef __cplusplus
+#define IOU_REQ_ASSERT_SIZE(type, size) \
+	static_assert(sizeof(struct type) == (size), #type " layout")
+#else
+#define IOU_REQ_ASSERT_SIZE(type, size) \
+	_Static_assert(sizeof(struct type) == (size), #type " layout")
+#endif
+IOU_REQ_ASSERT_SIZE(iou_req_key, 24);
+IOU_REQ_ASSERT_SIZE(iou_req_stats, 48 + 8 * IOU_REQ_RESULTS + 8 * IOU_LAT_BUCKETS);
+IOU_REQ_ASSERT_SIZE(iou_req_inflight, 40);
+IOU_REQ_ASSERT_SIZE(iou_ring_overflow, 24);
+IOU_REQ_ASSERT_SIZE(iou_req_counters, 32);
+
+#endif /* IOUSCOPE_REQUESTS_H */

@@ -1,0 +1,151 @@
+// The request tier and the CQ overflow probe, live: every ring's requests per opcode, punts,
+// poll arms, completions by path and result, requests in flight and overflowed CQEs, held
+// exactly to what iouscope-load says it did. Each probe is attached, or the kernel lacks what it
+// needs (its startup reason says so); a probe the kernel could run and did not is a failure.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <map>
+#include <string>
+
+#include "tests/live/harness.hpp"
+
+using namespace live;
+using namespace std::chrono;
+
+namespace {
+
+class Requests : public ::testing::Test {
+protected:
+    void SetUp() override {
+        if (auto why = live_tier_unavailable()) GTEST_SKIP() << *why;
+    }
+};
+
+using Labels = std::map<std::string, std::string>;
+
+// The value of a series, 0 when it is absent: a counter series exists once it has counted.
+double value_or_zero(const std::vector<Series>& m, const std::string& name, const Labels& l) {
+    return find_value(m, name, l).value_or(0);
+}
+
+// Every completion series of the ring (all opcodes, paths and results) summed.
+double completions(const std::vector<Series>& m, const std::string& ring,
+                   const std::string& result = "") {
+    double sum = 0;
+    for (const auto& s : m)
+        if (s.name == "iouscope_ring_request_completions_total" && s.labels.at("ring") == ring &&
+            (result.empty() || s.labels.at("result") == result))
+            sum += s.value;
+    return sum;
+}
+
+}  // namespace
+
+TEST_F(Requests, EveryRingsRequestsEqualTheLoadsGroundTruth) {
+    Daemon d({"--sample.interval=100ms", "--probes.requests"});
+    ASSERT_TRUE(d.ready()) << d.startup_log();
+    std::map<std::string, bool> on;
+    for (const char* p :
+         {"req_submit", "req_punt", "req_poll_arm", "req_complete", "cqe_overflow"}) {
+        on[p] = probe_attached(d, p);
+        const auto why = probe_off_reason(d.startup_log(), p);
+        EXPECT_TRUE(on[p] || kernel_lacks(why)) << p << " is off though the kernel has it: " << why;
+    }
+    if (!on["req_submit"]) GTEST_SKIP() << "no submit tracepoint here";
+    const bool timed = on["req_complete"];
+    const unsigned long long k = in_vm_guest() ? 10 : 1;
+    const unsigned long long plain = 20000 / k, punted = 3000 / k, stuck_nops = 500 / k;
+    const unsigned long long overflow = 40, stuck = 3;
+    Child load({load_bin(), "--ring", "plain,count=" + std::to_string(plain), "--ring",
+                "plain,async,count=" + std::to_string(punted), "--ring",
+                "sqpoll,count=1000,overflow=" + std::to_string(overflow), "--ring",
+                "plain,count=" + std::to_string(stuck_nops) + ",stuck=" + std::to_string(stuck),
+                "--hold", "inf"});
+    auto rings = read_load_rings(load, "ring", "done", seconds(120));
+    ASSERT_EQ(rings.size(), 4u);
+    ASSERT_EQ(rings[1].async, true);
+    ASSERT_EQ(rings[2].overflowed, overflow);
+    ASSERT_EQ(rings[3].stuck, stuck);
+    const auto nop = [](const LoadRing& r) { return Labels{{"ring", r.id()}, {"op", "nop"}}; };
+    std::vector<Series> m;
+    const bool settled = eventually(seconds(10), [&] {
+        m = d.scrape();
+        for (const auto& r : rings)
+            if (value_or_zero(m, "iouscope_ring_requests_total", nop(r)) != r.sqes) return false;
+        // The stuck reads sit in flight once armed for poll.
+        return !timed || value_or_zero(m, "iouscope_ring_requests_in_flight",
+                                       {{"ring", rings[3].id()}}) == stuck;
+    });
+    EXPECT_TRUE(settled);
+    for (const auto& r : rings) {
+        EXPECT_EQ(value_or_zero(m, "iouscope_ring_requests_total", nop(r)), r.sqes) << r.id();
+        // No counter above what could have happened: every completion was a request.
+        EXPECT_LE(completions(m, r.id()), r.sqes + r.stuck) << r.id();
+    }
+    const auto punts = [&](const LoadRing& r, const char* reason) {
+        auto l = nop(r);
+        l["reason"] = reason;
+        return value_or_zero(m, "iouscope_ring_request_punts_total", l);
+    };
+    if (on["req_punt"]) {
+        EXPECT_EQ(punts(rings[0], "iosqe_async") + punts(rings[0], "other"), 0);
+        EXPECT_EQ(punts(rings[1], "iosqe_async"), punted);
+        EXPECT_EQ(punts(rings[1], "other"), 0);
+    }
+    Labels read{{"ring", rings[3].id()}, {"op", "read"}};
+    EXPECT_EQ(value_or_zero(m, "iouscope_ring_requests_total", read), stuck);
+    if (on["req_poll_arm"])
+        EXPECT_EQ(value_or_zero(m, "iouscope_ring_request_poll_arms_total", read), stuck);
+    if (on["cqe_overflow"]) {
+        Labels ring{{"ring", rings[2].id()}};
+        EXPECT_EQ(value_or_zero(m, "iouscope_ring_cq_overflow_cqes_total", ring), overflow);
+        EXPECT_EQ(value_or_zero(m, "iouscope_ring_cq_overflow_dropped_total", ring), 0);
+    }
+    if (!timed) return;
+    const auto done = [&](const LoadRing& r, const char* path) {
+        auto l = nop(r);
+        l["path"] = path;
+        l["result"] = "ok";
+        return value_or_zero(m, "iouscope_ring_request_completions_total", l);
+    };
+    EXPECT_EQ(done(rings[0], "inline"), plain);
+    EXPECT_EQ(done(rings[1], "io_wq"), punted);
+    EXPECT_EQ(done(rings[3], "inline"), stuck_nops);
+    for (int i : {0, 1, 3})
+        EXPECT_EQ(completions(m, rings[i].id()), rings[i].sqes) << rings[i].id();
+    // The overflowed CQEs: completed as seen, or untraced where the kernel traces only CQEs that
+    // fit, and then in flight until their io_kiocb comes round again; never more, never fewer.
+    const auto& o = rings[2];
+    const double in_flight =
+        value_or_zero(m, "iouscope_ring_requests_in_flight", {{"ring", o.id()}});
+    EXPECT_EQ(completions(m, o.id()) + in_flight, o.sqes);
+    EXPECT_GE(completions(m, o.id(), "ok"), o.sqes - overflow);
+    EXPECT_EQ(value_or_zero(m, "iouscope_ring_requests_in_flight", {{"ring", rings[0].id()}}), 0);
+    const auto age =
+        find_value(m, "iouscope_ring_oldest_request_age_seconds", {{"ring", rings[3].id()}});
+    ASSERT_TRUE(age.has_value());
+    EXPECT_GT(*age, 0);
+    // The latency histograms hold every timed completion of their path.
+    Labels lat = nop(rings[1]);
+    lat["path"] = "io_wq";
+    EXPECT_EQ(find_value(m, "iouscope_ring_request_latency_seconds_count", lat),
+              std::optional<double>(punted));
+
+    // When the rings close, their entries leave the maps: the stuck reads are cancelled and
+    // nothing of these rings stays in req_stats or req_inflight.
+    load.signal(SIGTERM);
+    ASSERT_EQ(load.wait(seconds(30)), std::optional<int>(0));
+    EXPECT_TRUE(eventually(
+        seconds(10),
+        [&] {
+            m = d.scrape();
+            for (const auto& r : rings)
+                if (find_value(m, "iouscope_ring_requests_total", nop(r))) return false;
+            return value_or_zero(m, "iouscope_map_entries", {{"map", "req_inflight"}}) == 0;
+        }))
+        << "req_inflight entries left: "
+        << value_or_zero(m, "iouscope_map_entries", {{"map", "req_inflight"}});
+}

@@ -54,7 +54,8 @@ static __always_inline void *lookup_or_init(void *map, const void *key, const vo
 
 	if (v)
 		return v;
-	long err = bpf_map_update_elem(map, key, init, BPF_NOEXIST);
+	/* An int: 6.1 returns the helper's int zero-extended, so -EEXIST fails a long compare. */
+	int err = bpf_map_update_elem(map, key, init, BPF_NOEXIST);
 	if (err && err != -EEXIST) {
 		__sync_fetch_and_add(dropped, 1);
 		return NULL;

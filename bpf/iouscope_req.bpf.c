@@ -117,7 +117,11 @@ static __always_inline void note_submit(__u64 req, __u64 ctx, __u32 opcode, __u6
 		.path = IOU_PATH_INLINE,
 		.fd = (__u32)fd,
 	};
-	long err = bpf_map_update_elem(&req_inflight, &req, &f, BPF_NOEXIST);
+	/*
+	 * As an int: 6.1 hands the helper's int result back zero-extended (-EEXIST arrived as
+	 * 0xffffffef), so a comparison as long never matched there.
+	 */
+	int err = bpf_map_update_elem(&req_inflight, &req, &f, BPF_NOEXIST);
 
 	if (err == -EEXIST) {
 		/*

@@ -14,6 +14,8 @@ cheapest request there is: a NOP, on a submitter bound by its CPU. Two figures, 
 
 The default tier is measured beside it on the same workloads: it keeps io_uring_cqe_overflow
 attached, which runs only for a CQE that found its CQ full, so it must stay within its 1 %.
+And so is the floor any tracer of these two tracepoints pays on this host: bpftrace counting
+per ring at submit and at completion (bench/run's peer), whose programs do almost nothing.
 """
 import random
 import time
@@ -23,15 +25,19 @@ import overhead
 BEGIN = "<!-- requests: bench/run --requests writes this section -->"
 END = "<!-- /requests -->"
 TIER = "iouscoped --probes.requests"
+PEER = "bpftrace, count per ring at submit and complete"
 DEFAULT = "iouscoped"
 GOAL_NS = 100.0  # issue 47: the whole request path, per request
 WORKLOADS = ("NOP, no SQPOLL (batches of 32)", "NOP, SQPOLL")
 
 
-def observers(daemon, wait):
+def observers(daemon, wait, peer=None):
     obs = overhead.Observer
-    return {"nothing (A/A)": obs(None, wait), DEFAULT: obs(daemon(), wait),
-            TIER: obs(daemon("--probes.requests"), wait)}
+    out = {"nothing (A/A)": obs(None, wait), DEFAULT: obs(daemon(), wait),
+           TIER: obs(daemon("--probes.requests"), wait)}
+    if peer:
+        out[PEER] = obs(peer, wait)
+    return out
 
 
 def added_ns(rows, rng):
@@ -56,7 +62,7 @@ def report(results, costs, a, node, kernel):
         med, lo, hi = overhead.bootstrap_median([r for r, _, _ in rows], rng)
         ns, ns_lo, ns_hi = added_ns(rows, rng)
         a_ns = sorted(x for _, x, _ in rows)[len(rows) // 2]
-        if oname == TIER:
+        if oname in (TIER, PEER):
             goal, verdict = f"<= {GOAL_NS:.0f} ns", overhead.verdict(ns_lo, ns_hi, GOAL_NS)
         elif oname == DEFAULT:
             goal, verdict = "<= 1.01", overhead.verdict(lo, hi, 1.01)
@@ -72,6 +78,8 @@ def report(results, costs, a, node, kernel):
     for (oname, wname), rows in costs.items():
         total = 0.0
         for name, ns, per_op in rows:
+            if not name.startswith(("iou_req", "iou_cqe")):
+                continue  # the default tier's, which run per sample or per ring, not per request
             total += ns * per_op
             lines.append(f"| {wname} | `{name}` | {ns:,.0f} | {per_op:.3f} | {ns * per_op:,.1f} |")
         lines.append(f"| {wname} | all | | | {total:,.1f} |")
@@ -79,12 +87,12 @@ def report(results, costs, a, node, kernel):
     return "\n".join(lines) + "\n"
 
 
-def run(a, daemon_cls, prog_stats, log, node, kernel):
+def run(a, daemon_cls, prog_stats, log, node, kernel, peer=None):
     """Measures and returns the section; a.build, a.pairs, a.runs, a.seconds as bench/run's."""
     loads = {w: overhead.nop_load(a.build, rings, a.seconds)
              for w, rings in overhead.nop_workloads().items() if w in WORKLOADS}
     daemon = lambda *extra: lambda: daemon_cls(a.build, list(extra))  # noqa: E731
-    obs = observers(daemon, overhead.DAEMON_WAIT_S)
+    obs = observers(daemon, overhead.DAEMON_WAIT_S, peer)
     results = overhead.measure(obs, loads, a.pairs, log, min_pairs={}, runs=a.runs)
     costs = overhead.program_costs({TIER: obs[TIER].attach}, loads, prog_stats, log)
     return report(results, costs, a, node, kernel)

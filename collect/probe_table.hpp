@@ -58,6 +58,7 @@ enum class ProbeId : std::uint8_t {
     nvme_uring_cmd_iopoll,
     cqe_overflow,
     req_submit,
+    req_failed,
     req_punt,
     req_poll_arm,
     req_complete,

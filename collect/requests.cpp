@@ -67,6 +67,7 @@ std::vector<RingInFlight> sum_in_flight(
     });
     std::vector<RingInFlight> out;
     for (const auto& [req, f] : v) {
+        if (f.start_ns == 0) continue;  // done: kept for the next request at its address
         if (out.empty() || out.back().ctx != f.ctx || out.back().born_ns != f.born_ns)
             out.push_back(
                 {f.ctx, f.born_ns, 0, f.start_ns, f.opcode, static_cast<std::int32_t>(f.fd)});
@@ -116,6 +117,7 @@ void BpfCollector::read_requests(RawSample& raw, std::uint64_t walk_start_ns) co
                 return RingKey{e.second.ctx, e.second.born_ns};
             },
             [](const auto& e) { return e.first; });
+        rq.inflight_entries = flying.size();
         rq.in_flight = sum_in_flight(flying);
     }
     std::memcpy(&rq.counters, const_cast<const iou_req_counters*>(&objs_.req->bss->req_counters),

@@ -148,11 +148,9 @@ bool Sampler::sample_once() {
                          {"iopoll_stats", raw.iopoll.size()}, {"nvme_stats", raw.nvme.size()},
                          {"work_gaps", raw.gaps.size()},      {"sq_passes", raw.passes.size()}};
     if (raw.requests.on || raw.requests.overflow_probe) {
-        std::uint64_t flying = 0;
-        for (const auto& f : raw.requests.in_flight) flying += f.requests;
         snap->map_entries.insert(snap->map_entries.end(),
                                  {{"req_stats", raw.requests.stats.size()},
-                                  {"req_inflight", flying},
+                                  {"req_inflight", raw.requests.inflight_entries},
                                   {"ring_overflow", raw.requests.overflow.size()}});
     }
     snap->map_capacity = capacities_;

@@ -43,6 +43,7 @@ struct RequestSample {
     bool timed = false;           // req_complete is attached: completions and latency
     std::vector<std::pair<iou_req_key, iou_req_stats>> stats;
     std::vector<RingInFlight> in_flight;
+    std::size_t inflight_entries = 0;  // req_inflight's entries, done ones included
     std::vector<std::pair<std::uint64_t, iou_ring_overflow>> overflow;  // by ctx
     iou_req_counters counters{};
 };

@@ -61,9 +61,12 @@ struct iou_req_stats {
 	__u64 latency[IOU_LAT_BUCKETS]; /* log2 buckets of submit -> final CQE, ns */
 };
 
-/* A request between its submission and its final CQE, keyed by its io_kiocb address. */
+/*
+ * The latest request at an io_kiocb address, keyed by it: in flight from its submission to its
+ * final CQE, then done (start_ns 0) until the next request at the address writes it again.
+ */
 struct iou_req_inflight {
-	__u64 start_ns; /* bpf_ktime_get_ns() at submission */
+	__u64 start_ns; /* bpf_ktime_get_ns() at submission; 0 once done */
 	__u64 ctx;
 	__u64 born_ns;
 	__u32 opcode;

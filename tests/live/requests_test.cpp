@@ -7,8 +7,12 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <map>
+#include <memory>
 #include <string>
+#include <thread>
 
 #include "tests/live/harness.hpp"
 
@@ -60,12 +64,86 @@ std::string series_of(const std::vector<Series>& m, const std::string& ring) {
 
 }  // namespace
 
+// Programs nobody here wrote (fio's io_uring engine, stress-ng's io-uring stressor) beside the
+// daemon, every scrape held to what could have happened: a ring's requests, read after the
+// walk, are at least the SQEs that walk saw consumed and at most those the next walk sees;
+// completions never exceed requests; and when the programs exit, their entries leave the maps.
+TEST_F(Requests, OtherProgramsRingsHoldTheInvariantsAtEveryScrape) {
+    std::vector<std::vector<std::string>> loads;
+    const std::string dir = std::filesystem::temp_directory_path() / "iouscope-req-XXXXXX";
+    std::string tmpl = dir;
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    if (system("command -v fio >/dev/null 2>&1") == 0)
+        loads.push_back({"/usr/bin/fio", "--name=buffered", "--ioengine=io_uring", "--rw=randrw",
+                         "--bs=4k", "--size=8m", "--iodepth=16", "--time_based", "--runtime=3",
+                         "--directory=" + tmpl, "--output=/dev/null"});
+    if (system("command -v stress-ng >/dev/null 2>&1") == 0)
+        // In its directory: with --temp-path its STATX requests name a relative path that
+        // does not exist there (stress-ng 0.15), and it fails on its own.
+        loads.push_back(
+            {"/bin/sh", "-c", "cd \"$0\" && exec stress-ng --io-uring 1 --timeout 3 -q", tmpl});
+    if (loads.empty()) GTEST_SKIP() << "neither fio nor stress-ng here";
+    Daemon d({"--sample.interval=100ms", "--probes.requests"});
+    ASSERT_TRUE(d.ready()) << d.startup_log();
+    if (!probe_attached(d, "req_submit")) GTEST_SKIP() << "no submit tracepoint here";
+    const bool failed_seen = probe_attached(d, "req_failed");
+    EXPECT_TRUE(failed_seen || kernel_lacks(probe_off_reason(d.startup_log(), "req_failed")));
+    const double attached = duration<double>(system_clock::now().time_since_epoch()).count();
+    std::vector<std::unique_ptr<Child>> children;
+    for (const auto& argv : loads) children.push_back(std::make_unique<Child>(argv, true));
+    // ring -> (requests at the last scrape, SQEs at the last scrape)
+    std::map<std::string, std::pair<double, double>> last;
+    int scrapes = 0, checked = 0;
+    const auto deadline = steady_clock::now() + seconds(60);
+    bool running = true;
+    while (running && steady_clock::now() < deadline) {
+        running = false;
+        for (auto& c : children) running |= !c->wait(milliseconds(0)).has_value();
+        const auto m = d.scrape();
+        ++scrapes;
+        std::map<std::string, double> requests, sqes, done;
+        for (const auto& s : m) {
+            const auto r = s.labels.find("ring");
+            if (r == s.labels.end()) continue;
+            if (s.name == "iouscope_ring_requests_total") requests[r->second] += s.value;
+            if (s.name == "iouscope_ring_sqes_total") sqes[r->second] = s.value;
+            if (s.name == "iouscope_ring_request_completions_total") done[r->second] += s.value;
+        }
+        for (const auto& [ring, n] : requests) {
+            // Only rings born after the daemon attached: it saw every request of theirs.
+            const auto start = find_value(m, "iouscope_ring_start_time_seconds", {{"ring", ring}});
+            if (!sqes.count(ring) || !start || *start < attached) continue;
+            ++checked;
+            EXPECT_LE(done[ring], n) << ring;
+            // Read after the walk: every SQE it saw consumed was a request submitted, or one
+            // refused at initialisation, which only req_failed sees (6.1+).
+            if (failed_seen) {
+                EXPECT_GE(n, sqes[ring]) << ring;
+            }
+            if (auto it = last.find(ring); it != last.end()) {
+                EXPECT_GE(n, it->second.first) << ring << ": requests went back";
+                // What the previous scrape counted, the kernel had consumed by this walk.
+                EXPECT_LE(it->second.first, sqes[ring]) << ring;
+            }
+            last[ring] = {n, sqes[ring]};
+        }
+        std::this_thread::sleep_for(milliseconds(150));
+    }
+    for (auto& c : children) EXPECT_EQ(c->wait(seconds(30)), std::optional<int>(0));
+    EXPECT_GT(checked, 0) << "no ring of theirs seen in " << scrapes << " scrapes";
+    EXPECT_TRUE(eventually(seconds(10), [&] {
+        const auto m = d.scrape();
+        return value_or_zero(m, "iouscope_map_entries", {{"map", "req_inflight"}}) == 0;
+    })) << "req_inflight kept entries of closed rings";
+    std::filesystem::remove_all(tmpl);
+}
+
 TEST_F(Requests, EveryRingsRequestsEqualTheLoadsGroundTruth) {
     Daemon d({"--sample.interval=100ms", "--probes.requests"});
     ASSERT_TRUE(d.ready()) << d.startup_log();
     std::map<std::string, bool> on;
     for (const char* p :
-         {"req_submit", "req_punt", "req_poll_arm", "req_complete", "cqe_overflow"}) {
+         {"req_submit", "req_failed", "req_punt", "req_poll_arm", "req_complete", "cqe_overflow"}) {
         on[p] = probe_attached(d, p);
         const auto why = probe_off_reason(d.startup_log(), p);
         EXPECT_TRUE(on[p] || kernel_lacks(why)) << p << " is off though the kernel has it: " << why;
@@ -113,8 +191,9 @@ TEST_F(Requests, EveryRingsRequestsEqualTheLoadsGroundTruth) {
     }
     Labels read{{"ring", rings[3].id()}, {"op", "read"}};
     EXPECT_EQ(value_or_zero(m, "iouscope_ring_requests_total", read), stuck);
-    if (on["req_poll_arm"])
+    if (on["req_poll_arm"]) {
         EXPECT_EQ(value_or_zero(m, "iouscope_ring_request_poll_arms_total", read), stuck);
+    }
     if (on["cqe_overflow"]) {
         Labels ring{{"ring", rings[2].id()}};
         EXPECT_EQ(value_or_zero(m, "iouscope_ring_cq_overflow_cqes_total", ring), overflow);

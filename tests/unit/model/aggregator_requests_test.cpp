@@ -86,3 +86,13 @@ TEST(AggregatorRequests, NothingWithoutTheTier) {
     EXPECT_FALSE(s.rings[0].requests.has_requests);
     EXPECT_FALSE(s.rings[0].requests.has_overflow);
 }
+
+TEST(AggregatorRequests, RequestsAreAtLeastTheirCompletionsWhateverTheReadOrder) {
+    Aggregator a;
+    RawSample raw = with_requests(500);
+    // Read before a request was submitted and completed, its path key after: 4 against 5.
+    raw.requests.stats = {{{1, 500, 0, IOU_PATH_INLINE}, stats(4, 3)},
+                          {{1, 500, 0, IOU_PATH_POLL}, stats(0, 2)}};
+    auto s = a.update(raw);
+    EXPECT_EQ(s.rings[0].requests.ops[0].submitted, 5u);
+}

@@ -58,6 +58,20 @@ struct {
 	__type(value, struct iou_ring_overflow);
 } ring_overflow SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, IOU_MAX_REQ_KEYS);
+	__type(key, struct iou_req_key);
+	__type(value, struct iou_ring_enters);
+} ring_enters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, IOU_MAX_INFLIGHT);
+	__type(key, __u32);
+	__type(value, struct iou_enter_call);
+} enter_calls SEC(".maps");
+
 struct iou_req_counters req_counters = {};
 
 /*
@@ -383,5 +397,99 @@ int BPF_PROG(iou_cqe_overflow, void *ring, __u64 user_data, __s32 res, __u32 cfl
 	__sync_fetch_and_add(&o->cqes, 1);
 	if (!ocqe)
 		__sync_fetch_and_add(&o->dropped, 1);
+	return 0;
+}
+
+/* --- io_uring_enter (syscall tracepoints) ---------------------------------------------------- */
+
+#define IOU_ENTER_GETEVENTS (1U << 0)       /* IORING_ENTER_GETEVENTS */
+#define IOU_ENTER_REGISTERED_RING (1U << 4) /* IORING_ENTER_REGISTERED_RING, 5.18+ */
+#define IOU_ENTER_CALL_SQPOLL (1U << 31)    /* ours, in iou_enter_call.flags: an SQPOLL ring */
+
+/*
+ * The ring behind the fd of the current task: files->fdt->fd[fd]->private_data, by probe reads
+ * (the task is not a trusted pointer before 5.11). Not checked to be an io_uring file: a call on
+ * another fd fails in the kernel, and its entry names no live ring, so the reader deletes it.
+ */
+static __always_inline __u64 ring_of_fd(int fd)
+{
+	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+	struct fdtable *fdt = BPF_CORE_READ(t, files, fdt);
+	struct file **fds = BPF_CORE_READ(fdt, fd);
+	unsigned int max = BPF_CORE_READ(fdt, max_fds);
+	struct file *f = NULL;
+
+	if (fd < 0 || (unsigned int)fd >= max)
+		return 0;
+	bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]);
+	return f ? (__u64)BPF_CORE_READ(f, private_data) : 0;
+}
+
+/*
+ * Runs once per io_uring_enter call of any task (per batch, not per request). A call through a
+ * registered ring fd indexes the task's io_uring context, not its files: counted unnamed.
+ */
+SEC("tracepoint/syscalls/sys_enter_io_uring_enter")
+int iou_enter(struct trace_event_raw_sys_enter *args)
+{
+	__u32 flags = (__u32)args->args[3];
+
+	if (flags & IOU_ENTER_REGISTERED_RING) {
+		__sync_fetch_and_add(&req_counters.enters_unnamed, 1);
+		return 0;
+	}
+	__u64 ring = ring_of_fd((int)args->args[0]);
+
+	if (!ring)
+		return 0;
+	/*
+	 * Under SQPOLL the SQ thread submits and the call returns what it was asked to submit, not
+	 * what it did: such a call submits nothing of its own (it wakes the thread, or waits).
+	 */
+	__u32 setup = BPF_CORE_READ((struct io_ring_ctx *)ring, flags);
+	struct iou_enter_call c = {
+		.start_ns = bpf_ktime_get_ns(),
+		.ctx = ring,
+		.born_ns = ring_born(ring),
+		.flags = flags | (setup & IOU_SETUP_SQPOLL ? IOU_ENTER_CALL_SQPOLL : 0),
+	};
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+
+	if (bpf_map_update_elem(&enter_calls, &tid, &c, BPF_ANY))
+		__sync_fetch_and_add(&req_counters.enters_dropped, 1);
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_exit_io_uring_enter")
+int iou_enter_exit(struct trace_event_raw_sys_exit *args)
+{
+	static const struct iou_ring_enters zero = {};
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct iou_enter_call *found = bpf_map_lookup_elem(&enter_calls, &tid);
+
+	if (!found)
+		return 0;
+	struct iou_enter_call c = *found;
+
+	bpf_map_delete_elem(&enter_calls, &tid);
+	struct iou_req_key key = { .ctx = c.ctx, .born_ns = c.born_ns };
+	struct iou_ring_enters *e =
+		lookup_or_init(&ring_enters, &key, &zero, &req_counters.enters_dropped);
+
+	if (!e)
+		return 0;
+	long ret = c.flags & IOU_ENTER_CALL_SQPOLL ? 0 : args->ret;
+	__u32 b = ret > 0 ? latency_bucket((__u64)ret) + 1 : 0;
+
+	__sync_fetch_and_add(&e->enters, 1);
+	if (ret > 0)
+		__sync_fetch_and_add(&e->sqes, (__u64)ret);
+	if (b >= IOU_ENTER_BUCKETS)
+		b = IOU_ENTER_BUCKETS - 1;
+	__sync_fetch_and_add(&e->per_enter[b], 1);
+	if (c.flags & IOU_ENTER_GETEVENTS) {
+		__sync_fetch_and_add(&e->waits, 1);
+		__sync_fetch_and_add(&e->wait_ns, bpf_ktime_get_ns() - c.start_ns);
+	}
 	return 0;
 }

@@ -4,6 +4,7 @@
 
 #include <bpf/libbpf.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -71,6 +72,22 @@ int libbpf_to_spdlog(enum libbpf_print_level level, const char* fmt, va_list arg
     return 0;
 }
 
+// Why a classic tracepoint's event cannot be attached, as libbpf looks for its id (tracefs,
+// then debugfs's tracing), or nullopt when it can: the kernel lacks the event, or tracefs is
+// not mounted, which is the host's to fix, not the kernel's.
+std::optional<std::string> trace_event_missing(const std::string& name) {
+    bool mounted = false;
+    for (std::string root : {"/sys/kernel/tracing/events/", "/sys/kernel/debug/tracing/events/"}) {
+        if (access((root + name + "/id").c_str(), R_OK) == 0) return std::nullopt;
+        mounted = mounted || access(root.c_str(), R_OK) == 0;
+    }
+    if (!mounted)
+        return "tracefs is not mounted (mount -t tracefs nodev /sys/kernel/tracing): cannot "
+               "attach " +
+               name;
+    return "no trace event " + name + " (for syscalls: a kernel without CONFIG_FTRACE_SYSCALLS)";
+}
+
 std::optional<std::string> missing_requirement(const KernelFeatures& kf,
                                                const ProbeVariant& variant) {
     for (const auto& r : variant.needs) {
@@ -102,6 +119,9 @@ std::optional<std::string> missing_requirement(const KernelFeatures& kf,
                            " parameters, this variant expects " + std::to_string(r.params);
                 break;
             }
+            case Requirement::Kind::trace_event:
+                if (auto why = trace_event_missing(r.name)) return why;
+                break;
             case Requirement::Kind::ksym:
                 if (!kf.has_ksym(r.name)) return std::string("no kernel symbol ") + r.name;
                 break;

@@ -306,6 +306,19 @@ const std::vector<ProbeSpec>& probe_table() {
          .deep = false,
          .requests = true,
          .provides = {Feature::request_latency}},
+        // io_uring_enter per ring: calls, SQEs per call, time in calls that waited. Syscall
+        // tracepoints, per batch; the ring is read from the caller's fd table.
+        {.id = ProbeId::req_enter,
+         .name = "req_enter",
+         .object = BpfObject::req,
+         .variants = {{"tracepoint",
+                       {PROG(req, iou_enter), PROG(req, iou_enter_exit)},
+                       {{K::trace_event, "syscalls/sys_enter_io_uring_enter"},
+                        {K::trace_event, "syscalls/sys_exit_io_uring_enter"}}}},
+         .essential = false,
+         .deep = false,
+         .requests = true,
+         .maps = {{"ring_enters", KeyOwner::ring_born}, {"enter_calls", KeyOwner::in_flight}}},
     };
 #undef PROG
     return table;

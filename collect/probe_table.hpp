@@ -20,6 +20,8 @@ struct Requirement {
         btf_params,   // btf_func with exactly `params` parameters (signature variants)
         tp_params,    // tracepoint `name` whose prototype has exactly `params` parameters, the
                       // context pointer included (btf_trace_<name>; signature variants)
+        trace_event,  // a tracefs event ("syscalls/sys_enter_io_uring_enter"): classic
+                      // tracepoints need its id, so tracefs mounted and the event built in
         ksym,         // a symbol in /proc/kallsyms (kprobe targets, typeless ksyms)
         kprobes,      // the kernel can attach kprobes at all
         module,       // a module loaded now (/sys/module/<name>): its BTF and symbols are read
@@ -62,6 +64,7 @@ enum class ProbeId : std::uint8_t {
     req_punt,
     req_poll_arm,
     req_complete,
+    req_enter,
     count
 };
 

@@ -85,6 +85,7 @@ void BpfCollector::read_requests(RawSample& raw, std::uint64_t walk_start_ns) co
     rq.overflow_probe = attached(ProbeId::cqe_overflow);
     rq.on = attached(ProbeId::req_submit);
     rq.timed = attached(ProbeId::req_complete);
+    rq.enter_probe = attached(ProbeId::req_enter);
     const auto& maps = objs_.req->maps;
     const LiveRings live(raw, walk_start_ns);
     if (rq.overflow_probe) {
@@ -102,6 +103,16 @@ void BpfCollector::read_requests(RawSample& raw, std::uint64_t walk_start_ns) co
         read_hash(fd, rq.stats);
         keep_live(
             rq.stats, live, fd,
+            [](const auto& e) {
+                return RingKey{e.first.ctx, e.first.born_ns};
+            },
+            [](const auto& e) { return e.first; });
+    }
+    if (rq.enter_probe) {
+        const int fd = bpf_map__fd(maps.ring_enters);
+        read_hash(fd, rq.enters);
+        keep_live(
+            rq.enters, live, fd,
             [](const auto& e) {
                 return RingKey{e.first.ctx, e.first.born_ns};
             },

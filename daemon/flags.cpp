@@ -43,7 +43,7 @@ EXAMPLES
   iouscoped --probes.deep
       Add per-ring SQ thread work, IOPOLL poll efficiency and NVMe passthrough completions.
   iouscoped --probes.requests
-      Add per-ring, per-opcode request counts, punts and latency.
+      Add per-ring, per-opcode request counts, punts, latency and io_uring_enter batching.
   iouscoped --probe-report --no-fentry
       Show which probes this kernel supports with kprobes alone.
   iouscoped --web.listen-address=:10464 --sample.interval=5s
@@ -160,8 +160,9 @@ void add_sampling_options(CLI::App& app, DaemonConfig& cfg, RawFlags& raw) {
                  "Also attach the request tier: every request of every ring from submission to "
                  "its final CQE, per ring and opcode: requests, io-wq punts, async poll arms, "
                  "completions by result and a latency histogram per path (inline, io-wq, poll), "
-                 "and the requests in flight with the oldest's age. Runs for every request; see "
-                 "docs/BENCHMARKS.md for its cost per request.");
+                 "the requests in flight with the oldest's age, and io_uring_enter calls per ring "
+                 "with the SQEs each submitted. Runs for every request; see docs/BENCHMARKS.md "
+                 "for its cost per request.");
     app.add_option("--probes.gap-sampling", raw.gap_sampling,
                    "Where the deep tier's work-gap probe (the sq_thread_idle curve of iouscope "
                    "advise) can only run once per SQE, attach it for ON of every PERIOD, e.g. "

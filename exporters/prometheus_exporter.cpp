@@ -311,13 +311,23 @@ void ring_request_families(Exposition& ex, const Snapshot& s) {
                       ex.add("iouscope_ring_request_latency_seconds")};
     Family& in_flight = ex.add("iouscope_ring_requests_in_flight");
     Family& oldest = ex.add("iouscope_ring_oldest_request_age_seconds");
+    Family& enters = ex.add("iouscope_ring_enters_total");
+    Family& per_enter = ex.add("iouscope_ring_sqes_per_enter");
+    Family& waits = ex.add("iouscope_ring_enter_waits_total");
+    Family& wait_s = ex.add("iouscope_ring_enter_wait_seconds_total");
     Family& overflow = ex.add("iouscope_ring_cq_overflow_cqes_total");
     Family& dropped = ex.add("iouscope_ring_cq_overflow_dropped_total");
     for (const auto& r : s.rings) {
         if (r.folded) continue;
         const auto& rq = r.requests;
-        if (!rq.has_requests && !rq.has_overflow) continue;
+        if (!rq.has_requests && !rq.has_overflow && !rq.has_enters) continue;
         const auto labels = ring_labels(r);
+        if (rq.has_enters) {
+            enters.counter(labels, static_cast<double>(rq.enters));
+            if (rq.enters > 0) per_enter.histogram(labels, rq.sqes_per_enter);
+            waits.counter(labels, static_cast<double>(rq.enter_waits));
+            wait_s.counter(labels, rq.enter_wait_seconds);
+        }
         if (rq.has_overflow) {
             overflow.counter(labels, static_cast<double>(rq.overflow_cqes));
             dropped.counter(labels, static_cast<double>(rq.overflow_dropped));

@@ -221,7 +221,8 @@ void Aggregator::finish(const UpdateContext& cx, Snapshot& snap) {
                           {"inflight_calls", raw.stats.inflight_dropped},
                           {"req_stats", raw.requests.counters.keys_dropped},
                           {"req_inflight", raw.requests.counters.inflight_dropped},
-                          {"ring_overflow", raw.requests.counters.overflow_dropped}};
+                          {"ring_overflow", raw.requests.counters.overflow_dropped},
+                          {"ring_enters", raw.requests.counters.enters_dropped}};
     snap.requests_unmatched = raw.requests.counters.unmatched;
     snap.rings_replaced = rings_replaced_;
     snap.threads_replaced = threads_replaced_;

@@ -45,6 +45,8 @@ struct RequestSample {
     std::vector<RingInFlight> in_flight;
     std::size_t inflight_entries = 0;  // req_inflight's entries, done ones included
     std::vector<std::pair<std::uint64_t, iou_ring_overflow>> overflow;  // by ctx
+    bool enter_probe = false;                                           // io_uring_enter is traced
+    std::vector<std::pair<iou_req_key, iou_ring_enters>> enters;
     iou_req_counters counters{};
 };
 

@@ -54,11 +54,44 @@ std::vector<RequestOpSnapshot> ops_of(std::span<const Entry> entries) {
     return ops;
 }
 
+// A ring's io_uring_enter counts, the histogram's bounds in SQEs (0, 1, 3, 7, ...).
+void add_enters(RingRequests& out, const iou_ring_enters& e) {
+    out.enters = e.enters;
+    out.enter_sqes = e.sqes;
+    out.enter_waits = e.waits;
+    out.enter_wait_seconds = static_cast<double>(e.wait_ns) / 1e9;
+    auto& h = out.sqes_per_enter;
+    std::uint64_t cum = 0;
+    for (std::size_t b = 0; b < IOU_ENTER_BUCKETS; ++b) {
+        cum += e.per_enter[b];
+        h.upper_bounds_s.push_back(b == 0 ? 0 : static_cast<double>((1ull << b) - 1));
+        h.cumulative.push_back(cum);
+    }
+    h.count = cum;
+    h.sum_s = static_cast<double>(e.sqes);
+}
+
+using RingKey = std::pair<std::uint64_t, std::uint64_t>;  // ctx, born_ns
+
+// The ring's enter counts in `enters`, sorted by ring, or nullptr.
+const iou_ring_enters* enters_of(const std::vector<std::pair<iou_req_key, iou_ring_enters>>& enters,
+                                 RingKey ring) {
+    auto at = std::lower_bound(enters.begin(), enters.end(), ring, [](const auto& e, RingKey k) {
+        return RingKey{e.first.ctx, e.first.born_ns} < k;
+    });
+    return at != enters.end() && RingKey{at->first.ctx, at->first.born_ns} == ring ? &at->second
+                                                                                   : nullptr;
+}
+
 }  // namespace
 
 void attach_requests(const RawSample& raw, std::vector<RingSnapshot>& rings) {
     const RequestSample& rq = raw.requests;
-    if (!rq.on && !rq.overflow_probe) return;
+    if (!rq.on && !rq.overflow_probe && !rq.enter_probe) return;
+    auto enters = rq.enters;
+    std::sort(enters.begin(), enters.end(), [](const auto& a, const auto& b) {
+        return RingKey{a.first.ctx, a.first.born_ns} < RingKey{b.first.ctx, b.first.born_ns};
+    });
     // Sorted copies: a sample reads these maps in hash order.
     std::vector<Entry> stats(rq.stats.begin(), rq.stats.end());
     std::sort(stats.begin(), stats.end(), key_less);
@@ -87,6 +120,8 @@ void attach_requests(const RawSample& raw, std::vector<RingSnapshot>& rings) {
             out.overflow_cqes = o->second.cqes;
             out.overflow_dropped = o->second.dropped;
         }
+        out.has_enters = rq.enter_probe;
+        if (const auto* e = enters_of(enters, {rs.ctx, born})) add_enters(out, *e);
         if (!rq.on) continue;
         out.has_requests = true;
         out.timed = rq.timed;

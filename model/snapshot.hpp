@@ -185,6 +185,12 @@ struct RingRequests {
     double oldest_age_seconds = 0;       // the oldest of them, 0 when none
     std::uint32_t oldest_opcode = 0;
     std::int32_t oldest_fd = -1;
+    // io_uring_enter calls on the ring (request tier): how often, SQEs per call, time waiting.
+    bool has_enters = false;
+    std::uint64_t enters = 0, enter_sqes = 0, enter_waits = 0;
+    double enter_wait_seconds = 0;
+    // Calls by SQEs submitted: upper bounds 0, 1, 3, 7, ... (IOU_ENTER_BUCKETS), sum = SQEs.
+    LatencyHistogram sqes_per_enter;
     bool has_overflow = false;           // the CQ overflow probe is attached
     std::uint64_t overflow_cqes = 0;     // CQEs that took the overflow path
     std::uint64_t overflow_dropped = 0;  // of them, lost (the kernel could not keep them)

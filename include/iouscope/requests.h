@@ -82,12 +82,39 @@ struct iou_ring_overflow {
 	__u64 dropped; /* CQEs the kernel could not keep (no memory): lost */
 };
 
+/* SQEs submitted per io_uring_enter call: bucket 0 holds 0, bucket b holds [2^(b-1), 2^b - 1]. */
+#define IOU_ENTER_BUCKETS 16
+
+/*
+ * A ring's io_uring_enter calls (syscall tracepoints), keyed as iou_req_key with opcode and path
+ * 0: how often the application enters the kernel for it, how many SQEs each call submitted, and
+ * how long the calls that waited for completions (IORING_ENTER_GETEVENTS) took.
+ */
+struct iou_ring_enters {
+	__u64 enters;               /* io_uring_enter calls on the ring */
+	__u64 sqes;                 /* SQEs they submitted: the sum of their results above 0 */
+	__u64 waits;                /* calls with IORING_ENTER_GETEVENTS */
+	__u64 wait_ns;              /* time those calls took, entry to exit */
+	__u64 per_enter[IOU_ENTER_BUCKETS]; /* calls by SQEs submitted, see IOU_ENTER_BUCKETS */
+};
+
+/* A thread inside io_uring_enter, keyed by its tid. */
+struct iou_enter_call {
+	__u64 start_ns;
+	__u64 ctx;                  /* the ring its fd names */
+	__u64 born_ns;
+	__u32 flags;                /* IORING_ENTER_* */
+	__u32 _pad;
+};
+
 /* The request tier's own counters, in its object's .bss. */
 struct iou_req_counters {
 	__u64 keys_dropped;     /* counts lost: req_stats was full */
 	__u64 inflight_dropped; /* requests not timed: req_inflight was full */
 	__u64 unmatched;        /* final CQEs of requests not seen submitted */
 	__u64 overflow_dropped; /* overflow counts lost: ring_overflow was full */
+	__u64 enters_dropped;   /* io_uring_enter calls not counted: a map was full */
+	__u64 enters_unnamed;   /* calls through a registered ring fd: no ring to name */
 };
 
 #ifdef __cplusplus
@@ -101,6 +128,8 @@ IOU_REQ_ASSERT_SIZE(iou_req_key, 24);
 IOU_REQ_ASSERT_SIZE(iou_req_stats, 48 + 8 * IOU_REQ_RESULTS + 8 * IOU_LAT_BUCKETS);
 IOU_REQ_ASSERT_SIZE(iou_req_inflight, 40);
 IOU_REQ_ASSERT_SIZE(iou_ring_overflow, 24);
-IOU_REQ_ASSERT_SIZE(iou_req_counters, 32);
+IOU_REQ_ASSERT_SIZE(iou_req_counters, 48);
+IOU_REQ_ASSERT_SIZE(iou_ring_enters, 32 + 8 * IOU_ENTER_BUCKETS);
+IOU_REQ_ASSERT_SIZE(iou_enter_call, 32);
 
 #endif /* IOUSCOPE_REQUESTS_H */

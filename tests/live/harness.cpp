@@ -288,6 +288,7 @@ std::string probe_off_reason(const std::string& startup_log, const std::string& 
 bool kernel_lacks(const std::string& reason) {
     static const char* const absent[] = {"no BTF",
                                          "no kernel symbol",
+                                         "no trace event",
                                          "kernel has no kprobes",
                                          "module ",
                                          "deep tier off",

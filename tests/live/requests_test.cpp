@@ -247,3 +247,45 @@ TEST_F(Requests, EveryRingsRequestsEqualTheLoadsGroundTruth) {
         << "req_inflight entries left: "
         << value_or_zero(m, "iouscope_map_entries", {{"map", "req_inflight"}});
 }
+
+// io_uring_enter per ring: a plain ring submitting in batches of 32 enters once per batch with
+// 32 SQEs, one in batches of 1 once per SQE; an SQPOLL ring's calls submit nothing of their
+// own (its SQ thread does). Calls that submit nothing (waits) may come on top, in le="0".
+TEST_F(Requests, EnterCallsAndSqesPerCallEqualTheLoads) {
+    Daemon d({"--sample.interval=100ms", "--probes.requests"});
+    ASSERT_TRUE(d.ready()) << d.startup_log();
+    if (!probe_attached(d, "req_enter")) {
+        const auto why = probe_off_reason(d.startup_log(), "req_enter");
+        ASSERT_TRUE(kernel_lacks(why)) << "req_enter is off though the kernel has it: " << why;
+        GTEST_SKIP() << why;
+    }
+    Child load({load_bin(), "--ring", "plain,count=3200,batch=32", "--ring",
+                "plain,count=500,batch=1", "--ring", "sqpoll,count=1000", "--hold", "inf"});
+    auto rings = read_load_rings(load, "ring", "done", seconds(120));
+    ASSERT_EQ(rings.size(), 3u);
+    const auto bucket = [](const std::vector<Series>& m, const LoadRing& r, const char* le) {
+        return value_or_zero(m, "iouscope_ring_sqes_per_enter_bucket",
+                             {{"ring", r.id()}, {"le", le}});
+    };
+    const auto sum = [](const std::vector<Series>& m, const LoadRing& r) {
+        return value_or_zero(m, "iouscope_ring_sqes_per_enter_sum", {{"ring", r.id()}});
+    };
+    std::vector<Series> m;
+    EXPECT_TRUE(eventually(seconds(10), [&] {
+        m = d.scrape();
+        return sum(m, rings[0]) == 3200 && sum(m, rings[1]) == 500;
+    }));
+    EXPECT_EQ(sum(m, rings[0]), 3200);
+    EXPECT_EQ(bucket(m, rings[0], "63") - bucket(m, rings[0], "31"), 100);
+    EXPECT_EQ(bucket(m, rings[0], "31"), bucket(m, rings[0], "0"));
+    EXPECT_EQ(sum(m, rings[1]), 500);
+    EXPECT_EQ(bucket(m, rings[1], "1") - bucket(m, rings[1], "0"), 500);
+    EXPECT_EQ(bucket(m, rings[1], "+Inf"), bucket(m, rings[1], "1"));
+    EXPECT_EQ(sum(m, rings[2]), 0);
+    EXPECT_EQ(bucket(m, rings[2], "+Inf"), bucket(m, rings[2], "0"));
+    const double enters = value_or_zero(m, "iouscope_ring_enters_total", {{"ring", rings[0].id()}});
+    EXPECT_EQ(enters, bucket(m, rings[0], "+Inf"));
+    EXPECT_GE(enters, 100);
+    load.signal(SIGTERM);
+    EXPECT_EQ(load.wait(seconds(30)), std::optional<int>(0));
+}

@@ -95,6 +95,9 @@ inline Snapshot full_snapshot() {
     op.paths[IOU_PATH_IOWQ].latency = histogram();
     r.requests.ops.push_back(op);
     r.requests.in_flight = 2;
+    r.requests.has_enters = true;
+    r.requests.enters = 4;
+    r.requests.sqes_per_enter = histogram();
     r.requests.oldest_age_seconds = 1.5;
     s.opcode_names =
         std::make_shared<const std::vector<std::string>>(std::vector<std::string>{"nop", "readv"});

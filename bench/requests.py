@@ -12,8 +12,7 @@ cheapest request there is: a NOP, on a submitter bound by its CPU. Two figures, 
   * ns per run of each program from bpf_stats (run_time_ns / run_cnt, one run of each workload
     with bpf_stats on, never in the pairs) and runs per request: which program costs what.
 
-The default tier is measured beside it on the same workloads: it keeps io_uring_cqe_overflow
-attached, which runs only for a CQE that found its CQ full, so it must stay within its 1 %.
+The default tier is measured beside it on the same workloads, which must stay within its 1 %.
 And so is the floor any tracer of these two tracepoints pays on this host: bpftrace counting
 per ring at submit and at completion (bench/run's peer), whose programs do almost nothing.
 """

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <tuple>
 #include <utility>
 
@@ -46,10 +47,12 @@ private:
 // Keeps the entries whose ring is alive (or too young to judge), deletes the others from the
 // map. ring(entry) gives the entry's (ctx, born).
 template <class Entry, class Ring, class Key>
-void keep_live(std::vector<Entry>& v, const LiveRings& live, int fd, Ring ring, Key key) {
+void keep_live(std::vector<Entry>& v, const std::optional<LiveRings>& live, int fd, Ring ring,
+               Key key) {
+    if (v.empty()) return;
     auto end = std::remove_if(v.begin(), v.end(), [&](const Entry& e) {
         const auto [ctx, born] = ring(e);
-        if (!live.gone(ctx, born)) return false;
+        if (!live->gone(ctx, born)) return false;
         const auto k = key(e);
         bpf_map_delete_elem(fd, &k);
         return true;
@@ -87,10 +90,16 @@ void BpfCollector::read_requests(RawSample& raw, std::uint64_t walk_start_ns) co
     rq.timed = attached(ProbeId::req_complete);
     rq.enter_probe = attached(ProbeId::req_enter);
     const auto& maps = objs_.req->maps;
-    const LiveRings live(raw, walk_start_ns);
+    // Built only when an entry was read: the default tier reads ring_overflow every sample, and
+    // on most hosts it is empty.
+    std::optional<LiveRings> live;
+    const auto judge = [&] {
+        if (!live) live.emplace(raw, walk_start_ns);
+    };
     if (rq.overflow_probe) {
         const int fd = bpf_map__fd(maps.ring_overflow);
         read_hash(fd, rq.overflow);
+        if (!rq.overflow.empty()) judge();
         keep_live(
             rq.overflow, live, fd,
             [](const auto& e) {
@@ -101,6 +110,7 @@ void BpfCollector::read_requests(RawSample& raw, std::uint64_t walk_start_ns) co
     if (rq.on) {
         const int fd = bpf_map__fd(maps.req_stats);
         read_hash(fd, rq.stats);
+        if (!rq.stats.empty()) judge();
         keep_live(
             rq.stats, live, fd,
             [](const auto& e) {
@@ -111,6 +121,7 @@ void BpfCollector::read_requests(RawSample& raw, std::uint64_t walk_start_ns) co
     if (rq.enter_probe) {
         const int fd = bpf_map__fd(maps.ring_enters);
         read_hash(fd, rq.enters);
+        if (!rq.enters.empty()) judge();
         keep_live(
             rq.enters, live, fd,
             [](const auto& e) {
@@ -122,6 +133,7 @@ void BpfCollector::read_requests(RawSample& raw, std::uint64_t walk_start_ns) co
         const int fd = bpf_map__fd(maps.req_inflight);
         std::vector<std::pair<std::uint64_t, iou_req_inflight>> flying;
         read_hash(fd, flying);
+        if (!flying.empty()) judge();
         keep_live(
             flying, live, fd,
             [](const auto& e) {

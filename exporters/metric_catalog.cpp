@@ -129,7 +129,7 @@ const std::vector<MetricDecl>& metric_catalog() {
         {"iouscope_ring_enter_wait_seconds_total", MetricKind::counter, "ring_requests", kRing,
          "Time in io_uring_enter calls that asked to wait for completions, entry to exit, their submission included: the application blocked on the ring. Request tier."},
         {"iouscope_ring_cq_overflow_cqes_total", MetricKind::counter, "ring_requests", kRing,
-         "CQEs that found the ring's CQ full and took the overflow path (io_uring_cqe_overflow, 5.19+): the application reaps too slowly for its CQ size. Default tier; since iouscope attached."},
+         "CQEs that found the ring's CQ full and took the overflow path (io_uring_cqe_overflow, 5.19+): the application reaps too slowly for its CQ size. Request tier; since iouscope attached. Present once the ring has overflowed: absent is none."},
         {"iouscope_ring_cq_overflow_dropped_total", MetricKind::counter, "ring_requests", kRing,
          "Of iouscope_ring_cq_overflow_cqes_total, the CQEs the kernel could not keep (no memory for the overflow entry): completions lost to the application."},
         {"iouscope_requests_unmatched_total", MetricKind::counter, "ring_requests", {},

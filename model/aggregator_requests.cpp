@@ -88,6 +88,11 @@ const iou_ring_enters* enters_of(const std::vector<std::pair<iou_req_key, iou_ri
 void attach_requests(const RawSample& raw, std::vector<RingSnapshot>& rings) {
     const RequestSample& rq = raw.requests;
     if (!rq.on && !rq.overflow_probe && !rq.enter_probe) return;
+    if (!rq.on && !rq.enter_probe && rq.overflow.empty()) {
+        // The default tier on a host where no CQ has overflowed: nothing to index or copy.
+        for (auto& rs : rings) rs.requests.has_overflow = true;
+        return;
+    }
     auto enters = rq.enters;
     std::sort(enters.begin(), enters.end(), [](const auto& a, const auto& b) {
         return RingKey{a.first.ctx, a.first.born_ns} < RingKey{b.first.ctx, b.first.born_ns};

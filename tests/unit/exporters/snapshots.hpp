@@ -95,6 +95,7 @@ inline Snapshot full_snapshot() {
     op.paths[IOU_PATH_IOWQ].latency = histogram();
     r.requests.ops.push_back(op);
     r.requests.in_flight = 2;
+    r.requests.overflow_cqes = 1;
     r.requests.has_enters = true;
     r.requests.enters = 4;
     r.requests.sqes_per_enter = histogram();

@@ -18,6 +18,7 @@
  */
 #include "common.bpf.h"
 #include "deep_maps.bpf.h"
+#include "ring_births.bpf.h"
 #include "work_gaps.bpf.h"
 
 /* Identifies io_uring files: io_uring_fops is in neither kallsyms nor BTF, io_uring_poll is. */
@@ -43,18 +44,6 @@ struct {
 	__type(key, struct iou_created_key);
 	__type(value, struct iou_created_ring);
 } created_rings SEC(".maps");
-
-/*
- * When io_uring_create announced each ring, by io_ring_ctx address. The iterator copies it into
- * the ring's record (born_ns): a closed ring's address is soon reused by the next ring, and the
- * birth time tells the two apart. Userspace deletes the entries of rings that are gone.
- */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, IOU_MAX_RINGS);
-	__type(key, __u64);
-	__type(value, __u64);
-} ring_births SEC(".maps");
 
 /*
  * A new ring at ctx: deep-tier counts still kept under that address belong to a closed ring

@@ -22,20 +22,13 @@
  */
 #include "common.bpf.h"
 #include "iouscope/requests.h"
+#include "ring_births.bpf.h"
 
 #define EAGAIN 11
 #define ETIME 62
 #define ENOBUFS 105
 #define ECANCELED 125
 #define IOU_CQE_F_MORE (1U << 1) /* IORING_CQE_F_MORE: a multishot request goes on */
-
-/* The default tier's map, handed over before load (bpf_map__reuse_fd): ctx -> birth. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, IOU_MAX_RINGS);
-	__type(key, __u64);
-	__type(value, __u64);
-} ring_births SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -97,39 +90,6 @@ static __always_inline struct iou_req_stats *stats_of(__u64 ctx, __u64 born, __u
 	struct iou_req_key key = { .ctx = ctx, .born_ns = born, .opcode = opcode, .path = path };
 
 	return lookup_or_init(&req_stats, &key, &zero, &req_counters.keys_dropped);
-}
-
-/*
- * The fast log2 of a latency, capped at the last bucket: what log2_bucket() gives, in six
- * compares instead of a loop of up to 33 steps, since it runs for every completion.
- */
-static __always_inline __u32 latency_bucket(__u64 v)
-{
-	__u32 r = 0;
-
-	if (v >> 32) {
-		v >>= 32;
-		r += 32;
-	}
-	if (v >> 16) {
-		v >>= 16;
-		r += 16;
-	}
-	if (v >> 8) {
-		v >>= 8;
-		r += 8;
-	}
-	if (v >> 4) {
-		v >>= 4;
-		r += 4;
-	}
-	if (v >> 2) {
-		v >>= 2;
-		r += 2;
-	}
-	if (v >> 1)
-		r += 1;
-	return r < IOU_LAT_BUCKETS - 1 ? r : IOU_LAT_BUCKETS - 1;
 }
 
 /*
@@ -265,7 +225,7 @@ static __always_inline void note_complete(__u64 req, __s32 res, __u32 cflags)
 	__u32 c = result_class(res);
 	if (c < IOU_REQ_RESULTS)
 		__sync_fetch_and_add(&s->results[c], 1);
-	__u32 b = latency_bucket(ns);
+	__u32 b = log2_bucket(ns);
 	if (b < IOU_LAT_BUCKETS)
 		__sync_fetch_and_add(&s->latency[b], 1);
 }
@@ -479,7 +439,7 @@ int iou_enter_exit(struct trace_event_raw_sys_exit *args)
 	if (!e)
 		return 0;
 	long ret = c.flags & IOU_ENTER_CALL_SQPOLL ? 0 : args->ret;
-	__u32 b = ret > 0 ? latency_bucket((__u64)ret) + 1 : 0;
+	__u32 b = ret > 0 ? log2_bucket((__u64)ret) + 1 : 0;
 
 	__sync_fetch_and_add(&e->enters, 1);
 	if (ret > 0)

@@ -22,11 +22,13 @@ namespace {
 using RingKey = std::pair<std::uint64_t, std::uint64_t>;  // ctx, born_ns
 
 // The rings of a complete walk, and whether an entry's ring is gone: not walked, and born
-// before the walk began (a ring born since may not have been reached yet).
+// before the walk began (a ring born since may not have been reached yet). A light walk passes
+// over idle plain rings (model/ring_carry.hpp), whose records are carried after this read: it
+// judges nothing, and the next full walk, at most --rings.plain-interval later, deletes.
 class LiveRings {
 public:
     LiveRings(const RawSample& raw, std::uint64_t walk_start_ns)
-        : complete_(raw.walk_complete), start_(walk_start_ns) {
+        : complete_(raw.walk_complete && !raw.light_walk), start_(walk_start_ns) {
         keys_.reserve(raw.rings.size());
         for (const auto& r : raw.rings) keys_.emplace_back(r.ctx, r.born_ns);
         std::sort(keys_.begin(), keys_.end());

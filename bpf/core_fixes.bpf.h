@@ -20,6 +20,7 @@
 #define IOU_READ(cast, p, field) ((cast) ? (p)->field : BPF_CORE_READ(p, field))
 
 /* include/linux/sched.h; stable since 2.6. */
+#define IOU_PF_EXITING 0x00000004
 #define IOU_PF_IO_WORKER 0x00000010
 #define IOU_PF_KTHREAD 0x00200000
 

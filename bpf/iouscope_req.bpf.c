@@ -21,6 +21,7 @@
  * default tier), so a ring that reuses a closed one's memory counts apart from its first request.
  */
 #include "common.bpf.h"
+#include "core_fixes_iowq.bpf.h"
 #include "iouscope/requests.h"
 #include "ring_births.bpf.h"
 
@@ -451,5 +452,84 @@ int iou_enter_exit(struct trace_event_raw_sys_exit *args)
 		__sync_fetch_and_add(&e->waits, 1);
 		__sync_fetch_and_add(&e->wait_ns, bpf_ktime_get_ns() - c.start_ns);
 	}
+	return 0;
+}
+
+/*
+ * io-wq workers (iou-wrk-<tid> threads): the worker walk (iter/task, each sample) reports each
+ * live one with its account, limit and CPU time; sched_process_exit counts those that exit, per
+ * process, so that a worker born and gone between two walks still counts, and deletes a
+ * process's counts when its last thread exits.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, IOU_MAX_IOWQ_PROCS);
+	__type(key, struct iou_iowq_proc_key);
+	__type(value, struct iou_iowq_exits);
+} iowq_exits SEC(".maps");
+
+/* IO_WORKER_F_BOUND as a mask (core_fixes.bpf.h), set by the loader from the kernel's BTF. */
+const volatile __u32 worker_bound_mask = 0;
+/* Set by the daemon as it attaches: workers started since were created while it watched. */
+volatile __u64 iowq_since_ns = 0;
+
+SEC("iter/task")
+int iou_iter_workers(struct bpf_iter__task *it)
+{
+	struct task_struct *t = it->task;
+
+	/* Every task of the machine passes here: two plain loads for all but io-threads. */
+	if (!t || !(t->flags & IOU_PF_IO_WORKER) || (t->flags & IOU_PF_EXITING))
+		return 0;
+	struct io_worker *w = get_task_io_worker(t);
+	if (!w) /* an SQ thread, or a worker on its way out */
+		return 0;
+
+	struct iou_worker_acct acct = {};
+	get_io_worker_acct(w, worker_bound_mask, &acct);
+	/* Apart: inside BPF_CORE_READ, acct.wq would be relocated as a kernel field. */
+	struct io_wq *wq = (struct io_wq *)acct.wq;
+	struct iou_iowq_worker r = {
+		.wq = acct.wq,
+		.start_ns = t->start_time,
+		.runtime_ns = t->se.sum_exec_runtime,
+		.leader_start_ns = BPF_CORE_READ(t, group_leader, start_time),
+		.cgroup_id = get_task_cgroup_id(t, false),
+		.tid = t->pid,
+		.tgid = t->tgid,
+		.owner_tid = wq ? BPF_CORE_READ(wq, task, pid) : 0,
+		.kind = acct.bound ? IOU_IOWQ_BOUND : IOU_IOWQ_UNBOUND,
+		.max_workers = acct.max_workers,
+		.nr_workers = acct.nr_workers,
+	};
+	BPF_CORE_READ_STR_INTO(&r.comm, t, group_leader, comm);
+	bpf_seq_write(it->meta->seq, &r, sizeof(r));
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(iou_iowq_exit, struct task_struct *p)
+{
+	struct iou_iowq_proc_key key = {
+		.tgid = p->tgid,
+		.leader_start_ns = p->group_leader->start_time,
+	};
+
+	if (is_exiting_iowq_worker(p)) {
+		struct iou_iowq_exits init = {};
+		struct iou_iowq_exits *e;
+
+		BPF_CORE_READ_STR_INTO(&init.comm, p, group_leader, comm);
+		e = lookup_or_init(&iowq_exits, &key, &init, &req_counters.iowq_dropped);
+		if (e) {
+			__sync_fetch_and_add(&e->exited, 1);
+			if (p->start_time >= iowq_since_ns)
+				__sync_fetch_and_add(&e->born_since, 1);
+			__sync_fetch_and_add(&e->cpu_ns, p->se.sum_exec_runtime);
+		}
+	}
+	/* The last thread of the group: its counts go with it. */
+	if (!p->signal->live.counter)
+		bpf_map_delete_elem(&iowq_exits, &key);
 	return 0;
 }

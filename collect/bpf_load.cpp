@@ -154,6 +154,7 @@ struct LoadConstants {
     std::uint64_t gap_cutoff_ns = 0;  // per-SQE gap programs record only in windows
     // REQ_F_CQE_SKIP and REQ_F_FORCE_ASYNC, from the kernel's BTF enumerators; 0 if absent.
     std::uint64_t cqe_skip_mask = 0, force_async_mask = 0;
+    std::uint32_t worker_bound_mask = 0;  // IO_WORKER_F_BOUND as a mask, 0 if absent
     std::vector<std::pair<std::string, std::uint32_t>> capacities;  // map -> max_entries
 };
 
@@ -187,6 +188,7 @@ void set_constants(const Selection& sel, const LoadConstants& k, BpfObjects& obj
         objs.req->rodata->time_requests = selects(sel, Feature::request_latency);
         objs.req->rodata->cqe_skip_mask = k.cqe_skip_mask;
         objs.req->rodata->force_async_mask = k.force_async_mask;
+        objs.req->rodata->worker_bound_mask = k.worker_bound_mask;
     }
 }
 
@@ -367,6 +369,12 @@ std::optional<Selection> load_probes(const KernelFeatures& kf, const LoaderOptio
     };
     consts.cqe_skip_mask = mask("REQ_F_CQE_SKIP_BIT");
     consts.force_async_mask = mask("REQ_F_FORCE_ASYNC_BIT");
+    // IO_WORKER_F_BOUND is a mask where IO_WORKER_F_UP is 1 (6.1 and before), a bit number
+    // where it is 0 (6.12); gone where a worker points at its account (core_fixes.bpf.h).
+    const auto up = kf.btf_enumerator("IO_WORKER_F_UP");
+    const auto bound = kf.btf_enumerator("IO_WORKER_F_BOUND");
+    if (up && bound && *bound >= 0 && *bound < 32)
+        consts.worker_bound_mask = *up == 0 ? 1u << *bound : static_cast<std::uint32_t>(*bound);
     if (opts.gap_sampling.enabled())
         consts.gap_cutoff_ns = static_cast<std::uint64_t>(kGapCutoff.count());
     Selection sel, essential;

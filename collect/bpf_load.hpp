@@ -26,6 +26,8 @@ struct LoaderOptions {
     // compiled size (IOU_MAX_RINGS, IOU_MAX_SQ_THREADS).
     std::uint32_t max_rings = 0, max_sq_threads = 0;
     bool requests = false;  // load the request tier (per request: bpf/iouscope_req.bpf.c)
+    // A request in flight this long is stuck (RingInFlight::stuck); 0 = none is.
+    std::uint64_t stuck_after_ns = 10'000'000'000;
 };
 
 // Each bounded BPF map's capacity under these options: per ring (ring_births, created_rings,

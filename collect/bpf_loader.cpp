@@ -10,9 +10,11 @@
 #include <algorithm>
 
 #include "collect/gap_duty.hpp"
+#include "common/clock.hpp"
 #include "common/duration.hpp"
 #include "iouscope.skel.h"
 #include "iouscope_nvme.skel.h"
+#include "iouscope_req.skel.h"
 
 namespace iouscope {
 
@@ -24,6 +26,7 @@ std::unique_ptr<BpfCollector> BpfCollector::make(const KernelFeatures& kf,
     std::vector<int> chosen;
     c->probes_ = plan_probes(kf, opts, chosen);
     c->gap_config_ = opts.gap_sampling;
+    c->stuck_after_ns_ = opts.stuck_after_ns;
     const auto sel = load_probes(kf, opts, chosen, c->probes_, c->objs_, error);
     if (!sel) return nullptr;
     c->attached_programs_.resize(table.size());
@@ -66,6 +69,12 @@ bool BpfCollector::attach(std::size_t i, int v, std::string& error) {
         auto probe = AttachedProbe::make(get(objs_), why);
         if (!probe) break;
         if (get(objs_) == objs_.core->progs.iou_iter_rings) iter_link_ = probe->link();
+        if (objs_.req && get(objs_) == objs_.req->progs.iou_iter_workers) {
+            workers_link_ = probe->link();
+            // Before the exit program attaches: a worker started from here on was created
+            // while the daemon watched (iouscope_iowq_workers_created_total).
+            objs_.req->bss->iowq_since_ns = monotonic_ns();
+        }
         links.push_back(std::move(probe));
     }
     if (!why.empty()) {

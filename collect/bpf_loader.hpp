@@ -88,6 +88,8 @@ private:
     // into raw.requests; deletes the entries of rings gone before walk_start_ns
     // (collect/requests.cpp).
     void read_requests(RawSample& raw, std::uint64_t walk_start_ns) const;
+    // io-wq workers (collect/iowq.cpp): the exits counted so far, then the live workers.
+    void read_iowq(RawSample& raw) const;
     // Moves every pending io_uring_create record out of the map.
     void drain_created(std::vector<iou_created_ring>& out);
     iou_stats stats() const;
@@ -124,6 +126,8 @@ private:
     // them; destroyed with links_, before the objects.
     std::vector<std::vector<std::unique_ptr<AttachedProbe>>> gated_links_;
     bpf_link* iter_link_ = nullptr;
+    bpf_link* workers_link_ = nullptr;  // the io-wq worker walk's (iowq_workers)
+    std::uint64_t stuck_after_ns_ = 0;  // LoaderOptions::stuck_after_ns
     std::vector<ProbeState> probes_;
     std::vector<std::vector<bpf_program*>> attached_programs_;  // per probe, parallel to probes_
     // The NVMe tracepoint variant, which matches requests by nvme_core's end_io addresses.

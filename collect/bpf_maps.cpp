@@ -131,6 +131,7 @@ void BpfCollector::cleanup(const MapCleanup& c) {
                 case KeyOwner::ring_born:  // collect/requests.cpp, at each read
                 case KeyOwner::drained:
                 case KeyOwner::in_flight:
+                case KeyOwner::process:
                 case KeyOwner::bounded:
                     break;
             }

@@ -81,6 +81,7 @@ bool BpfCollector::read_sample(RawSample& raw, std::string& error, bool light) {
     }
     read_maps(raw);
     read_requests(raw, walk_start_ns);
+    read_iowq(raw);
     raw.ring_turns = provides(Feature::ring_turns);
     raw.cmd_done = provides(Feature::cmd_cqes);
     raw.submit_probe = provides(Feature::submit_time);

@@ -1,10 +1,13 @@
 #pragma once
 // Reading whole BPF hash maps: by batch where the kernel has it, else key by key. Shared by the
-// collector's readers (collect/bpf_maps.cpp, collect/requests.cpp).
+// collector's readers (collect/bpf_maps.cpp, collect/requests.cpp, collect/iowq.cpp), and
+// reading a BPF iterator's records.
 #include <bpf/bpf.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -65,6 +68,41 @@ inline bool read_hash_batch(int map_fd, std::vector<std::pair<K, V>>& out, bool 
 template <typename K, typename V>
 inline void read_hash(int map_fd, std::vector<std::pair<K, V>>& out) {
     if (!read_hash_batch(map_fd, out, false)) read_hash_by_key(map_fd, out);
+}
+
+// Reads a BPF iterator's records, whole ones back to back (a program's bpf_seq_write either
+// fits the seq_file's buffer or moves to the next read()), appending them to out. False, with
+// errno set, on a failed read or a partial record (the daemon and the object disagree).
+template <typename R>
+inline bool read_iter_records(int link_fd, std::vector<R>& out) {
+    const int fd = bpf_iter_create(link_fd);
+    if (fd < 0) return false;
+    std::vector<char> bytes(64 * 1024);
+    std::size_t have = 0;
+    int again = 0;
+    for (;;) {
+        if (bytes.size() - have < sizeof(R)) bytes.resize(bytes.size() * 2);
+        const ssize_t n = ::read(fd, bytes.data() + have, bytes.size() - have);
+        if (n < 0 && (errno == EINTR || (errno == EAGAIN && ++again < 1000))) continue;
+        if (n <= 0) {
+            const int err = errno;
+            ::close(fd);
+            if (n < 0) {
+                errno = err;
+                return false;
+            }
+            break;
+        }
+        have += static_cast<std::size_t>(n);
+    }
+    if (have % sizeof(R) != 0) {
+        errno = EPROTO;
+        return false;
+    }
+    const std::size_t first = out.size();
+    out.resize(first + have / sizeof(R));
+    std::memcpy(static_cast<void*>(out.data() + first), bytes.data(), have);
+    return true;
 }
 
 }  // namespace iouscope

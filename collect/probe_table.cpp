@@ -321,6 +321,20 @@ const std::vector<ProbeSpec>& probe_table() {
          .deep = false,
          .requests = true,
          .maps = {{"ring_enters", KeyOwner::ring_born}, {"enter_calls", KeyOwner::in_flight}}},
+        // io-wq workers: a walk of every task each sample (a flags test for all but io-threads)
+        // and a program at every task's exit. Nothing on the I/O path.
+        {.id = ProbeId::iowq_workers,
+         .name = "iowq_workers",
+         .object = BpfObject::req,
+         .variants = {{"iter",
+                       {PROG(req, iou_iter_workers), PROG(req, iou_iowq_exit)},
+                       {{K::btf_struct, "bpf_iter__task"},
+                        {K::btf_struct, "io_worker"},
+                        {K::btf_typedef, "btf_trace_sched_process_exit"}}}},
+         .essential = false,
+         .deep = false,
+         .requests = true,
+         .maps = {{"iowq_exits", KeyOwner::process}}},
     };
 #undef PROG
     return table;

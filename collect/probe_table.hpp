@@ -65,6 +65,7 @@ enum class ProbeId : std::uint8_t {
     req_poll_arm,
     req_complete,
     req_enter,
+    iowq_workers,
     count
 };
 
@@ -88,6 +89,8 @@ enum class KeyOwner : std::uint8_t {
                   // the reader deletes the entries of rings that are gone (collect/requests.cpp)
     drained,      // moved out by the sampler every sample
     in_flight,    // entry to exit of one call: the program deletes it
+    process,      // key: a process (iou_iowq_proc_key): the program deletes it when the
+                  // process's last thread exits
     bounded,      // one per device or command: kept, bounded by max_entries (LRU or devices)
 };
 

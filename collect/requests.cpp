@@ -64,8 +64,9 @@ void keep_live(std::vector<Entry>& v, const std::optional<LiveRings>& live, int 
 
 // req_inflight summed per ring: how many, and the oldest. Sorted by ring, then by age, so
 // each ring's first entry is its oldest.
-std::vector<RingInFlight> sum_in_flight(
-    std::vector<std::pair<std::uint64_t, iou_req_inflight>>& v) {
+// Those submitted before stuck_before_ns (0: none) are stuck.
+std::vector<RingInFlight> sum_in_flight(std::vector<std::pair<std::uint64_t, iou_req_inflight>>& v,
+                                        std::uint64_t stuck_before_ns) {
     std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) {
         return std::tie(a.second.ctx, a.second.born_ns, a.second.start_ns) <
                std::tie(b.second.ctx, b.second.born_ns, b.second.start_ns);
@@ -77,6 +78,7 @@ std::vector<RingInFlight> sum_in_flight(
             out.push_back(
                 {f.ctx, f.born_ns, 0, f.start_ns, f.opcode, static_cast<std::int32_t>(f.fd)});
         ++out.back().requests;
+        if (f.start_ns < stuck_before_ns) ++out.back().stuck;
     }
     return out;
 }
@@ -143,7 +145,9 @@ void BpfCollector::read_requests(RawSample& raw, std::uint64_t walk_start_ns) co
             },
             [](const auto& e) { return e.first; });
         rq.inflight_entries = flying.size();
-        rq.in_flight = sum_in_flight(flying);
+        const std::uint64_t now = raw.mono_ns;
+        rq.in_flight = sum_in_flight(
+            flying, stuck_after_ns_ && now > stuck_after_ns_ ? now - stuck_after_ns_ : 0);
     }
     std::memcpy(&rq.counters, const_cast<const iou_req_counters*>(&objs_.req->bss->req_counters),
                 sizeof rq.counters);

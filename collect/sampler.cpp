@@ -151,8 +151,11 @@ bool Sampler::sample_once() {
         snap->map_entries.insert(snap->map_entries.end(),
                                  {{"req_stats", raw.requests.stats.size()},
                                   {"req_inflight", raw.requests.inflight_entries},
-                                  {"ring_overflow", raw.requests.overflow.size()}});
+                                  {"ring_overflow", raw.requests.overflow.size()},
+                                  {"ring_enters", raw.requests.enters.size()}});
     }
+    if (raw.requests.iowq_probe)
+        snap->map_entries.emplace_back("iowq_exits", raw.requests.iowq_exits.size());
     snap->map_capacity = capacities_;
     snap->opcode_names = bpf_.opcode_names();
     snap->hostname = hostname_;

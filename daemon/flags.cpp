@@ -89,6 +89,7 @@ struct RawFlags {
     std::string gap_sampling = "6s/60s";
     std::string sched_gate = "auto";
     std::string plain_interval = "5s";
+    std::string stuck_after = "10s";
     bool version = false;
     bool metrics = false;
 };
@@ -163,6 +164,12 @@ void add_sampling_options(CLI::App& app, DaemonConfig& cfg, RawFlags& raw) {
                  "the requests in flight with the oldest's age, and io_uring_enter calls per ring "
                  "with the SQEs each submitted. Runs for every request; see docs/BENCHMARKS.md "
                  "for its cost per request.");
+    app.add_option("--requests.stuck-after", raw.stuck_after,
+                   "With --probes.requests: a request in flight longer than this is stuck, "
+                   "counted per ring in iouscope_ring_requests_stuck while it lasts (the JSON "
+                   "snapshot names each ring's oldest request, its opcode and fd), e.g. 500ms, "
+                   "10s, 1m; at most 1h; 0 counts none.")
+        ->default_str("10s");
     app.add_option("--probes.gap-sampling", raw.gap_sampling,
                    "Where the deep tier's work-gap probe (the sq_thread_idle curve of iouscope "
                    "advise) can only run once per SQE, attach it for ON of every PERIOD, e.g. "
@@ -249,6 +256,11 @@ std::optional<std::string> check_plain_interval(const RawFlags& raw, DaemonConfi
         return err;
     if (cfg.plain_interval > std::chrono::hours(1))
         return "--rings.plain-interval must be at most 1h, got " + raw.plain_interval;
+    if (auto err = zero_or_duration("--requests.stuck-after", raw.stuck_after, "500ms, 10s",
+                                    cfg.stuck_after))
+        return err;
+    if (cfg.stuck_after > std::chrono::hours(1))
+        return "--requests.stuck-after must be at most 1h, got " + raw.stuck_after;
     return std::nullopt;
 }
 

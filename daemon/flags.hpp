@@ -45,6 +45,8 @@ struct DaemonConfig {
     std::size_t ring_series_limit = RingSeries::kDefaultLimit;
     // --rings.plain-interval: plain rings are read in full this far apart; 0 = every walk.
     std::chrono::nanoseconds plain_interval = std::chrono::seconds(5);
+    // --requests.stuck-after: in flight this long, a request is stuck; 0 = none is.
+    std::chrono::nanoseconds stuck_after = std::chrono::seconds(10);
     // --maps.rings, --maps.sq-threads: BPF map capacities (collect/bpf_load.hpp).
     std::uint32_t max_rings = kDefaultMaxRings, max_sq_threads = kDefaultMaxSqThreads;
 };

@@ -181,10 +181,11 @@ int run(const DaemonConfig& cfg, const KernelFeatures& kf, const sigset_t& sigs)
     AdviseOptions advise_opts;
     if (cfg.advise_window.count() > 0) measure_submit_cost(advise_opts);
     std::string err;
-    auto bpf = BpfCollector::make(kf,
-                                  LoaderOptions{cfg.deep, cfg.no_fentry, cfg.gap_sampling,
-                                                cfg.max_rings, cfg.max_sq_threads, cfg.requests},
-                                  err);
+    auto bpf = BpfCollector::make(
+        kf,
+        LoaderOptions{cfg.deep, cfg.no_fentry, cfg.gap_sampling, cfg.max_rings, cfg.max_sq_threads,
+                      cfg.requests, static_cast<std::uint64_t>(cfg.stuck_after.count())},
+        err);
     if (!bpf) {
         spdlog::error("{}", err);
         return 1;

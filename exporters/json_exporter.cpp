@@ -49,7 +49,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RequestPathSnapshot, completed, 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RequestOpSnapshot, opcode, submitted, punted,
                                                 punted_forced, poll_armed, paths)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RingRequests, has_requests, timed, ops, in_flight,
-                                                oldest_age_seconds, oldest_opcode, oldest_fd,
+                                                stuck, oldest_age_seconds, oldest_opcode, oldest_fd,
                                                 has_enters, enters, enter_sqes, enter_waits,
                                                 enter_wait_seconds, sqes_per_enter, has_overflow,
                                                 overflow_cqes, overflow_dropped)
@@ -59,7 +59,9 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
     samples, samples_with_backlog, backlog_sum, has_sqthread_work, sqthread_work_seconds,
     sqthread_submit_seconds, sqthread_batches, iopoll, requests, folded, carried)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FoldedRings, pid, comm, rings, sqes_total,
-                                                cqes_total)
+                                                cqes_total, requests)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(IowqSnapshot, pid, comm, workers, max_workers,
+                                                queues, cpu_seconds, created, exited)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DeviceSnapshot, name, polled, irq,
                                                 polled_intent_irq, polls, latency,
                                                 latency_p50_seconds, latency_p99_seconds,
@@ -75,7 +77,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
     sample_duration_seconds, hz, idle_ns_supported, threads, rings, processes, folded,
     ring_series_limit, devices, iopoll_host, probes, host_visible, coverage, rings_created_by_mode,
     rings_short_lived_by_mode, map_overflows, map_entries, map_capacity, rings_replaced,
-    threads_replaced, walks_incomplete, walks_light, rings_carried, requests_unmatched, advice)
+    threads_replaced, walks_incomplete, walks_light, rings_carried, requests_unmatched, iowq_probe,
+    iowq, advice)
 
 std::string snapshot_to_json(const Snapshot& snap) {
     nlohmann::json j = snap;
@@ -103,6 +106,7 @@ std::string snapshot_to_json(const Snapshot& snap) {
         cgroup(r);
     }
     for (auto& f : j["folded"]) f["comm"] = sanitize_utf8(f["comm"].get<std::string>());
+    for (auto& f : j["iowq"]) f["comm"] = sanitize_utf8(f["comm"].get<std::string>());
     for (auto& f : j["advice"]["findings"]) {
         f["comm"] = sanitize_utf8(f["comm"].get<std::string>());
         // Summaries and changes quote ring ids and comms.

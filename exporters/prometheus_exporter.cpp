@@ -221,12 +221,20 @@ void ring_families(Exposition& ex, const Snapshot& s) {
     }
 }
 
+// A request's opcode as the kernel names it (Snapshot::opcode_names), or op<N> past its names.
+std::string op_name(const Snapshot& s, std::uint32_t op) {
+    if (s.opcode_names && op < s.opcode_names->size() && !(*s.opcode_names)[op].empty())
+        return (*s.opcode_names)[op];
+    return "op" + std::to_string(op);
+}
+
 // Plain rings beyond the series limit, folded per process (model/ring_series.hpp).
 void ring_fold_families(Exposition& ex, const Snapshot& s) {
     ex.add("iouscope_ring_series_limit").gauge({}, static_cast<double>(s.ring_series_limit));
     Family& rings = ex.add("iouscope_process_folded_rings");
     Family& sqes = ex.add("iouscope_process_folded_ring_sqes_total");
     Family& cqes = ex.add("iouscope_process_folded_ring_cqes_total");
+    Family& requests = ex.add("iouscope_process_folded_ring_requests_total");
     for (const auto& f : s.folded) {
         // Labelled as the rings they stand for, so one selector (mode, sq_thread) takes both.
         const Labels l{
@@ -234,6 +242,14 @@ void ring_fold_families(Exposition& ex, const Snapshot& s) {
         rings.gauge(l, static_cast<double>(f.rings));
         sqes.counter(l, static_cast<double>(f.sqes_total));
         cqes.counter(l, static_cast<double>(f.cqes_total));
+        for (const auto& [op, n] : f.requests) {
+            const Labels lo{{"pid", std::to_string(f.pid)},
+                            {"comm", f.comm},
+                            {"mode", "plain"},
+                            {"sq_thread", ""},
+                            {"op", op_name(s, op)}};
+            requests.counter(lo, static_cast<double>(n));
+        }
     }
 }
 
@@ -254,13 +270,6 @@ void ring_iopoll_families(Exposition& ex, const Snapshot& s) {
                         {"comm", r.comm},
                         {"caller", io.caller}},
                        io);
-}
-
-// A request's opcode as the kernel names it (Snapshot::opcode_names), or op<N> past its names.
-std::string op_name(const Snapshot& s, std::uint32_t op) {
-    if (s.opcode_names && op < s.opcode_names->size() && !(*s.opcode_names)[op].empty())
-        return (*s.opcode_names)[op];
-    return "op" + std::to_string(op);
 }
 
 constexpr std::string_view kPaths[] = {"inline", "io_wq", "poll"};
@@ -311,6 +320,7 @@ void ring_request_families(Exposition& ex, const Snapshot& s) {
                       ex.add("iouscope_ring_request_latency_seconds")};
     Family& in_flight = ex.add("iouscope_ring_requests_in_flight");
     Family& oldest = ex.add("iouscope_ring_oldest_request_age_seconds");
+    Family& stuck = ex.add("iouscope_ring_requests_stuck");
     Family& enters = ex.add("iouscope_ring_enters_total");
     Family& per_enter = ex.add("iouscope_ring_sqes_per_enter");
     Family& waits = ex.add("iouscope_ring_enter_waits_total");
@@ -338,10 +348,36 @@ void ring_request_families(Exposition& ex, const Snapshot& s) {
         if (rq.timed) {
             in_flight.gauge(labels, static_cast<double>(rq.in_flight));
             oldest.gauge(labels, rq.oldest_age_seconds);
+            stuck.gauge(labels, static_cast<double>(rq.stuck));
         }
     }
     ex.add("iouscope_requests_unmatched_total")
         .counter({}, static_cast<double>(s.requests_unmatched));
+}
+
+// Per process: its io-wq workers (request tier), live by account, created, exited, CPU.
+void iowq_families(Exposition& ex, const Snapshot& s) {
+    if (!s.iowq_probe) return;
+    Family& workers = ex.add("iouscope_iowq_workers");
+    Family& limit = ex.add("iouscope_iowq_max_workers");
+    Family& queues = ex.add("iouscope_iowq_queues");
+    Family& created = ex.add("iouscope_iowq_workers_created_total");
+    Family& exited = ex.add("iouscope_iowq_workers_exited_total");
+    Family& cpu = ex.add("iouscope_iowq_worker_cpu_seconds_total");
+    for (const auto& p : s.iowq) {
+        const Labels l{{"pid", std::to_string(p.pid)}, {"comm", p.comm}};
+        for (std::size_t k = 0; k < p.workers.size(); ++k) {
+            const Labels lk{{"pid", std::to_string(p.pid)},
+                            {"comm", p.comm},
+                            {"kind", k == 0 ? "bound" : "unbound"}};
+            workers.gauge(lk, p.workers[k]);
+            if (p.workers[k]) limit.gauge(lk, p.max_workers[k]);
+        }
+        queues.gauge(l, p.queues);
+        created.counter(l, static_cast<double>(p.created));
+        exited.counter(l, static_cast<double>(p.exited));
+        cpu.counter(l, p.cpu_seconds);
+    }
 }
 
 // Rings by mode: live now, created and short-lived since attach.
@@ -498,8 +534,8 @@ void add_sections(Exposition& ex, const Snapshot& s) {
     for (auto* section :
          {thread_cpu_families, thread_wake_families, thread_info_families, thread_pass_families,
           process_families, ring_families, ring_iopoll_families, ring_request_families,
-          ring_fold_families, ring_count_families, device_families, probe_families, advice_families,
-          daemon_families})
+          iowq_families, ring_fold_families, ring_count_families, device_families, probe_families,
+          advice_families, daemon_families})
         section(ex, s);
 }
 

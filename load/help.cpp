@@ -50,6 +50,11 @@ OPTIONS
             async     set IOSQE_ASYNC on every SQE of the ring (its stuck= reads included), so
                       the kernel punts each one to io-wq instead of issuing it inline. Not with
                       overflow=.
+            max_workers=N
+                      1..1024: limit the io-wq workers of each account (bound and unbound) to N
+                      (IORING_REGISTER_IOWQ_MAX_WORKERS, Linux 5.15), right after setup. The
+                      kernel applies it to each thread's io-wq that submits to the ring: with
+                      max_workers=1 and async, each such thread has exactly one bound worker.
             overflow=K
                       1..1000000: send exactly K CQEs through the kernel's CQ overflow list,
                       once. At the start of the ring's thread, before its first normal SQE, the

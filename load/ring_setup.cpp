@@ -171,6 +171,19 @@ int stuck_pipe() {
     die("ring " + std::to_string(st.index) + " (" + describe(st.spec) + "): " + what);
 }
 
+// max_workers=N: both accounts' limit for every io-wq that serves the ring, set before its
+// first SQE. The kernel applies it to the io-wq of the thread that registers it and of every
+// thread that submits to the ring afterwards (each thread has its own io-wq).
+void limit_workers(RingState& st) {
+    if (st.spec.max_workers == 0) return;
+    unsigned limits[2] = {st.spec.max_workers, st.spec.max_workers};
+    const int ret = io_uring_register_iowq_max_workers(&st.ring, limits);
+    if (ret < 0)
+        die_ring(
+            st, "io_uring_register_iowq_max_workers for max_workers=: " + errno_text(-ret) +
+                    (ret == -EINVAL ? " (IORING_REGISTER_IOWQ_MAX_WORKERS needs Linux 5.15)" : ""));
+}
+
 // Right after setup: spec.stuck reads of one byte from the pipe, in chunks of at most the SQ
 // size, each consumed by the kernel before the next. Blocking reads (no O_NONBLOCK) that the
 // kernel parks on the pipe, or in an io-wq worker, until the ring is closed. An SQPOLL ring of a
@@ -246,6 +259,9 @@ std::string describe(const RingSpec& spec) {
     }
     if (spec.stuck > 0) {
         out += " stuck=" + std::to_string(spec.stuck);
+    }
+    if (spec.max_workers > 0) {
+        out += " max_workers=" + std::to_string(spec.max_workers);
     }
     return out;
 }
@@ -351,6 +367,7 @@ Rings create_rings(const LoadConfig& cfg) {
                 "): overflow= needs IORING_FEAT_NODROP (Linux 5.5 or later), which this kernel "
                 "lacks: it would drop the overflowing CQEs instead of keeping them");
         }
+        limit_workers(*st);
         park_stuck_reads(*st);
         rings.push_back(std::move(st));
     }

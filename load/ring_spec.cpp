@@ -95,6 +95,7 @@ bool apply_unsigned_key(RingSpec& out, std::string_view key, std::string_view va
         {"n", 1, kMaxReplicas},
         {"overflow", 1, kMaxOverflow},
         {"stuck", 1, kMaxStuck},
+        {"max_workers", 1, kMaxWorkers},
     };
     const auto* k = std::find_if(std::begin(kKeys), std::end(kKeys),
                                  [&](const Key& x) { return x.name == key; });
@@ -122,8 +123,10 @@ bool apply_unsigned_key(RingSpec& out, std::string_view key, std::string_view va
         out.replicas = v;
     } else if (key == "overflow") {
         out.overflow = v;
-    } else {
+    } else if (key == "stuck") {
         out.stuck = v;
+    } else {
+        out.max_workers = v;
     }
     return true;
 }
@@ -159,7 +162,7 @@ std::optional<std::string> apply_key(RingSpec& out, std::string_view key, std::s
     if (!apply_unsigned_key(out, key, value, idle_given, error)) {
         return "unknown key " + quoted(key) +
                " (expected count, rate, share, idle, idle_ns, cpu, depth, batch, n, op, "
-               "overflow or stuck)";
+               "overflow, stuck or max_workers)";
     }
     return error;
 }

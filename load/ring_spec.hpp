@@ -39,6 +39,7 @@ inline constexpr unsigned kMaxReplicas = 100000;
 // overflow=K and stuck=N; stuck= must also leave the CQ room for depth completions.
 inline constexpr unsigned kMaxOverflow = 1000000;
 inline constexpr unsigned kMaxStuck = 4096;
+inline constexpr unsigned kMaxWorkers = 1024;
 
 struct RingSpec {
     RingMode mode = RingMode::Plain;
@@ -65,6 +66,8 @@ struct RingSpec {
     bool async = false;     // IOSQE_ASYNC on every SQE: the kernel punts each one to io-wq
     unsigned overflow = 0;  // CQEs to push through the CQ overflow list once, at the start
     unsigned stuck = 0;     // reads of a pipe nobody writes, in flight until the ring closes
+    // IORING_REGISTER_IOWQ_MAX_WORKERS for both accounts, right after setup; 0 = the kernel's.
+    unsigned max_workers = 0;
 };
 
 bool uses_sqpoll(RingMode mode);

@@ -143,6 +143,8 @@ Snapshot Aggregator::update(const RawSample& raw) {
     const std::vector<std::uint64_t> gone = end_ring_lives(cx);
     observe_rings(cx, snap.rings);
     attach_requests(raw, snap.rings);
+    snap.iowq_probe = raw.requests.iowq_probe;
+    snap.iowq = aggregation::iowq_processes(raw.requests, iowq_floor_);
     snap.threads.reserve(cx.ix.threads.size());
     for (const auto& g : cx.ix.threads)
         snap.threads.push_back(observe_thread(
@@ -222,7 +224,8 @@ void Aggregator::finish(const UpdateContext& cx, Snapshot& snap) {
                           {"req_stats", raw.requests.counters.keys_dropped},
                           {"req_inflight", raw.requests.counters.inflight_dropped},
                           {"ring_overflow", raw.requests.counters.overflow_dropped},
-                          {"ring_enters", raw.requests.counters.enters_dropped}};
+                          {"ring_enters", raw.requests.counters.enters_dropped},
+                          {"iowq_exits", raw.requests.counters.iowq_dropped}};
     snap.requests_unmatched = raw.requests.counters.unmatched;
     snap.rings_replaced = rings_replaced_;
     snap.threads_replaced = threads_replaced_;

@@ -33,6 +33,7 @@ struct RingInFlight {
     std::uint64_t oldest_start_ns = 0;   // the oldest's submission, bpf_ktime_get_ns()
     std::uint32_t oldest_opcode = 0;
     std::int32_t oldest_fd = -1;  // its SQE's fd where the kernel keeps it (6.1+), else -1
+    std::uint64_t stuck = 0;      // in flight longer than --requests.stuck-after
 };
 
 // The request tier's and the CQ overflow probe's reads, of live rings only: collect/requests.cpp
@@ -47,6 +48,12 @@ struct RequestSample {
     std::vector<std::pair<std::uint64_t, iou_ring_overflow>> overflow;  // by ctx
     bool enter_probe = false;                                           // io_uring_enter is traced
     std::vector<std::pair<iou_req_key, iou_ring_enters>> enters;
+    bool iowq_probe = false;          // io-wq workers are walked (iowq_workers)
+    std::uint64_t iowq_since_ns = 0;  // workers started since were created while we watched
+    // Read in this order: a worker that exits between the two reads is in neither, never in
+    // both (the aggregator keeps the counters from going back meanwhile).
+    std::vector<std::pair<iou_iowq_proc_key, iou_iowq_exits>> iowq_exits;
+    std::vector<iou_iowq_worker> workers;
     iou_req_counters counters{};
 };
 
@@ -121,6 +128,13 @@ struct MapCleanup {
     std::vector<iou_waker_key> wakers;   // waker pairs of threads that are gone or replaced
     std::vector<std::uint64_t> rings;    // ctx keys of ring_births, ring_work, iopoll_stats
     bool empty() const { return threads.empty() && wakers.empty() && rings.empty(); }
+};
+
+// A process by tgid and group leader start (iou_iowq_proc_key), and the io-wq counters last
+// reported for it (model/aggregator_iowq.cpp).
+using IowqProcKey = std::pair<std::uint32_t, std::uint64_t>;
+struct IowqFloor {
+    std::uint64_t cpu_ns = 0, created = 0, exited = 0;
 };
 
 class Aggregator {
@@ -243,6 +257,7 @@ private:
     std::uint64_t rings_replaced_ = 0, walks_incomplete_ = 0, threads_replaced_ = 0;
     std::uint64_t walks_light_ = 0;
     ProbeCoverage submit_coverage_{"io_submit_sqes"};
+    std::map<IowqProcKey, IowqFloor> iowq_floor_;  // model/aggregator_iowq.cpp
 
     // The stages of update() (model/aggregator*.cpp, one file per concern), each a function of
     // what one update read. The unit tests reach the stages that take all they use as arguments

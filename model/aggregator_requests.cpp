@@ -142,6 +142,7 @@ void attach_requests(const RawSample& raw, std::vector<RingSnapshot>& rings) {
                              });
         if (f != flying.end() && f->ctx == rs.ctx && f->born_ns == born) {
             out.in_flight = f->requests;
+            out.stuck = f->stuck;
             out.oldest_age_seconds =
                 raw.mono_ns > f->oldest_start_ns ? (raw.mono_ns - f->oldest_start_ns) / 1e9 : 0;
             out.oldest_opcode = f->oldest_opcode;

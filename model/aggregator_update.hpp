@@ -141,6 +141,12 @@ std::vector<ProcessSnapshot> processes_of(const Snapshot& snap, Holders& rings);
 // (model/aggregator_requests.cpp).
 void attach_requests(const RawSample& raw, std::vector<RingSnapshot>& rings);
 
+// Each process's io-wq workers (model/aggregator_iowq.cpp). floor holds, per process, the
+// counters last reported, which no later sample undercuts: a worker exiting between the exit
+// read and the worker walk is in neither for that sample.
+std::vector<IowqSnapshot> iowq_processes(const RequestSample& rq,
+                                         std::map<IowqProcKey, IowqFloor>& floor);
+
 // Idle and blocked time so far, counting a sleep still in progress up to the walk.
 std::pair<std::uint64_t, std::uint64_t> asleep_totals(const iou_sched_state* ss,
                                                       std::uint64_t mono_ns);

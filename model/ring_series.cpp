@@ -27,10 +27,34 @@ void RingSeries::observe(Ring& s, bool fresh, const RingSnapshot& r, const Snaps
     }
     s.sqes = r.sqes_total;
     s.cqes = r.cqes_total;
+    observe_requests(s, fresh && snap.interval_seconds == 0, r.requests);
     const double now = snap.monotonic_seconds;
     if (s.activity > 0 && now > s.at) s.activity *= std::exp(-(now - s.at) / kDecaySeconds);
     s.activity += static_cast<double>(s.dsqes + s.dcqes);
     s.at = now;
+}
+
+// The ring's requests per opcode in the last interval: ops is ascending by opcode, as the
+// request stage builds it, and so is what the ring kept. An opcode the ring had not submitted
+// before counts whole, except at the daemon's first sample (at_start), where nothing is known
+// of the past.
+void RingSeries::observe_requests(Ring& s, bool at_start, const RingRequests& rq) {
+    s.drequests.clear();
+    if (!rq.has_requests) {
+        s.requests.clear();
+        return;
+    }
+    auto before = s.requests.begin();
+    std::vector<std::pair<std::uint32_t, std::uint64_t>> now;
+    now.reserve(rq.ops.size());
+    for (const auto& op : rq.ops) {
+        while (before != s.requests.end() && before->first < op.opcode) ++before;
+        const bool known = before != s.requests.end() && before->first == op.opcode;
+        const std::uint64_t was = known ? before->second : at_start ? op.submitted : 0;
+        if (op.submitted > was) s.drequests.emplace_back(op.opcode, op.submitted - was);
+        now.emplace_back(op.opcode, op.submitted);
+    }
+    s.requests = std::move(now);
 }
 
 // It did nothing since iouscope first read it, read again since: a ring light walks carried
@@ -160,6 +184,7 @@ void RingSeries::fold(Snapshot& snap) {
         }
         f->sqes += p.ring->dsqes;
         f->cqes += p.ring->dcqes;
+        for (const auto& [op, n] : p.ring->drequests) f->requests[op] += n;
         ++*n;
     }
     auto seen = folds_.end();
@@ -170,7 +195,12 @@ void RingSeries::fold(Snapshot& snap) {
     std::erase_if(folds_, [&](const auto& kv) { return kv.second.seen != samples_; });
     for (const auto& [pid, fd] : folds_) {
         const auto c = now.find(pid);
-        snap.folded.push_back({pid, fd.comm, c == now.end() ? 0 : c->second, fd.sqes, fd.cqes});
+        snap.folded.push_back({pid,
+                               fd.comm,
+                               c == now.end() ? 0 : c->second,
+                               fd.sqes,
+                               fd.cqes,
+                               {fd.requests.begin(), fd.requests.end()}});
     }
 }
 

@@ -178,6 +178,7 @@ struct RequestOpSnapshot {
 
 // A ring's requests (request tier) and CQ overflow (default tier, 5.19+).
 struct RingRequests {
+    std::uint64_t stuck = 0;             // in flight longer than --requests.stuck-after
     bool has_requests = false;           // the request tier counts this ring's requests
     bool timed = false;                  // completions and in-flight requests are tracked too
     std::vector<RequestOpSnapshot> ops;  // by opcode, ascending
@@ -242,6 +243,27 @@ struct FoldedRings {
     std::size_t rings = 0;         // folded now
     std::uint64_t sqes_total = 0;  // consumed by its rings while they were folded, cumulative
     std::uint64_t cqes_total = 0;  // posted by them meanwhile
+    // Requests they submitted meanwhile, by opcode (request tier), cumulative.
+    std::vector<std::pair<std::uint32_t, std::uint64_t>> requests;
+};
+
+// A process's io-wq workers (iou-wrk-* threads; request tier): the live ones by account, and
+// since iouscope attached the workers created and exited. Present while the process has a live
+// worker or one exited since iouscope attached; gone with the process.
+struct IowqSnapshot {
+    std::uint32_t pid = 0;
+    std::string comm;
+    // Live workers: [0] bound, [1] unbound (enum iou_iowq_kind, include/iouscope/requests.h).
+    std::array<std::uint32_t, 2> workers{};
+    // The largest limit among its io-wqs with a live worker of that account, 0 if none
+    // (IORING_REGISTER_IOWQ_MAX_WORKERS sets it per io-wq).
+    std::array<std::uint32_t, 2> max_workers{};
+    std::uint32_t queues = 0;  // io-wqs (one per submitting thread) with a live worker
+    // CPU time of its live workers, whole lives, and of those that exited since iouscope
+    // attached: a counter that never goes back while the process lives.
+    double cpu_seconds = 0;
+    std::uint64_t created = 0;  // workers started since iouscope attached
+    std::uint64_t exited = 0;   // workers that exited since iouscope attached
 };
 
 // NVMe passthrough (uring_cmd) completions of one namespace (deep tier).
@@ -328,6 +350,8 @@ struct Snapshot {
     // sampler; an opcode past its end is named by number.
     std::shared_ptr<const std::vector<std::string>> opcode_names;
     std::uint64_t requests_unmatched = 0;  // final CQEs of requests not seen submitted
+    bool iowq_probe = false;               // io-wq workers are walked (request tier)
+    std::vector<IowqSnapshot> iowq;        // by pid
     Advice advice;  // the advisor's findings over the daemon's window (set by the sampler)
 };
 

@@ -115,6 +115,59 @@ struct iou_req_counters {
 	__u64 overflow_dropped; /* overflow counts lost: ring_overflow was full */
 	__u64 enters_dropped;   /* io_uring_enter calls not counted: a map was full */
 	__u64 enters_unnamed;   /* calls through a registered ring fd: no ring to name */
+	__u64 iowq_dropped;     /* io-wq worker exits not counted: iowq_exits was full */
+};
+
+/* Processes whose io-wq worker exits are counted at once (iowq_exits). */
+#define IOU_MAX_IOWQ_PROCS 4096
+
+/*
+ * An io-wq worker's account, as IORING_REGISTER_IOWQ_MAX_WORKERS names them: bound (work that
+ * blocks briefly, regular files and block devices; limited per io-wq by its CPUs) or unbound
+ * (sockets, pipes, anything that may block for long; limited by RLIMIT_NPROC).
+ */
+enum iou_iowq_kind {
+	IOU_IOWQ_BOUND = 0,
+	IOU_IOWQ_UNBOUND = 1,
+	IOU_IOWQ_KINDS = 2,
+};
+
+/*
+ * A live io-wq worker (an iou-wrk-<tid> thread), one per record of the worker walk (iter/task,
+ * bpf/iouscope_req.bpf.c). Workers are threads of the process whose requests they run.
+ */
+struct iou_iowq_worker {
+	__u64 wq;          /* its io_wq: one per submitting thread (or SQ thread) */
+	__u64 start_ns;    /* task start_time: a reused tid is another worker */
+	__u64 runtime_ns;  /* se.sum_exec_runtime: CPU time since it started */
+	__u64 leader_start_ns; /* its process's (iou_iowq_proc_key) */
+	__u64 cgroup_id;   /* its cgroup v2 id */
+	__u32 tid;
+	__u32 tgid;
+	__u32 owner_tid;   /* the io_wq's task, whose requests it runs (iou-wrk-<owner_tid>) */
+	__u32 kind;        /* enum iou_iowq_kind */
+	__u32 max_workers; /* the kernel's limit for its account in its io_wq */
+	__u32 nr_workers;  /* the kernel's count of workers of that account in its io_wq */
+	char comm[IOU_COMM_LEN]; /* its process's comm (the group leader's) */
+};
+
+/* A process by tgid and its group leader's start_time: a reused pid is another process. */
+struct iou_iowq_proc_key {
+	__u32 tgid;
+	__u32 _pad;
+	__u64 leader_start_ns;
+};
+
+/*
+ * The io-wq workers of a process that exited since iouscope attached, counted by
+ * sched_process_exit, so none is missed between two walks (a worker's account cannot be read
+ * any more at its exit). The entry goes when the process's last thread exits.
+ */
+struct iou_iowq_exits {
+	__u64 exited;     /* workers that exited */
+	__u64 born_since; /* of them, started after iouscope attached */
+	__u64 cpu_ns;     /* their CPU time, whole lives */
+	char comm[IOU_COMM_LEN]; /* the process's comm at the first exit */
 };
 
 #ifdef __cplusplus
@@ -128,7 +181,10 @@ IOU_REQ_ASSERT_SIZE(iou_req_key, 24);
 IOU_REQ_ASSERT_SIZE(iou_req_stats, 48 + 8 * IOU_REQ_RESULTS + 8 * IOU_LAT_BUCKETS);
 IOU_REQ_ASSERT_SIZE(iou_req_inflight, 40);
 IOU_REQ_ASSERT_SIZE(iou_ring_overflow, 24);
-IOU_REQ_ASSERT_SIZE(iou_req_counters, 48);
+IOU_REQ_ASSERT_SIZE(iou_req_counters, 56);
+IOU_REQ_ASSERT_SIZE(iou_iowq_worker, 64 + IOU_COMM_LEN);
+IOU_REQ_ASSERT_SIZE(iou_iowq_proc_key, 16);
+IOU_REQ_ASSERT_SIZE(iou_iowq_exits, 24 + IOU_COMM_LEN);
 IOU_REQ_ASSERT_SIZE(iou_ring_enters, 32 + 8 * IOU_ENTER_BUCKETS);
 IOU_REQ_ASSERT_SIZE(iou_enter_call, 32);
 

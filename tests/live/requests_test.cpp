@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -62,6 +63,31 @@ std::string series_of(const std::vector<Series>& m, const std::string& ring) {
     return out;
 }
 
+// The io-wq invariants of fio's and stress-ng's processes at one scrape (see the caller).
+void check_iowq(const std::vector<Series>& m, std::map<std::string, std::array<double, 3>>& last,
+                int& checked) {
+    std::map<std::string, std::array<double, 5>> now;  // created, exited, cpu, bound, unbound
+    for (const auto& s : m) {
+        const auto comm = s.labels.find("comm");
+        if (s.name.rfind("iouscope_iowq_", 0) != 0 || comm == s.labels.end() ||
+            (comm->second != "fio" && comm->second.rfind("stress-ng", 0) != 0))
+            continue;
+        auto& v = now[s.labels.at("pid")];
+        if (s.name == "iouscope_iowq_workers_created_total") v[0] = s.value;
+        if (s.name == "iouscope_iowq_workers_exited_total") v[1] = s.value;
+        if (s.name == "iouscope_iowq_worker_cpu_seconds_total") v[2] = s.value;
+        if (s.name == "iouscope_iowq_workers") v[s.labels.at("kind") == "bound" ? 3 : 4] = s.value;
+    }
+    for (const auto& [pid, v] : now) {
+        ++checked;
+        EXPECT_LE(v[3] + v[4], v[0] - v[1]) << "pid " << pid;
+        if (auto it = last.find(pid); it != last.end()) {
+            for (int i = 0; i < 3; ++i) EXPECT_GE(v[i], it->second[i]) << "pid " << pid << " " << i;
+        }
+        last[pid] = {v[0], v[1], v[2]};
+    }
+}
+
 }  // namespace
 
 // Programs nobody here wrote (fio's io_uring engine, stress-ng's io-uring stressor) beside the
@@ -77,13 +103,16 @@ TEST_F(Requests, OtherProgramsRingsHoldTheInvariantsAtEveryScrape) {
         loads.push_back({"/usr/bin/fio", "--name=buffered", "--ioengine=io_uring", "--rw=randrw",
                          "--bs=4k", "--size=8m", "--iodepth=16", "--time_based", "--runtime=3",
                          "--directory=" + tmpl, "--output=/dev/null"});
-    if (system("command -v stress-ng >/dev/null 2>&1") == 0)
+    const bool stress_ng = system("command -v stress-ng >/dev/null 2>&1") == 0;
+    if (stress_ng)
         // In its directory: with --temp-path its STATX requests name a relative path that
         // does not exist there (stress-ng 0.15), and it fails on its own.
         loads.push_back(
             {"/bin/sh", "-c", "cd \"$0\" && exec stress-ng --io-uring 1 --timeout 3 -q", tmpl});
     if (loads.empty()) GTEST_SKIP() << "neither fio nor stress-ng here";
-    Daemon d({"--sample.interval=100ms", "--probes.requests"});
+    // Every walk full: a light walk carries an idle ring's SQE count, which a ring that goes
+    // back to work (fio between its phases) then outruns with its requests until the next.
+    Daemon d({"--sample.interval=100ms", "--rings.plain-interval=0", "--probes.requests"});
     ASSERT_TRUE(d.ready()) << d.startup_log();
     if (!probe_attached(d, "req_submit")) GTEST_SKIP() << "no submit tracepoint here";
     const bool failed_seen = probe_attached(d, "req_failed");
@@ -93,6 +122,11 @@ TEST_F(Requests, OtherProgramsRingsHoldTheInvariantsAtEveryScrape) {
     for (const auto& argv : loads) children.push_back(std::make_unique<Child>(argv, true));
     // ring -> (requests at the last scrape, SQEs at the last scrape)
     std::map<std::string, std::pair<double, double>> last;
+    // Their io-wq workers, per pid: every one started after the daemon attached, so the live
+    // ones are at most those created less those exited (a worker exiting between the exits'
+    // read and the walk is in neither for a sample), and no counter goes back.
+    std::map<std::string, std::array<double, 3>> last_iowq;  // created, exited, cpu
+    int iowq_checked = 0;
     int scrapes = 0, checked = 0;
     const auto deadline = steady_clock::now() + seconds(60);
     bool running = true;
@@ -102,6 +136,10 @@ TEST_F(Requests, OtherProgramsRingsHoldTheInvariantsAtEveryScrape) {
         const auto m = d.scrape();
         ++scrapes;
         std::map<std::string, double> requests, sqes, done;
+        // Submissions the kernel skipped the program for
+        // (EveryRingsRequestsEqualTheLoadsGroundTruth).
+        const double submit_missed =
+            value_or_zero(m, "iouscope_probe_missed_total", {{"probe", "req_submit"}});
         for (const auto& s : m) {
             const auto r = s.labels.find("ring");
             if (r == s.labels.end()) continue;
@@ -115,32 +153,49 @@ TEST_F(Requests, OtherProgramsRingsHoldTheInvariantsAtEveryScrape) {
             if (!sqes.count(ring) || !start || *start < attached) continue;
             ++checked;
             EXPECT_LE(done[ring], n) << ring;
-            // Read after the walk: every SQE it saw consumed was a request submitted, or one
-            // refused at initialisation, which only req_failed sees (6.1+).
-            if (failed_seen) {
-                EXPECT_GE(n, sqes[ring]) << ring;
-            }
             if (auto it = last.find(ring); it != last.end()) {
                 EXPECT_GE(n, it->second.first) << ring << ": requests went back";
+                // Every SQE the previous walk saw consumed was a request submitted by now, or
+                // one refused at initialisation, which only req_failed sees (6.1+). Not the
+                // same walk's: the kernel moves the SQ head before the submit tracepoint, and
+                // the sid guest once read the map between the two (377 requests, 378 SQEs).
+                if (failed_seen) {
+                    EXPECT_GE(n + submit_missed, it->second.second) << ring;
+                }
                 // What the previous scrape counted, the kernel had consumed by this walk.
                 EXPECT_LE(it->second.first, sqes[ring]) << ring;
             }
             last[ring] = {n, sqes[ring]};
         }
+        check_iowq(m, last_iowq, iowq_checked);
         std::this_thread::sleep_for(milliseconds(150));
     }
     for (auto& c : children) EXPECT_EQ(c->wait(seconds(30)), std::optional<int>(0));
     EXPECT_GT(checked, 0) << "no ring of theirs seen in " << scrapes << " scrapes";
+    // stress-ng's stressor has requests the kernel always punts (openat, fsync among them).
+    if (stress_ng && probe_attached(d, "iowq_workers")) {
+        EXPECT_GT(iowq_checked, 0) << "no io-wq worker of theirs seen";
+    }
     EXPECT_TRUE(eventually(seconds(10), [&] {
         const auto m = d.scrape();
         return value_or_zero(m, "iouscope_map_entries", {{"map", "req_inflight"}}) == 0;
     })) << "req_inflight kept entries of closed rings";
+    if (probe_attached(d, "iowq_workers")) {
+        EXPECT_TRUE(eventually(seconds(10), [&] {
+            const auto m = d.scrape();
+            for (const auto& [pid, v] : last_iowq)
+                if (find_value(m, "iouscope_iowq_workers_created_total", {{"pid", pid}}))
+                    return false;
+            return true;
+        })) << "io-wq series of exited processes stayed";
+    }
     std::filesystem::remove_all(tmpl);
 }
 
 TEST_F(Requests, EveryRingsRequestsEqualTheLoadsGroundTruth) {
     // Light walks every sample but one in five: the idle rings' counts must outlive them.
-    Daemon d({"--sample.interval=100ms", "--rings.plain-interval=500ms", "--probes.requests"});
+    Daemon d({"--sample.interval=100ms", "--rings.plain-interval=500ms", "--probes.requests",
+              "--requests.stuck-after=500ms"});
     ASSERT_TRUE(d.ready()) << d.startup_log();
     std::map<std::string, bool> on;
     for (const char* p :
@@ -165,21 +220,48 @@ TEST_F(Requests, EveryRingsRequestsEqualTheLoadsGroundTruth) {
     ASSERT_EQ(rings[2].overflowed, overflow);
     ASSERT_EQ(rings[3].stuck, stuck);
     const auto nop = [](const LoadRing& r) { return Labels{{"ring", r.id()}, {"op", "nop"}}; };
+    // Runs of the tier's programs the kernel skipped (recursion_misses): from 7.x tracepoint
+    // programs are preemptible, and a program preempted on a CPU makes the next run of it there
+    // a miss; the sid guest's one CPU missed 32 of 3,900 submissions. Each count below is then
+    // exact to within the misses, which the daemon exports, and exact where there were none.
+    const auto missed = [&](const std::vector<Series>& m, const char* probe) {
+        return value_or_zero(m, "iouscope_probe_missed_total", {{"probe", probe}});
+    };
+    const auto all_missed = [&](const std::vector<Series>& m) {
+        double n = 0;
+        for (const char* p : {"req_submit", "req_failed", "req_punt", "req_poll_arm",
+                              "req_complete", "cqe_overflow"})
+            n += missed(m, p);
+        return n;
+    };
     std::vector<Series> m;
+    const auto short_of_sqes = [&] {
+        double n = 0;
+        for (const auto& r : rings)
+            n += r.sqes - value_or_zero(m, "iouscope_ring_requests_total", nop(r));
+        return n;
+    };
     const bool settled = eventually(seconds(10), [&] {
         m = d.scrape();
-        for (const auto& r : rings)
-            if (value_or_zero(m, "iouscope_ring_requests_total", nop(r)) != r.sqes) return false;
+        if (short_of_sqes() != missed(m, "req_submit")) return false;
         // The stuck reads sit in flight once armed for poll.
         return !timed || value_or_zero(m, "iouscope_ring_requests_in_flight",
                                        {{"ring", rings[3].id()}}) == stuck;
     });
-    EXPECT_TRUE(settled);
+    EXPECT_TRUE(settled) << "requests short of the SQEs by " << short_of_sqes()
+                         << ", submissions missed " << missed(m, "req_submit");
     // Idle now: light walks pass over the plain rings, and their counts stay.
     std::this_thread::sleep_for(milliseconds(1200));
     m = d.scrape();
+    const double slack = all_missed(m);
+    // value is `want`, short by at most the misses: never above what could have happened.
+    const auto near = [&](double value, double want, const std::string& what) {
+        EXPECT_LE(value, want) << what;
+        EXPECT_GE(value, want - slack) << what << " (" << slack << " runs missed)";
+    };
+    EXPECT_EQ(short_of_sqes(), missed(m, "req_submit"));
     for (const auto& r : rings) {
-        EXPECT_EQ(value_or_zero(m, "iouscope_ring_requests_total", nop(r)), r.sqes) << r.id();
+        near(value_or_zero(m, "iouscope_ring_requests_total", nop(r)), r.sqes, r.id());
         // No counter above what could have happened: every completion was a request.
         EXPECT_LE(completions(m, r.id()), r.sqes + r.stuck) << r.id();
     }
@@ -190,17 +272,17 @@ TEST_F(Requests, EveryRingsRequestsEqualTheLoadsGroundTruth) {
     };
     if (on["req_punt"]) {
         EXPECT_EQ(punts(rings[0], "iosqe_async") + punts(rings[0], "other"), 0);
-        EXPECT_EQ(punts(rings[1], "iosqe_async"), punted);
+        near(punts(rings[1], "iosqe_async"), punted, "punts");
         EXPECT_EQ(punts(rings[1], "other"), 0);
     }
     Labels read{{"ring", rings[3].id()}, {"op", "read"}};
-    EXPECT_EQ(value_or_zero(m, "iouscope_ring_requests_total", read), stuck);
+    near(value_or_zero(m, "iouscope_ring_requests_total", read), stuck, "stuck reads");
     if (on["req_poll_arm"]) {
-        EXPECT_EQ(value_or_zero(m, "iouscope_ring_request_poll_arms_total", read), stuck);
+        near(value_or_zero(m, "iouscope_ring_request_poll_arms_total", read), stuck, "poll arms");
     }
     if (on["cqe_overflow"]) {
         Labels ring{{"ring", rings[2].id()}};
-        EXPECT_EQ(value_or_zero(m, "iouscope_ring_cq_overflow_cqes_total", ring), overflow);
+        near(value_or_zero(m, "iouscope_ring_cq_overflow_cqes_total", ring), overflow, "overflow");
         EXPECT_EQ(value_or_zero(m, "iouscope_ring_cq_overflow_dropped_total", ring), 0);
     }
     if (!timed) return;
@@ -210,31 +292,37 @@ TEST_F(Requests, EveryRingsRequestsEqualTheLoadsGroundTruth) {
         l["result"] = "ok";
         return value_or_zero(m, "iouscope_ring_request_completions_total", l);
     };
-    EXPECT_EQ(done(rings[0], "inline"), plain);
-    EXPECT_EQ(done(rings[1], "io_wq"), punted);
-    EXPECT_EQ(done(rings[3], "inline"), stuck_nops);
-    for (int i : {0, 1, 3})
-        EXPECT_EQ(completions(m, rings[i].id()), rings[i].sqes) << rings[i].id();
+    near(done(rings[0], "inline"), plain, "inline completions");
+    near(done(rings[1], "io_wq"), punted, "io_wq completions");
+    near(done(rings[3], "inline"), stuck_nops, "completions of the stuck reads' ring");
+    for (int i : {0, 1, 3}) near(completions(m, rings[i].id()), rings[i].sqes, rings[i].id());
     // The overflowed CQEs: completed as seen, or untraced where the kernel traces only CQEs that
     // fit, and then in flight until their io_kiocb comes round again; never more, never fewer.
     // Every final CQE the tier saw was of a request it saw submitted, and none was refused.
     const auto& o = rings[2];
     const double in_flight =
         value_or_zero(m, "iouscope_ring_requests_in_flight", {{"ring", o.id()}});
-    EXPECT_EQ(completions(m, o.id()) + in_flight, o.sqes) << series_of(m, o.id());
+    near(completions(m, o.id()) + in_flight, o.sqes, series_of(m, o.id()));
     EXPECT_EQ(value_or_zero(m, "iouscope_map_overflow_total", {{"map", "req_inflight"}}), 0);
-    EXPECT_EQ(value_or_zero(m, "iouscope_requests_unmatched_total", {}), 0);
-    EXPECT_GE(completions(m, o.id(), "ok"), o.sqes - overflow);
+    // A completion whose submission was missed has no in-flight entry to match.
+    near(value_or_zero(m, "iouscope_requests_unmatched_total", {}), missed(m, "req_submit"),
+         "unmatched");
+    EXPECT_GE(completions(m, o.id(), "ok"), o.sqes - overflow - slack);
     EXPECT_EQ(value_or_zero(m, "iouscope_ring_requests_in_flight", {{"ring", rings[0].id()}}), 0);
     const auto age =
         find_value(m, "iouscope_ring_oldest_request_age_seconds", {{"ring", rings[3].id()}});
     ASSERT_TRUE(age.has_value());
-    EXPECT_GT(*age, 0);
+    EXPECT_GT(*age, 0.5);
+    // The stuck reads, in flight since setup, more than 1.2 s ago; nothing else.
+    for (int i : {0, 1, 3}) {
+        near(value_or_zero(m, "iouscope_ring_requests_stuck", {{"ring", rings[i].id()}}),
+             i == 3 ? stuck : 0, "stuck " + rings[i].id());
+    }
     // The latency histograms hold every timed completion of their path.
     Labels lat = nop(rings[1]);
     lat["path"] = "io_wq";
-    EXPECT_EQ(find_value(m, "iouscope_ring_request_latency_seconds_count", lat),
-              std::optional<double>(punted));
+    near(find_value(m, "iouscope_ring_request_latency_seconds_count", lat).value_or(-1), punted,
+         "latency count");
 
     // When the rings close, their entries leave the maps: the stuck reads are cancelled and
     // nothing of these rings stays in req_stats or req_inflight.
@@ -275,25 +363,36 @@ TEST_F(Requests, EnterCallsAndSqesPerCallEqualTheLoads) {
     const auto sum = [](const std::vector<Series>& m, const LoadRing& r) {
         return value_or_zero(m, "iouscope_ring_sqes_per_enter_sum", {{"ring", r.id()}});
     };
+    // Calls the kernel skipped the programs for (preempted tracepoint programs, 7.x; see
+    // EveryRingsRequestsEqualTheLoadsGroundTruth): each count is exact to within them.
+    const auto missed = [](const std::vector<Series>& m) {
+        return value_or_zero(m, "iouscope_probe_missed_total", {{"probe", "req_enter"}});
+    };
+    const auto within = [](double value, double want, double slack, const char* what) {
+        EXPECT_LE(value, want) << what;
+        EXPECT_GE(value, want - slack) << what << " (" << slack << " missed)";
+    };
     std::vector<Series> m;
     EXPECT_TRUE(eventually(seconds(10), [&] {
         m = d.scrape();
-        return sum(m, rings[0]) == 3200 && sum(m, rings[1]) == 500;
+        const double miss = missed(m);
+        return sum(m, rings[0]) >= 3200 - 32 * miss && sum(m, rings[1]) >= 500 - miss;
     }));
     // Idle now: light walks pass over the plain rings, and their counts stay.
     std::this_thread::sleep_for(milliseconds(1200));
     m = d.scrape();
-    EXPECT_EQ(sum(m, rings[0]), 3200);
-    EXPECT_EQ(bucket(m, rings[0], "63") - bucket(m, rings[0], "31"), 100);
+    const double miss = missed(m);
+    within(sum(m, rings[0]), 3200, 32 * miss, "SQEs of batches of 32");
+    within(bucket(m, rings[0], "63") - bucket(m, rings[0], "31"), 100, miss, "calls of 32");
     EXPECT_EQ(bucket(m, rings[0], "31"), bucket(m, rings[0], "0"));
-    EXPECT_EQ(sum(m, rings[1]), 500);
-    EXPECT_EQ(bucket(m, rings[1], "1") - bucket(m, rings[1], "0"), 500);
+    within(sum(m, rings[1]), 500, miss, "SQEs one by one");
+    within(bucket(m, rings[1], "1") - bucket(m, rings[1], "0"), 500, miss, "calls of 1");
     EXPECT_EQ(bucket(m, rings[1], "+Inf"), bucket(m, rings[1], "1"));
     EXPECT_EQ(sum(m, rings[2]), 0);
     EXPECT_EQ(bucket(m, rings[2], "+Inf"), bucket(m, rings[2], "0"));
     const double enters = value_or_zero(m, "iouscope_ring_enters_total", {{"ring", rings[0].id()}});
     EXPECT_EQ(enters, bucket(m, rings[0], "+Inf"));
-    EXPECT_GE(enters, 100);
+    EXPECT_GE(enters, 100 - miss);
     load.signal(SIGTERM);
     EXPECT_EQ(load.wait(seconds(30)), std::optional<int>(0));
 }

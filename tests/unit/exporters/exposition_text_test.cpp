@@ -240,7 +240,7 @@ Snapshot awkward_snapshot(std::uint64_t seed) {
     for (std::size_t i = a.below(3); i > 0; --i)
         s.processes.push_back({a.u32(), a.text(), {a.text(), a.text(), a.text()}});
     for (std::size_t i = a.below(3); i > 0; --i)
-        s.folded.push_back({a.u32(), a.text(), a.count(), a.count(), a.count()});
+        s.folded.push_back({a.u32(), a.text(), a.count(), a.count(), a.count(), {}});
     s.ring_series_limit = a.count();
     for (std::size_t i = a.below(3); i > 0; --i) s.devices.push_back(awkward_device(a));
     for (std::size_t i = a.below(3); i > 0; --i) s.iopoll_host.push_back(awkward_iopoll(a));

@@ -138,7 +138,7 @@ TEST(Exposition, HistogramKeepsOnlyTheBucketsThatSaySomething) {
 TEST(Exposition, FoldedRingsAreCountedPerProcessNotPerRing) {
     auto s = one_thread_snapshot("db");
     s.rings[1].folded = true;
-    s.folded.push_back({41, "db", 1, 70, 69});
+    s.folded.push_back({41, "db", 1, 70, 69, {}});
     s.ring_series_limit = 500;
     const std::string text = render_text(s);
     EXPECT_EQ(

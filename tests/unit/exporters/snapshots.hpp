@@ -103,7 +103,18 @@ inline Snapshot full_snapshot() {
     s.opcode_names =
         std::make_shared<const std::vector<std::string>>(std::vector<std::string>{"nop", "readv"});
     s.rings.push_back(r);
-    s.folded.push_back({41, "db", 2, 10, 10});
+    s.folded.push_back({41, "db", 2, 10, 10, {{22, 7}}});
+    s.iowq_probe = true;
+    IowqSnapshot w;
+    w.pid = 41;
+    w.comm = "db";
+    w.workers = {3, 1};
+    w.max_workers = {8, 64};
+    w.queues = 2;
+    w.cpu_seconds = 1.5;
+    w.created = 5;
+    w.exited = 1;
+    s.iowq.push_back(w);
     s.ring_series_limit = 1;
     DeviceSnapshot d;
     d.name = "nvme0n1";

@@ -204,3 +204,35 @@ TEST(RingSeries, ACarriedRingIsNotSeenDoingNothing) {
     p.apply(s);
     EXPECT_EQ(held(s), (std::set<std::uint64_t>{2}));
 }
+
+// Requests (request tier) fold as SQEs do, per opcode: what a folded ring submitted while
+// folded, an opcode new to a known ring counted whole, nothing from before the first sample.
+TEST(RingSeries, FoldedRingsRequestsAreCountedPerOpcodeWhileFolded) {
+    const auto with_requests =
+        [](Snapshot s, std::vector<std::vector<std::pair<std::uint32_t, std::uint64_t>>> ops) {
+            for (std::size_t i = 0; i < s.rings.size(); ++i) {
+                s.rings[i].requests.has_requests = true;
+                for (const auto& [op, n] : ops[i]) {
+                    RequestOpSnapshot o;
+                    o.opcode = op;
+                    o.submitted = n;
+                    s.rings[i].requests.ops.push_back(o);
+                }
+            }
+            return s;
+        };
+    RingSeries p(1);
+    auto s = with_requests(at(0, {{1, 100}, {2, 10, "plain", 20}}), {{{0, 100}}, {{0, 10}}});
+    p.apply(s);
+    ASSERT_EQ(s.folded.size(), 1u);
+    EXPECT_TRUE(s.folded[0].requests.empty());  // before the first sample: not the fold's
+    s = with_requests(at(1, {{1, 200}, {2, 15, "plain", 20}}), {{{0, 200}}, {{0, 13}, {22, 2}}});
+    p.apply(s);
+    ASSERT_EQ(s.folded.size(), 1u);
+    EXPECT_EQ(s.folded[0].requests,
+              (std::vector<std::pair<std::uint32_t, std::uint64_t>>{{0, 3}, {22, 2}}));
+    s = with_requests(at(2, {{1, 300}, {2, 16, "plain", 20}}), {{{0, 300}}, {{0, 14}, {22, 2}}});
+    p.apply(s);
+    EXPECT_EQ(s.folded[0].requests,
+              (std::vector<std::pair<std::uint32_t, std::uint64_t>>{{0, 4}, {22, 2}}));
+}

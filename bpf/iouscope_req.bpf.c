@@ -4,7 +4,8 @@
  * (include/iouscope/requests.h). Off unless asked for (--probes.requests), because the submit
  * and complete tracepoints fire for every request of every ring on the machine; the cost per
  * request is in docs/BENCHMARKS.md. io_uring_cqe_overflow, which fires only when a ring's CQ
- * is full, is here too (collect/probe_table.cpp says why it is not in the default tier yet).
+ * is full, is here too but in the default tier: this object loads for it alone without
+ * --probes.requests.
  *
  * The tracepoints changed shape several times (argument lists read from each kernel's BTF):
  *   submit:   5.10-5.19 io_uring_submit_sqe(ctx, req, opcode, user_data, flags, nonblock, sq)

@@ -12,6 +12,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <set>
 #include <string_view>
 
@@ -208,6 +209,31 @@ int size_maps(const LoadConstants& k, BpfObjects& objs) {
     return 0;
 }
 
+// A follower object's maps that only unselected probes of it own are not created: the default
+// tier's CQ overflow probe loads the request object, whose per-request maps would otherwise lock
+// 12 MB of kernel memory for nothing. A map the default tier's object also defines is shared,
+// and always created there.
+void skip_unused_maps(const Selection& sel, BpfObjects& objs) {
+    const auto& table = probe_table();
+    std::map<std::string, bool> wanted;  // map -> some probe of its object that owns it is on
+    for (std::size_t i = 0; i < table.size(); ++i) {
+        if (table[i].object == BpfObject::core) continue;
+        for (const auto& m : table[i].maps) wanted[m.map] |= sel.count(i) > 0;
+    }
+    for (std::size_t o = 0; o < kBpfObjects; ++o) {
+        bpf_object* obj = objs.object(static_cast<BpfObject>(o));
+        if (!obj || static_cast<BpfObject>(o) == BpfObject::core) continue;
+        bpf_map* map = nullptr;
+        bpf_object__for_each_map(map, obj) {
+            const char* name = bpf_map__name(map);
+            const auto w = wanted.find(name);
+            if (w != wanted.end() && !w->second &&
+                !bpf_object__find_map_by_name(objs.object(BpfObject::core), name))
+                bpf_map__set_autocreate(map, false);
+        }
+    }
+}
+
 // Opens the objects of the selected probes (the default tier's always) with only the selected
 // variants' programs autoloaded, and loads them: the default tier's first, the others handed
 // its shared maps. A tier with nothing selected opens no object.
@@ -229,6 +255,7 @@ int try_load(const Selection& sel, const LoadConstants& k, BpfObjects& out) {
             on.insert(get(objs));
     set_constants(sel, k, objs);
     if (int err = size_maps(k, objs); err) return err;
+    skip_unused_maps(sel, objs);
     for (std::size_t o = 0; o < kBpfObjects; ++o) {
         bpf_program* prog = nullptr;
         if (bpf_object* obj = objs.object(static_cast<BpfObject>(o)))

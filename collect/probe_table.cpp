@@ -228,9 +228,9 @@ const std::vector<ProbeSpec>& probe_table() {
                         {K::ksym, "nvme_ns_chr_uring_cmd_iopoll"}}}},
          .essential = false,
          .deep = true},
-        // CQEs that found the CQ full (5.19+). Fires only for a ring in trouble; in the request
-        // tier for now: in the default tier the daemon's RSS grew after ring churn in the
-        // side-by-side live tests (docs/BENCHMARKS.md, "Targets still missed").
+        // CQEs that found the CQ full (5.19+). Fires only for a ring in trouble, so it is in the
+        // default tier: it loads the request object, whose other probes stay off without
+        // --probes.requests.
         {.id = ProbeId::cqe_overflow,
          .name = "cqe_overflow",
          .object = BpfObject::req,
@@ -239,7 +239,7 @@ const std::vector<ProbeSpec>& probe_table() {
                        {{K::tp_params, "io_uring_cqe_overflow", 6}}}},
          .essential = false,
          .deep = false,
-         .requests = true,
+         .requests = false,
          .maps = {{"ring_overflow", KeyOwner::ring_born}}},
         // The request tier (--probes.requests). Each tracepoint changed its arguments over the
         // kernels; the variant is chosen by the prototype's parameter count in BTF (the leading

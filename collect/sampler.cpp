@@ -147,13 +147,14 @@ bool Sampler::sample_once() {
                          {"wakers", raw.wakers.size()},       {"ring_work", raw.ring_work.size()},
                          {"iopoll_stats", raw.iopoll.size()}, {"nvme_stats", raw.nvme.size()},
                          {"work_gaps", raw.gaps.size()},      {"sq_passes", raw.passes.size()}};
-    if (raw.requests.on || raw.requests.overflow_probe) {
-        snap->map_entries.insert(snap->map_entries.end(),
-                                 {{"req_stats", raw.requests.stats.size()},
-                                  {"req_inflight", raw.requests.inflight_entries},
-                                  {"ring_overflow", raw.requests.overflow.size()},
-                                  {"ring_enters", raw.requests.enters.size()}});
+    // The request object's maps that exist: the overflow probe's is the default tier's.
+    const RequestSample& rq = raw.requests;
+    if (rq.overflow_probe) snap->map_entries.emplace_back("ring_overflow", rq.overflow.size());
+    if (rq.on) {
+        snap->map_entries.emplace_back("req_stats", rq.stats.size());
+        snap->map_entries.emplace_back("req_inflight", rq.inflight_entries);
     }
+    if (rq.enter_probe) snap->map_entries.emplace_back("ring_enters", rq.enters.size());
     if (raw.requests.iowq_probe)
         snap->map_entries.emplace_back("iowq_exits", raw.requests.iowq_exits.size());
     snap->map_capacity = capacities_;

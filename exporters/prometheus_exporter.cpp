@@ -330,7 +330,10 @@ void ring_request_families(Exposition& ex, const Snapshot& s) {
     for (const auto& r : s.rings) {
         if (r.folded) continue;
         const auto& rq = r.requests;
-        if (!rq.has_requests && !rq.has_overflow && !rq.has_enters) continue;
+        // The default tier's overflow probe marks every ring: only one that overflowed has
+        // series, and the others must not cost a label set per scrape (10,000 at 10,000 rings).
+        const bool overflowed = rq.has_overflow && rq.overflow_cqes > 0;
+        if (!rq.has_requests && !overflowed && !rq.has_enters) continue;
         const auto labels = ring_labels(r);
         if (rq.has_enters) {
             enters.counter(labels, static_cast<double>(rq.enters));
@@ -340,7 +343,7 @@ void ring_request_families(Exposition& ex, const Snapshot& s) {
         }
         // Only for a ring that has overflowed: two zero series on every ring of a host would
         // carry nothing and cost the exposition 2 series a ring (20,000 at 10,000 rings).
-        if (rq.has_overflow && rq.overflow_cqes > 0) {
+        if (overflowed) {
             overflow.counter(labels, static_cast<double>(rq.overflow_cqes));
             dropped.counter(labels, static_cast<double>(rq.overflow_dropped));
         }

@@ -396,3 +396,39 @@ TEST_F(Requests, EnterCallsAndSqesPerCallEqualTheLoads) {
     load.signal(SIGTERM);
     EXPECT_EQ(load.wait(seconds(30)), std::optional<int>(0));
 }
+
+// The CQ overflow probe is the default tier's: without --probes.requests it counts a ring's
+// overflowed CQEs exactly, and of the request object only its map exists.
+TEST_F(Requests, CqOverflowIsCountedInTheDefaultTier) {
+    // A closed ring's entries go at the next full walk: one in five samples here.
+    Daemon d({"--sample.interval=100ms", "--rings.plain-interval=500ms"});
+    ASSERT_TRUE(d.ready()) << d.startup_log();
+    REQUIRE_PROBE(d, probe_attached(d, "cqe_overflow"), "cqe_overflow");
+    EXPECT_FALSE(probe_attached(d, "req_submit"));
+    Child load({load_bin(), "--ring", "plain,count=100,overflow=40", "--ring", "plain,count=100",
+                "--hold", "inf"});
+    auto rings = read_load_rings(load, "ring", "done", seconds(60));
+    ASSERT_EQ(rings.size(), 2u);
+    ASSERT_EQ(rings[0].overflowed, 40u);
+    std::vector<Series> m;
+    const Labels ring{{"ring", rings[0].id()}};
+    EXPECT_TRUE(eventually(seconds(10), [&] {
+        m = d.scrape();
+        return value_or_zero(m, "iouscope_ring_cq_overflow_cqes_total", ring) == 40;
+    })) << value_or_zero(m, "iouscope_ring_cq_overflow_cqes_total", ring);
+    EXPECT_EQ(value_or_zero(m, "iouscope_ring_cq_overflow_dropped_total", ring), 0);
+    // A ring that never overflowed has no overflow series, and no request series anywhere.
+    EXPECT_FALSE(find_value(m, "iouscope_ring_cq_overflow_cqes_total", {{"ring", rings[1].id()}}));
+    EXPECT_FALSE(
+        find_value(m, "iouscope_ring_requests_total", {{"ring", rings[0].id()}, {"op", "nop"}}));
+    EXPECT_EQ(find_value(m, "iouscope_map_entries", {{"map", "ring_overflow"}}),
+              std::optional<double>(1));
+    EXPECT_FALSE(find_value(m, "iouscope_map_entries", {{"map", "req_inflight"}}));
+    load.signal(SIGTERM);
+    ASSERT_EQ(load.wait(seconds(30)), std::optional<int>(0));
+    EXPECT_TRUE(eventually(seconds(10), [&] {
+        m = d.scrape();
+        return find_value(m, "iouscope_map_entries", {{"map", "ring_overflow"}}) ==
+               std::optional<double>(0);
+    })) << "ring_overflow kept the closed ring's entry";
+}

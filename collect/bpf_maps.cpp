@@ -27,43 +27,23 @@ bool BpfCollector::walk_rings(RingRecords& out, bool& complete, std::string& err
         error = std::string("cannot start the ring iterator: ") + std::strerror(errno);
         return false;
     }
-    // The seq_file hands out whole records: a BPF program's bpf_seq_write either fits in the
-    // buffer or is retried in the next read(), so the bytes are whole records back to back. A
-    // partial record at the end would mean a layout mismatch, which is reported rather than
-    // misparsed. They are read straight into out, whose capacity a steady sampler keeps from the
-    // last walk (Aggregator::take_raw): no buffer to grow, nothing to copy. out grows a chunk at
-    // a time, so that only what a read is about to fill is initialised.
+    // Read straight into out (collect/map_read.hpp), whose capacity a steady sampler keeps from
+    // the last walk (Aggregator::take_raw): no buffer to grow, nothing to copy. A partial record
+    // would mean a layout mismatch, which is reported rather than misparsed.
     constexpr std::size_t kChunk = 64 * 1024 / sizeof(iou_ring_record);
     const std::size_t first = out.size();
-    std::size_t have = 0;  // bytes read
-    // EAGAIN means the kernel visited a million objects without output and kept its place: read
-    // on. The bound only stops a walk that could never end (a billion files without a ring).
-    int again = 0;
-    for (;;) {
-        const std::size_t room = (out.size() - first) * sizeof(iou_ring_record) - have;
-        if (room < sizeof(iou_ring_record)) {
-            out.resize(out.size() + kChunk);
-            continue;
-        }
-        ssize_t n = ::read(fd.get(), reinterpret_cast<char*>(out.data() + first) + have, room);
-        if (n < 0 && (errno == EINTR || (errno == EAGAIN && ++again < 1000))) continue;
-        if (n < 0) {
-            error = std::string("reading the ring iterator: ") + std::strerror(errno);
-            complete = false;
-            break;
-        }
-        if (n == 0) break;
-        have += static_cast<std::size_t>(n);
-    }
-    if (have % sizeof(iou_ring_record) != 0) {
-        out.resize(first);
+    int read_errno = 0;
+    if (!read_iter_into(fd.get(), out, kChunk, read_errno)) {
         error =
             "ring iterator returned a partial record: BPF object and daemon disagree on "
             "struct iou_ring_record";
         return false;
     }
-    out.resize(first + have / sizeof(iou_ring_record));
-    return complete || have > 0;
+    if (read_errno) {
+        error = std::string("reading the ring iterator: ") + std::strerror(read_errno);
+        complete = false;
+    }
+    return complete || out.size() > first;
 }
 
 void BpfCollector::read_maps(RawSample& raw) const {

@@ -7,7 +7,6 @@
 
 #include <cerrno>
 #include <cstdint>
-#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -70,39 +69,55 @@ inline void read_hash(int map_fd, std::vector<std::pair<K, V>>& out) {
     if (!read_hash_batch(map_fd, out, false)) read_hash_by_key(map_fd, out);
 }
 
-// Reads a BPF iterator's records, whole ones back to back (a program's bpf_seq_write either
-// fits the seq_file's buffer or moves to the next read()), appending them to out. False, with
-// errno set, on a failed read or a partial record (the daemon and the object disagree).
+// Reads an open BPF iterator to its end, its records appended straight into out: a program's
+// bpf_seq_write either fits the seq_file's buffer or moves to the next read(), so the bytes are
+// whole records back to back. out grows `chunk` records at a time, so only what a read is about
+// to fill is initialised (RingRecords leaves it unwritten). A failed read keeps the records
+// before it and sets read_errno. False on a partial record at the end: the daemon and the BPF
+// object disagree on the record's layout, and out is left as it was.
+template <typename Vec>
+inline bool read_iter_into(int iter_fd, Vec& out, std::size_t chunk, int& read_errno) {
+    using R = typename Vec::value_type;
+    const std::size_t first = out.size();
+    std::size_t have = 0;  // bytes read
+    read_errno = 0;
+    // EAGAIN means the kernel visited a million objects without output and kept its place: read
+    // on. The bound only stops a walk that could never end (a billion files without a record).
+    int again = 0;
+    for (;;) {
+        const std::size_t room = (out.size() - first) * sizeof(R) - have;
+        if (room < sizeof(R)) {
+            out.resize(out.size() + chunk);
+            continue;
+        }
+        const ssize_t n = ::read(iter_fd, reinterpret_cast<char*>(out.data() + first) + have, room);
+        if (n < 0 && (errno == EINTR || (errno == EAGAIN && ++again < 1000))) continue;
+        if (n < 0) {
+            read_errno = errno;
+            break;
+        }
+        if (n == 0) break;
+        have += static_cast<std::size_t>(n);
+    }
+    if (have % sizeof(R) != 0) {
+        out.resize(first);
+        return false;
+    }
+    out.resize(first + have / sizeof(R));
+    return true;
+}
+
+// Runs the iterator of link_fd once, appending its records to out. False, with errno set, on a
+// failed read or a partial record (EPROTO).
 template <typename R>
 inline bool read_iter_records(int link_fd, std::vector<R>& out) {
     const int fd = bpf_iter_create(link_fd);
     if (fd < 0) return false;
-    std::vector<char> bytes(64 * 1024);
-    std::size_t have = 0;
-    int again = 0;
-    for (;;) {
-        if (bytes.size() - have < sizeof(R)) bytes.resize(bytes.size() * 2);
-        const ssize_t n = ::read(fd, bytes.data() + have, bytes.size() - have);
-        if (n < 0 && (errno == EINTR || (errno == EAGAIN && ++again < 1000))) continue;
-        if (n <= 0) {
-            const int err = errno;
-            ::close(fd);
-            if (n < 0) {
-                errno = err;
-                return false;
-            }
-            break;
-        }
-        have += static_cast<std::size_t>(n);
-    }
-    if (have % sizeof(R) != 0) {
-        errno = EPROTO;
-        return false;
-    }
-    const std::size_t first = out.size();
-    out.resize(first + have / sizeof(R));
-    std::memcpy(static_cast<void*>(out.data() + first), bytes.data(), have);
-    return true;
+    int err = 0;
+    const bool whole = read_iter_into(fd, out, 64, err);
+    ::close(fd);
+    errno = !whole ? EPROTO : err;
+    return whole && err == 0;
 }
 
 }  // namespace iouscope

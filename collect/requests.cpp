@@ -46,20 +46,32 @@ private:
     std::vector<RingKey> keys_;
 };
 
-// Keeps the entries whose ring is alive (or too young to judge), deletes the others from the
-// map. ring(entry) gives the entry's (ctx, born).
-template <class Entry, class Ring, class Key>
-void keep_live(std::vector<Entry>& v, const std::optional<LiveRings>& live, int fd, Ring ring,
-               Key key) {
+// The ring each map's entry belongs to: its (ctx, born).
+RingKey ring_of(std::uint64_t ctx, const iou_ring_overflow& o) {
+    return {ctx, o.born_ns};
+}
+RingKey ring_of(std::uint64_t, const iou_req_inflight& f) {
+    return {f.ctx, f.born_ns};
+}
+template <class V>
+RingKey ring_of(const iou_req_key& k, const V&) {
+    return {k.ctx, k.born_ns};
+}
+
+// Reads a request-tier map whole into v, then deletes the entries whose ring is gone from the
+// map and from v. live() builds the rings' judgement on first use: the default tier reads
+// ring_overflow every sample, and on most hosts it is empty.
+template <class K, class V, class Live>
+void read_live(int fd, std::vector<std::pair<K, V>>& v, Live& live) {
+    read_hash(fd, v);
     if (v.empty()) return;
-    auto end = std::remove_if(v.begin(), v.end(), [&](const Entry& e) {
-        const auto [ctx, born] = ring(e);
-        if (!live->gone(ctx, born)) return false;
-        const auto k = key(e);
-        bpf_map_delete_elem(fd, &k);
+    const LiveRings& rings = live();
+    std::erase_if(v, [&](const std::pair<K, V>& e) {
+        const auto [ctx, born] = ring_of(e.first, e.second);
+        if (!rings.gone(ctx, born)) return false;
+        bpf_map_delete_elem(fd, &e.first);
         return true;
     });
-    v.erase(end, v.end());
 }
 
 // req_inflight summed per ring: how many, and the oldest. Sorted by ring, then by age, so
@@ -94,56 +106,17 @@ void BpfCollector::read_requests(RawSample& raw, std::uint64_t walk_start_ns) co
     rq.timed = attached(ProbeId::req_complete);
     rq.enter_probe = attached(ProbeId::req_enter);
     const auto& maps = objs_.req->maps;
-    // Built only when an entry was read: the default tier reads ring_overflow every sample, and
-    // on most hosts it is empty.
-    std::optional<LiveRings> live;
-    const auto judge = [&] {
-        if (!live) live.emplace(raw, walk_start_ns);
+    std::optional<LiveRings> judged;
+    const auto live = [&]() -> const LiveRings& {
+        if (!judged) judged.emplace(raw, walk_start_ns);
+        return *judged;
     };
-    if (rq.overflow_probe) {
-        const int fd = bpf_map__fd(maps.ring_overflow);
-        read_hash(fd, rq.overflow);
-        if (!rq.overflow.empty()) judge();
-        keep_live(
-            rq.overflow, live, fd,
-            [](const auto& e) {
-                return RingKey{e.first, e.second.born_ns};
-            },
-            [](const auto& e) { return e.first; });
-    }
-    if (rq.on) {
-        const int fd = bpf_map__fd(maps.req_stats);
-        read_hash(fd, rq.stats);
-        if (!rq.stats.empty()) judge();
-        keep_live(
-            rq.stats, live, fd,
-            [](const auto& e) {
-                return RingKey{e.first.ctx, e.first.born_ns};
-            },
-            [](const auto& e) { return e.first; });
-    }
-    if (rq.enter_probe) {
-        const int fd = bpf_map__fd(maps.ring_enters);
-        read_hash(fd, rq.enters);
-        if (!rq.enters.empty()) judge();
-        keep_live(
-            rq.enters, live, fd,
-            [](const auto& e) {
-                return RingKey{e.first.ctx, e.first.born_ns};
-            },
-            [](const auto& e) { return e.first; });
-    }
+    if (rq.overflow_probe) read_live(bpf_map__fd(maps.ring_overflow), rq.overflow, live);
+    if (rq.on) read_live(bpf_map__fd(maps.req_stats), rq.stats, live);
+    if (rq.enter_probe) read_live(bpf_map__fd(maps.ring_enters), rq.enters, live);
     if (rq.timed) {
-        const int fd = bpf_map__fd(maps.req_inflight);
         std::vector<std::pair<std::uint64_t, iou_req_inflight>> flying;
-        read_hash(fd, flying);
-        if (!flying.empty()) judge();
-        keep_live(
-            flying, live, fd,
-            [](const auto& e) {
-                return RingKey{e.second.ctx, e.second.born_ns};
-            },
-            [](const auto& e) { return e.first; });
+        read_live(bpf_map__fd(maps.req_inflight), flying, live);
         rq.inflight_entries = flying.size();
         const std::uint64_t now = raw.mono_ns;
         rq.in_flight = sum_in_flight(

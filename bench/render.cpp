@@ -157,7 +157,7 @@ Snapshot goal_snapshot() {
         s.rings.push_back(ring(f, fd++, -1));
         s.rings.back().folded = i >= kSeriesLimit;
     }
-    s.folded.push_back({kPid, "iouscope-load", kPlainRings - kSeriesLimit, 8500, 8500});
+    s.folded.push_back({kPid, "iouscope-load", kPlainRings - kSeriesLimit, 8500, 8500, {}});
     s.ring_series_limit = kSeriesLimit;
     daemon_figures(s);
     return s;

@@ -14,7 +14,8 @@
  *   complete: 5.10-5.18 (ctx, user_data, res, cflags): no request, so no latency or path there
  *             5.19-6.12 (ctx, req, user_data, res, cflags, extra1, extra2)
  *             6.13+     (ctx, req, cqe)
- *   queue_async_work: 5.10-5.19 (ctx, rw, req, work, flags); 6.0+ (req, rw), (req, hashed) 6.19+
+ *   queue_async_work: 5.10-5.19 (ctx, rw, req, work, flags); 6.0+ (req, rw), (req, hashed) 6.19+;
+ *             on every kernel rw and hashed are io_wq_is_hashed(&req->work)
  *   poll_arm: 5.10-5.19 (ctx, req, opcode, user_data, mask, events); 6.0+ (req, mask, events)
  * The loader picks the program that matches the running kernel's prototype (collect/
  * probe_table.cpp, by BTF parameter count). A request is keyed by its io_kiocb address from
@@ -162,9 +163,12 @@ static __always_inline void note_submit(__u64 req, __u64 ctx, __u32 opcode, __u6
 		__sync_fetch_and_add(&req_counters.inflight_dropped, 1);
 }
 
-/* The request left the inline path (path): punted to io-wq or armed for poll. */
+/*
+ * The request left the inline path (path): punted to io-wq or armed for poll. hashed: io-wq
+ * serializes the work with the rest of its file's hashed work (punts only).
+ */
 static __always_inline void note_detour(__u64 req, __u64 ctx, __u32 opcode, __u64 flags,
-					__u32 path)
+					__u32 path, bool hashed)
 {
 	struct iou_req_inflight *f = bpf_map_lookup_elem(&req_inflight, &req);
 	__u64 born;
@@ -186,6 +190,8 @@ static __always_inline void note_detour(__u64 req, __u64 ctx, __u32 opcode, __u6
 	__sync_fetch_and_add(&s->punted, 1);
 	if (flags & force_async_mask)
 		__sync_fetch_and_add(&s->punted_forced, 1);
+	if (hashed)
+		__sync_fetch_and_add(&s->punted_hashed, 1);
 }
 
 static __always_inline __u32 result_class(__s32 res)
@@ -278,10 +284,12 @@ int BPF_PROG(iou_req_failed, const struct io_uring_sqe *sqe, struct io_kiocb *re
 
 /* --- Detours: io-wq and async poll ----------------------------------------------------------- */
 
+/* 6.0+: (req, rw) to 6.18, (req, hashed) from 6.19; an int or a bool, zero-extended either way. */
 SEC("tp_btf/io_uring_queue_async_work")
-int BPF_PROG(iou_req_punt, struct io_kiocb *req)
+int BPF_PROG(iou_req_punt, struct io_kiocb *req, int hashed)
 {
-	note_detour((__u64)req, (__u64)req->ctx, req->opcode, req->flags, IOU_PATH_IOWQ);
+	note_detour((__u64)req, (__u64)req->ctx, req->opcode, req->flags, IOU_PATH_IOWQ,
+		    hashed != 0);
 	return 0;
 }
 
@@ -292,21 +300,21 @@ int BPF_PROG(iou_req_punt_v510, void *ring, int rw, void *req)
 	struct io_kiocb *r = req;
 
 	note_detour((__u64)req, (__u64)ring, BPF_CORE_READ(r, opcode), BPF_CORE_READ(r, flags),
-		    IOU_PATH_IOWQ);
+		    IOU_PATH_IOWQ, rw != 0);
 	return 0;
 }
 
 SEC("tp_btf/io_uring_poll_arm")
 int BPF_PROG(iou_req_poll_arm, struct io_kiocb *req)
 {
-	note_detour((__u64)req, (__u64)req->ctx, req->opcode, req->flags, IOU_PATH_POLL);
+	note_detour((__u64)req, (__u64)req->ctx, req->opcode, req->flags, IOU_PATH_POLL, false);
 	return 0;
 }
 
 SEC("tp_btf/io_uring_poll_arm")
 int BPF_PROG(iou_req_poll_arm_v510, void *ring, void *req, __u8 opcode)
 {
-	note_detour((__u64)req, (__u64)ring, opcode, 0, IOU_PATH_POLL);
+	note_detour((__u64)req, (__u64)ring, opcode, 0, IOU_PATH_POLL, false);
 	return 0;
 }
 

@@ -47,7 +47,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(IopollSnapshot, caller, calls, e
                                                 completions_per_call)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RequestPathSnapshot, completed, results, latency)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RequestOpSnapshot, opcode, submitted, punted,
-                                                punted_forced, poll_armed, paths)
+                                                punted_forced, punted_hashed, poll_armed, paths)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RingRequests, has_requests, timed, ops, in_flight,
                                                 stuck, oldest_age_seconds, oldest_opcode, oldest_fd,
                                                 has_enters, enters, enter_sqes, enter_waits,

@@ -276,16 +276,17 @@ constexpr std::string_view kPaths[] = {"inline", "io_wq", "poll"};
 constexpr std::string_view kResults[] = {"ok",      "eagain", "ecanceled", "etime",
                                          "enobufs", "other",  "untraced"};
 
-// One ring's opcode: requests, punts by reason, poll arms, and per path taken its completions
+// One ring's opcode: requests, punts by reason and the hashed ones, poll arms, and per path taken its completions
 // by result and its latency.
 struct RequestFamilies {
-    Family &requests, &punts, &poll_arms, &completions, &latency;
+    Family &requests, &punts, &hashed, &poll_arms, &completions, &latency;
 
     void add(const Labels& ring, const std::string& op, const RequestOpSnapshot& o, bool timed) {
         auto l = ring;
         l.push_back({"op", op});
         requests.counter(l, static_cast<double>(o.submitted));
         poll_arms.counter(l, static_cast<double>(o.poll_armed));
+        hashed.counter(l, static_cast<double>(o.punted_hashed));
         for (auto [reason, n] :
              {std::pair{"iosqe_async", o.punted_forced},
               std::pair{"other", o.punted - std::min(o.punted, o.punted_forced)}}) {
@@ -315,6 +316,7 @@ struct RequestFamilies {
 void ring_request_families(Exposition& ex, const Snapshot& s) {
     RequestFamilies f{ex.add("iouscope_ring_requests_total"),
                       ex.add("iouscope_ring_request_punts_total"),
+                      ex.add("iouscope_ring_request_punts_hashed_total"),
                       ex.add("iouscope_ring_request_poll_arms_total"),
                       ex.add("iouscope_ring_request_completions_total"),
                       ex.add("iouscope_ring_request_latency_seconds")};

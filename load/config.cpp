@@ -65,6 +65,11 @@ Check take_op_and_file(const RawOptions& raw, LoadConfig& cfg) {
         if (*ring.op == Op::Read && cfg.file.empty()) {
             return ParseError{"ring " + std::to_string(i) + ": op=read requires --file PATH"};
         }
+        if (*ring.op == Op::Write && uses_iopoll(ring.mode)) {
+            return ParseError{"ring " + std::to_string(i) +
+                              ": op=write needs a mode without iopoll (its writes are buffered, "
+                              "and an IOPOLL ring takes O_DIRECT I/O only)"};
+        }
     }
     return std::nullopt;
 }
@@ -185,7 +190,10 @@ ParseResult<Op> parse_op(std::string_view text) {
     if (text == "read") {
         return Op::Read;
     }
-    return ParseError{"unknown --op " + quoted(text) + " (expected nop or read)"};
+    if (text == "write") {
+        return Op::Write;
+    }
+    return ParseError{"unknown --op " + quoted(text) + " (expected nop, read or write)"};
 }
 
 ParseResult<LoadConfig> build_config(const RawOptions& raw) {

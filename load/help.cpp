@@ -45,8 +45,9 @@ OPTIONS
             depth=N   ring entries, 1..32768 (default 64); also the in-flight limit
             batch=N   SQEs per io_uring_submit call (default 32, clamped to depth)
             n=N       create N identical rings from this SPEC (default 1)
-            op=OP     nop or read: this ring's operation, in place of --op (read needs --file),
-                      so that one run can mix opcodes with exact counts for each
+            op=OP     nop, read or write: this ring's operation, in place of --op (read needs
+                      --file; write is not for iopoll modes), so that one run can mix opcodes
+                      with exact counts for each
             async     set IOSQE_ASYNC on every SQE of the ring (its stuck= reads included), so
                       the kernel punts each one to io-wq instead of issuing it inline. Not with
                       overflow=.
@@ -90,9 +91,13 @@ OPTIONS
             stats     turn on the SQ thread's work-time accounting (IORING_SETUP_SQTHREAD_STATS,
                       fdinfo SqWorkTime); allowed with share=, where it turns it on late.
 
-    --op nop|read
+    --op nop|read|write
         Operation to submit (default nop) on every ring without op=. read issues 4 KiB reads
-        at random 4 KiB-aligned offsets of --file.
+        at random 4 KiB-aligned offsets of --file. write issues 4 KiB buffered writes of zeros
+        to a scratch file the process creates in $TMPDIR (default /tmp) and unlinks at once,
+        each in-flight slot its own block, so at most depth x 4 KiB of page cache per ring.
+        A filesystem without nowait buffered writes (ext4 and tmpfs on 6.18) makes the kernel
+        punt each write to io-wq, serialized per file (hashed work).
 
     --file PATH
         Regular file or block device for --op read and op=read. It must exist, be at least

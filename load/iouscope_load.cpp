@@ -133,8 +133,10 @@ void close_rings(Rings& rings, const Workload& workload) {
             io_uring_queue_exit(&(*it)->ring);
         }
     }
-    if (workload.fd >= 0) {
-        close(workload.fd);
+    for (const int fd : {workload.fd, workload.scratch_fd}) {
+        if (fd >= 0) {
+            close(fd);
+        }
     }
 }
 

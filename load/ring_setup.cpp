@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <chrono>
 #include <cstdint>
 #include <thread>
@@ -310,10 +311,36 @@ void ensure_fd_limit(std::size_t rings) {
     }
 }
 
+namespace {
+
+bool any_ring_does(const LoadConfig& cfg, Op op) {
+    return std::any_of(cfg.rings.begin(), cfg.rings.end(),
+                       [op](const RingSpec& r) { return ring_op(r) == op; });
+}
+
+// op=write's file: a regular file in $TMPDIR (or /tmp), unlinked as soon as it exists. Buffered,
+// so that every write is work the kernel hashes to the file when it goes to io-wq.
+int open_scratch() {
+    const char* env = std::getenv("TMPDIR");
+    std::string path = std::string(env != nullptr && *env != '\0' ? env : "/tmp") +
+                       "/iouscope-load-XXXXXX";
+    const int fd = mkostemp(path.data(), O_CLOEXEC);
+    if (fd < 0) {
+        die("op=write: cannot create a scratch file as " + path + ": " + errno_text(errno) +
+            "; set TMPDIR to a writable directory");
+    }
+    unlink(path.c_str());
+    return fd;
+}
+
+}  // namespace
+
 Workload open_workload(const LoadConfig& cfg) {
     Workload wl;
-    if (std::none_of(cfg.rings.begin(), cfg.rings.end(),
-                     [](const RingSpec& r) { return ring_op(r) == Op::Read; })) {
+    if (any_ring_does(cfg, Op::Write)) {
+        wl.scratch_fd = open_scratch();
+    }
+    if (!any_ring_does(cfg, Op::Read)) {
         return wl;
     }
     const int fd = open(cfg.file.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);

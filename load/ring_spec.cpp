@@ -49,7 +49,7 @@ std::string_view mode_name(RingMode mode) {
 }
 
 std::string_view op_name(Op op) {
-    return op == Op::Read ? "read" : "nop";
+    return op == Op::Read ? "read" : op == Op::Write ? "write" : "nop";
 }
 
 unsigned cq_entries_for(unsigned depth) {
@@ -150,13 +150,13 @@ std::optional<std::string> apply_key(RingSpec& out, std::string_view key, std::s
         return std::nullopt;
     }
     if (key == "op") {
-        for (Op op : {Op::Nop, Op::Read}) {
+        for (Op op : {Op::Nop, Op::Read, Op::Write}) {
             if (value == op_name(op)) {
                 out.op = op;
                 return std::nullopt;
             }
         }
-        return "op: " + quoted(value) + " is not an operation (expected nop or read)";
+        return "op: " + quoted(value) + " is not an operation (expected nop, read or write)";
     }
     std::optional<std::string> error;
     if (!apply_unsigned_key(out, key, value, idle_given, error)) {

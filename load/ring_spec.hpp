@@ -16,9 +16,9 @@ namespace iouscope::load {
 
 enum class RingMode { Plain, Sqpoll, Iopoll, SqpollIopoll };
 
-// What a ring submits: NOPs, or 4 KiB O_DIRECT reads of the --file. The run's --op, or op= per
-// ring.
-enum class Op { Nop, Read };
+// What a ring submits: NOPs, 4 KiB O_DIRECT reads of the --file, or 4 KiB buffered writes to a
+// scratch file of the process's own. The run's --op, or op= per ring.
+enum class Op { Nop, Read, Write };
 
 // A separate type rather than a bare std::string so that ParseResult<std::string> would still be
 // unambiguous and call sites read as what they test.

@@ -21,10 +21,12 @@ inline constexpr std::size_t kBlockSize = 4096;
 inline constexpr std::uint64_t kStuckUserData = std::uint64_t{1} << 63;
 inline constexpr std::uint64_t kOverflowUserData = std::uint64_t{1} << 62;
 
-// The --file of the rings whose op is read; fd -1 when no ring reads.
+// The --file of the rings whose op is read; fd -1 when no ring reads. The scratch file of the
+// rings whose op is write: unlinked at once, so it goes with the process; -1 when no ring writes.
 struct Workload {
     int fd = -1;
     std::uint64_t blocks = 0;  // number of 4 KiB blocks in the file
+    int scratch_fd = -1;
 };
 
 struct RingState {

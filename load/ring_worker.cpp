@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <random>
@@ -163,7 +164,7 @@ private:
     }
 
     bool prepare_buffers() {
-        if (ring_op(st_.spec) != Op::Read) {
+        if (ring_op(st_.spec) == Op::Nop) {
             return true;
         }
         const std::size_t slots = st_.spec.depth;
@@ -172,6 +173,7 @@ private:
             fail("aligned_alloc", ENOMEM);
             return false;
         }
+        std::memset(buffers_.get(), 0, slots * kBlockSize);  // what op=write writes
         free_slots_.reserve(slots);
         for (std::size_t i = slots; i-- > 0;) {
             free_slots_.push_back(static_cast<unsigned>(i));
@@ -224,23 +226,28 @@ private:
     }
 
     unsigned queue_sqes(unsigned n) {
-        const bool nop = ring_op(st_.spec) == Op::Nop;
+        const Op op = ring_op(st_.spec);
         unsigned queued = 0;
         for (; queued < n; ++queued) {
             io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
             if (sqe == nullptr) {
                 break;
             }
-            if (nop) {
+            if (op == Op::Nop) {
                 io_uring_prep_nop(sqe);
                 io_uring_sqe_set_data64(sqe, 0);
             } else {
                 // The in-flight cap equals the number of slots, so one is always free here.
                 const unsigned slot = free_slots_.back();
                 free_slots_.pop_back();
-                const std::uint64_t offset = (rng_() % wl_.blocks) * kBlockSize;
-                io_uring_prep_read(sqe, wl_.fd, buffers_.get() + slot * kBlockSize, kBlockSize,
-                                   offset);
+                std::byte* buf = buffers_.get() + slot * kBlockSize;
+                if (op == Op::Read) {
+                    const std::uint64_t offset = (rng_() % wl_.blocks) * kBlockSize;
+                    io_uring_prep_read(sqe, wl_.fd, buf, kBlockSize, offset);
+                } else {  // each slot its own block of the scratch file
+                    io_uring_prep_write(sqe, wl_.scratch_fd, buf, kBlockSize,
+                                        std::uint64_t{slot} * kBlockSize);
+                }
                 io_uring_sqe_set_data64(sqe, slot);
             }
             if (st_.spec.async) {
@@ -306,7 +313,7 @@ private:
         }
         ++cqes_;
         count_error(cqe);
-        if (ring_op(st_.spec) == Op::Read) {
+        if (ring_op(st_.spec) != Op::Nop) {
             free_slots_.push_back(static_cast<unsigned>(cqe.user_data));
         }
     }

@@ -22,6 +22,7 @@ void add_entry(RequestOpSnapshot& op, const iou_req_key& k, const iou_req_stats&
     op.submitted += s.submitted;
     op.punted += s.punted;
     op.punted_forced += s.punted_forced;
+    op.punted_hashed += s.punted_hashed;
     op.poll_armed += s.poll_armed;
     if (k.path >= op.paths.size()) return;
     auto& p = op.paths[k.path];

@@ -172,6 +172,7 @@ struct RequestOpSnapshot {
     std::uint64_t submitted = 0;
     std::uint64_t punted = 0;         // io-wq queueings
     std::uint64_t punted_forced = 0;  // of them, of requests with IOSQE_ASYNC
+    std::uint64_t punted_hashed = 0;  // of them, serialized with their file's hashed work
     std::uint64_t poll_armed = 0;     // async poll arms
     std::array<RequestPathSnapshot, 3> paths;
 };

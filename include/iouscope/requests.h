@@ -54,6 +54,7 @@ struct iou_req_stats {
 	__u64 submitted;                /* requests submitted (path INLINE keys only) */
 	__u64 punted;                   /* io-wq queueings (path INLINE keys only) */
 	__u64 punted_forced;            /* of them, of requests with IOSQE_ASYNC (REQ_F_FORCE_ASYNC) */
+	__u64 punted_hashed;            /* of them, hashed to their file: run one at a time per file */
 	__u64 poll_armed;               /* async poll arms (path INLINE keys only) */
 	__u64 completed;                /* final CQEs of requests seen submitted, on this path */
 	__u64 latency_sum_ns;           /* submit -> final CQE, summed over `completed` */
@@ -178,7 +179,7 @@ struct iou_iowq_exits {
 	_Static_assert(sizeof(struct type) == (size), #type " layout")
 #endif
 IOU_REQ_ASSERT_SIZE(iou_req_key, 24);
-IOU_REQ_ASSERT_SIZE(iou_req_stats, 48 + 8 * IOU_REQ_RESULTS + 8 * IOU_LAT_BUCKETS);
+IOU_REQ_ASSERT_SIZE(iou_req_stats, 56 + 8 * IOU_REQ_RESULTS + 8 * IOU_LAT_BUCKETS);
 IOU_REQ_ASSERT_SIZE(iou_req_inflight, 40);
 IOU_REQ_ASSERT_SIZE(iou_ring_overflow, 24);
 IOU_REQ_ASSERT_SIZE(iou_req_counters, 56);

@@ -228,6 +228,7 @@ TEST(Exposition, RequestSeriesNameTheOpcodeAndOnlyThePathsAndResultsSeen) {
         "1");
     EXPECT_EQ(got["iouscope_ring_request_punts_total{" + ring + R"(,op="op22",reason="other"})"],
               "0");
+    EXPECT_EQ(got["iouscope_ring_request_punts_hashed_total{" + ring + R"(,op="op22"})"], "1");
     const std::string iowq = ring + R"(,op="op22",path="io_wq")";
     EXPECT_EQ(got["iouscope_ring_request_completions_total{" + iowq + R"(,result="enobufs"})"],
               "1");

@@ -90,6 +90,7 @@ inline Snapshot full_snapshot() {
     op.opcode = 22;
     op.submitted = 3;
     op.punted = op.punted_forced = 1;
+    op.punted_hashed = 1;
     op.paths[IOU_PATH_IOWQ].completed = 1;
     op.paths[IOU_PATH_IOWQ].results[IOU_RES_ENOBUFS] = 1;
     op.paths[IOU_PATH_IOWQ].latency = histogram();

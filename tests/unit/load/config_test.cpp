@@ -31,8 +31,8 @@ TEST(LoadConfig, WholeCommandLineRules) {
     EXPECT_EQ(cfg.duration, std::optional<nanoseconds>(seconds(1)));
     raw.op = "read";
     EXPECT_NE(err(build_config(raw)).find("--file"), std::string::npos);
-    raw.op = "write";
-    EXPECT_NE(err(build_config(raw)).find("write"), std::string::npos);
+    raw.op = "wrote";
+    EXPECT_NE(err(build_config(raw)).find("wrote"), std::string::npos);
     raw.op.reset();
     raw.pause_every = "1s";
     EXPECT_NE(err(build_config(raw)), "<no error>");  // --pause-every without --pause-for
@@ -41,7 +41,7 @@ TEST(LoadConfig, WholeCommandLineRules) {
 TEST(LoadConfig, ReportsTheFirstBrokenRuleInAFixedOrder) {
     RawOptions raw;
     raw.rings = {"plain"};
-    raw.op = "write";
+    raw.op = "wrote";
     raw.duration = "soon";
     raw.cycles = "0";
     // --op is checked before --duration, --duration before --cycles.
@@ -104,4 +104,14 @@ TEST(LoadConfig, PerRingOpOverridesTheRunsOp) {
     raw.file.reset();
     raw.rings = {"plain,count=1,op=nop"};
     EXPECT_EQ(err(build_config(raw)), "--op read requires --file PATH");
+    // Writes need no --file (a scratch file of their own) and no IOPOLL ring, whose I/O is
+    // O_DIRECT only, by op= or by --op.
+    raw.op = "write";
+    raw.rings = {"plain,count=1,async", "iopoll,count=1,op=nop"};
+    cfg = ok(build_config(raw));
+    EXPECT_EQ(ring_op(cfg.rings[0]), Op::Write);
+    raw.rings = {"plain,count=1", "iopoll,count=1"};
+    EXPECT_EQ(err(build_config(raw)),
+              "ring 1: op=write needs a mode without iopoll (its writes are buffered, and an "
+              "IOPOLL ring takes O_DIRECT I/O only)");
 }

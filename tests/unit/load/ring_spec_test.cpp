@@ -83,6 +83,7 @@ TEST(RingSpec, OpAsyncOverflowAndStuckParse) {
     EXPECT_EQ(s.stuck, 64u);  // + depth 64 = 128, the default CQ
     EXPECT_EQ(s.overflow, 0u);
     EXPECT_EQ(ok(parse_ring_spec("plain,op=nop")).op, std::optional<Op>(Op::Nop));
+    EXPECT_EQ(ok(parse_ring_spec("plain,op=write,async")).op, std::optional<Op>(Op::Write));
     EXPECT_EQ(ok(parse_ring_spec("plain,overflow=1")).overflow, 1u);
     EXPECT_EQ(ok(parse_ring_spec("sqpoll,overflow=1000000")).overflow, 1000000u);
     EXPECT_EQ(ok(parse_ring_spec("plain,depth=4096,stuck=4096")).stuck, 4096u);
@@ -100,9 +101,9 @@ TEST(RingSpec, OpAsyncOverflowAndStuckParse) {
 }
 
 TEST(RingSpec, OpAsyncOverflowAndStuckRejectBadValues) {
-    EXPECT_EQ(err(parse_ring_spec("plain,op=write")),
-              "ring spec \"plain,op=write\": op: \"write\" is not an operation (expected nop or "
-              "read)");
+    EXPECT_EQ(err(parse_ring_spec("plain,op=wrte")),
+              "ring spec \"plain,op=wrte\": op: \"wrte\" is not an operation (expected nop, read "
+              "or write)");
     EXPECT_NE(err(parse_ring_spec("plain,op=")).find("op"), std::string::npos);
     EXPECT_NE(err(parse_ring_spec("plain,op=nop,op=read")).find("more than once"),
               std::string::npos);

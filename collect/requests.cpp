@@ -91,6 +91,7 @@ std::vector<RingInFlight> sum_in_flight(std::vector<std::pair<std::uint64_t, iou
                 {f.ctx, f.born_ns, 0, f.start_ns, f.opcode, static_cast<std::int32_t>(f.fd)});
         ++out.back().requests;
         if (f.start_ns < stuck_before_ns) ++out.back().stuck;
+        if (f.path == IOU_PATH_IOWQ) ++out.back().on_iowq;
     }
     return out;
 }

@@ -61,7 +61,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FoldedRings, pid, comm, rings, sqes_total,
                                                 cqes_total, requests)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(IowqSnapshot, pid, comm, workers, max_workers,
-                                                queues, cpu_seconds, created, exited)
+                                                queues, cpu_seconds, created, exited,
+                                                requests_in_flight)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DeviceSnapshot, name, polled, irq,
                                                 polled_intent_irq, polls, latency,
                                                 latency_p50_seconds, latency_p99_seconds,

@@ -276,8 +276,8 @@ constexpr std::string_view kPaths[] = {"inline", "io_wq", "poll"};
 constexpr std::string_view kResults[] = {"ok",      "eagain", "ecanceled", "etime",
                                          "enobufs", "other",  "untraced"};
 
-// One ring's opcode: requests, punts by reason and the hashed ones, poll arms, and per path taken its completions
-// by result and its latency.
+// One ring's opcode: requests, punts by reason and the hashed ones, poll arms, and per path taken
+// its completions by result and its latency.
 struct RequestFamilies {
     Family &requests, &punts, &hashed, &poll_arms, &completions, &latency;
 
@@ -288,7 +288,7 @@ struct RequestFamilies {
         poll_arms.counter(l, static_cast<double>(o.poll_armed));
         hashed.counter(l, static_cast<double>(o.punted_hashed));
         for (auto [reason, n] :
-             {std::pair{"iosqe_async", o.punted_forced},
+             {std::pair{"forced", o.punted_forced},
               std::pair{"other", o.punted - std::min(o.punted, o.punted_forced)}}) {
             auto lr = l;
             lr.push_back({"reason", reason});
@@ -360,7 +360,8 @@ void ring_request_families(Exposition& ex, const Snapshot& s) {
         .counter({}, static_cast<double>(s.requests_unmatched));
 }
 
-// Per process: its io-wq workers (request tier), live by account, created, exited, CPU.
+// Per process: its io-wq workers (request tier), live by account, created, exited, CPU, and
+// its rings' requests in flight on io-wq beside them.
 void iowq_families(Exposition& ex, const Snapshot& s) {
     if (!s.iowq_probe) return;
     Family& workers = ex.add("iouscope_iowq_workers");
@@ -369,6 +370,7 @@ void iowq_families(Exposition& ex, const Snapshot& s) {
     Family& created = ex.add("iouscope_iowq_workers_created_total");
     Family& exited = ex.add("iouscope_iowq_workers_exited_total");
     Family& cpu = ex.add("iouscope_iowq_worker_cpu_seconds_total");
+    Family& in_flight = ex.add("iouscope_iowq_requests_in_flight");
     for (const auto& p : s.iowq) {
         const Labels l{{"pid", std::to_string(p.pid)}, {"comm", p.comm}};
         for (std::size_t k = 0; k < p.workers.size(); ++k) {
@@ -382,6 +384,8 @@ void iowq_families(Exposition& ex, const Snapshot& s) {
         created.counter(l, static_cast<double>(p.created));
         exited.counter(l, static_cast<double>(p.exited));
         cpu.counter(l, p.cpu_seconds);
+        if (p.requests_in_flight >= 0)
+            in_flight.gauge(l, static_cast<double>(p.requests_in_flight));
     }
 }
 

@@ -80,6 +80,13 @@ OPTIONS
                       closed, which cancels them. They are not in sqes or cqes and are never
                       waited for. Not with iopoll modes. An SQPOLL ring of a kernel before 5.11
                       reads only registered files, so there the pipe is registered as its file 0.
+            blocked=N 1..4096, and stuck + N + depth at most cq_entries: after the stuck=
+                      reads, N IORING_OP_SPLICEs of 1 byte from the same pipe into /dev/null.
+                      The kernel cannot arm a splice for poll, so each one blocks an io-wq
+                      worker of the unbound account until the ring is closed: with the default
+                      limits N workers, with max_workers=M at most M and the rest queued. Like
+                      stuck=, not in sqes or cqes. Mode plain only (the main thread submits
+                      them, so the workers are its io-wq's).
         Keys and flags of the seeds kernel (tests/vm/run --kernel seeds), which other kernels
         refuse with a message saying so:
             idle_ns=N sq_thread_idle in nanoseconds (IORING_SETUP_IDLE_NS), 0..4294967295, in
@@ -135,15 +142,16 @@ OPTIONS
 
 OUTPUT
     stdout carries only the report, and every line is flushed as it is printed. Right after
-    all rings are set up (stuck= reads included), before the first normal or overflow= SQE:
+    all rings are set up (stuck= reads and blocked= splices included), before the first
+    normal or overflow= SQE:
         setup index=0 pid=1234 fd=5 mode=sqpoll sq_thread=1240 sqes=0 cqes=0
-              setup_flags=0x2 sq_entries=64 cq_entries=128 op=nop async=0 stuck=0
+              setup_flags=0x2 sq_entries=64 cq_entries=128 op=nop async=0 stuck=0 blocked=0
                                                                   (one line each)
         ...
         started
     After every ring has finished and collected all its completions:
         ring index=0 pid=1234 fd=5 mode=sqpoll sq_thread=1240 sqes=10000 cqes=10000 ...
-              op=nop async=0 stuck=0 overflowed=0
+              op=nop async=0 stuck=0 blocked=0 overflowed=0
         ...
         done rings=N sqes=TOTAL
     sq_thread is the SQ thread's TID from the SqThread: line of /proc/self/fdinfo/<fd> (the
@@ -152,17 +160,19 @@ OUTPUT
     flags and the queue sizes the kernel chose.
     op is what the ring's normal SQEs are (op= or --op); async=1 when each SQE carried
     IOSQE_ASYNC; stuck the number of stuck= reads in flight from before the setup line until
-    the ring is closed; overflowed the number of CQEs that overflow= sent through the CQ
-    overflow list (0 without it). sqes counts the normal SQEs and, with overflowed=K, the
-    cq_entries + K NOPs of overflow=, so an op=read ring's reads are sqes - cq_entries - K
-    then; it never counts the stuck= reads. The kernel's SQ head ends at sqes + stuck.
+    the ring is closed; blocked the number of blocked= splices, likewise; overflowed the
+    number of CQEs that overflow= sent through the CQ overflow list (0 without it). sqes
+    counts the normal SQEs and, with overflowed=K, the cq_entries + K NOPs of overflow=, so
+    an op=read ring's reads are sqes - cq_entries - K then; it never counts the stuck= reads
+    or blocked= splices. The kernel's SQ head ends at sqes + stuck + blocked.
 
     With --json the same information is printed as
         {"phase":"setup","index":0,"pid":1234,"fd":5,"mode":"sqpoll","sq_thread":1240,...,
-         "op":"nop","async":false,"stuck":0}
+         "op":"nop","async":false,"stuck":0,"blocked":0}
         {"started":true}
         {"phase":"final","index":0,"pid":1234,"fd":5,"mode":"sqpoll","sq_thread":1240,
-         "sqes":10000,"cqes":10000,...,"op":"nop","async":false,"stuck":0,"overflowed":0}
+         "sqes":10000,"cqes":10000,...,"op":"nop","async":false,"stuck":0,"blocked":0,
+         "overflowed":0}
                                                                   (one line each)
         {"done":true,"rings":N,"sqes":TOTAL}
 

@@ -22,13 +22,15 @@ using namespace std::chrono_literals;
 std::string extra_keys(const RingState& st, bool json, bool setup) {
     const std::string op(op_name(ring_op(st.spec)));
     const std::string stuck = std::to_string(st.spec.stuck);
+    const std::string blocked = std::to_string(st.spec.blocked);
     const std::string overflowed = std::to_string(st.overflowed);
     if (json) {
         return ",\"op\":\"" + op + "\",\"async\":" + (st.spec.async ? "true" : "false") +
-               ",\"stuck\":" + stuck + (setup ? "" : ",\"overflowed\":" + overflowed);
+               ",\"stuck\":" + stuck + ",\"blocked\":" + blocked +
+               (setup ? "" : ",\"overflowed\":" + overflowed);
     }
     return " op=" + op + " async=" + (st.spec.async ? "1" : "0") + " stuck=" + stuck +
-           (setup ? "" : " overflowed=" + overflowed);
+           " blocked=" + blocked + (setup ? "" : " overflowed=" + overflowed);
 }
 
 std::string ring_line(const RingState& st, bool json, bool setup, std::uint64_t sqes,
@@ -98,8 +100,8 @@ void report_final(Rings& rings, bool json) {
               : "done rings=" + std::to_string(rings.size()) + " sqes=" + std::to_string(total));
 }
 
-// stuck= reads are meant to stay in flight until the ring is closed; one that completed makes
-// the stuck= the report printed wrong.
+// stuck= reads and blocked= splices are meant to stay in flight until the ring is closed; one
+// that completed makes the report's stuck= or blocked= wrong.
 bool report_stuck_completions(const RingState& st) {
     if (st.stuck_cqes == 0) {
         return false;
@@ -107,10 +109,12 @@ bool report_stuck_completions(const RingState& st) {
     const std::string res = st.first_stuck_res < 0 ? errno_text(-st.first_stuck_res)
                                                    : std::to_string(st.first_stuck_res);
     std::fprintf(stderr,
-                 "%s: ring %zu (%s): %llu of %u stuck= reads completed during the run (first "
-                 "result: %s); they should stay in flight until the ring is closed\n",
+                 "%s: ring %zu (%s): %llu of %u stuck= reads and blocked= splices completed "
+                 "during the run (first result: %s); they should stay in flight until the ring "
+                 "is closed\n",
                  kProg, st.index, describe(st.spec).c_str(),
-                 static_cast<unsigned long long>(st.stuck_cqes), st.spec.stuck, res.c_str());
+                 static_cast<unsigned long long>(st.stuck_cqes), st.spec.stuck + st.spec.blocked,
+                 res.c_str());
     return true;
 }
 

@@ -12,9 +12,9 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <thread>
 
 #include "exit.hpp"
@@ -185,14 +185,25 @@ void limit_workers(RingState& st) {
                     (ret == -EINVAL ? " (IORING_REGISTER_IOWQ_MAX_WORKERS needs Linux 5.15)" : ""));
 }
 
-// Right after setup: spec.stuck reads of one byte from the pipe, in chunks of at most the SQ
-// size, each consumed by the kernel before the next. Blocking reads (no O_NONBLOCK) that the
-// kernel parks on the pipe, or in an io-wq worker, until the ring is closed. An SQPOLL ring of a
+// The file the blocked= splices write to: /dev/null, one per process, open until it exits.
+int null_sink() {
+    static int fd = -1;
+    if (fd < 0 && (fd = open("/dev/null", O_WRONLY | O_CLOEXEC)) < 0) {
+        die("open /dev/null for the blocked= splices: " + errno_text(errno));
+    }
+    return fd;
+}
+
+// Right after setup: spec.stuck reads of one byte from the pipe, then spec.blocked splices of
+// one byte from it into /dev/null, in chunks of at most the SQ size, each consumed by the kernel
+// before the next. The reads are blocking reads (no O_NONBLOCK) that the kernel parks on the
+// pipe, or in an io-wq worker, until the ring is closed. A splice cannot be armed for poll, so
+// each one blocks an io-wq worker of the unbound account. An SQPOLL ring of a
 // kernel before 5.11 (no IORING_FEAT_SQPOLL_NONFIXED) reads only registered files, so there the
-// pipe is registered as the ring's file 0.
-void park_stuck_reads(RingState& st) {
+// pipe is registered as the ring's file 0 (blocked= is for plain rings only).
+void park_stuck_requests(RingState& st) {
     static char sink[1];
-    const unsigned n = st.spec.stuck;
+    const unsigned n = st.spec.stuck + st.spec.blocked;
     if (n == 0) {
         return;
     }
@@ -213,20 +224,28 @@ void park_stuck_reads(RingState& st) {
             if (sqe == nullptr) {  // cannot happen: the kernel consumed every earlier chunk
                 die_ring(st, "no free SQE for the stuck= reads");
             }
-            io_uring_prep_read(sqe, fd, sink, sizeof sink, ~std::uint64_t{0});
+            if (queued < st.spec.stuck) {
+                io_uring_prep_read(sqe, fd, sink, sizeof sink, ~std::uint64_t{0});
+            } else {
+                io_uring_prep_splice(sqe, fd, -1, null_sink(), -1, 1, 0);
+            }
             io_uring_sqe_set_flags(sqe, flags);
             io_uring_sqe_set_data64(sqe, kStuckUserData | queued);
         }
         if (const int ret = submit_all(st.ring); ret < 0) {
-            die_ring(st, "submitting the stuck= reads failed: " + errno_text(-ret));
+            die_ring(st,
+                     "submitting the stuck= reads or blocked= splices failed: " + errno_text(-ret));
         }
     }
-    // Nothing else is in flight yet, so any CQE is a stuck read that did not wait.
+    // Nothing else is in flight yet, so any CQE is a stuck read or splice that did not wait.
     io_uring_cqe* cqe = nullptr;
     if (io_uring_peek_cqe(&st.ring, &cqe) == 0) {
-        die_ring(st, "a stuck= read completed at once with " +
-                         (cqe->res < 0 ? errno_text(-cqe->res) : std::to_string(cqe->res)) +
-                         " instead of waiting on its pipe");
+        die_ring(
+            st, std::string(cqe->user_data - kStuckUserData < st.spec.stuck ? "a stuck= read"
+                                                                            : "a blocked= splice") +
+                    " completed at once with " +
+                    (cqe->res < 0 ? errno_text(-cqe->res) : std::to_string(cqe->res)) +
+                    " instead of waiting on its pipe");
     }
 }
 
@@ -257,6 +276,9 @@ std::string describe(const RingSpec& spec) {
     }
     if (spec.overflow > 0) {
         out += " overflow=" + std::to_string(spec.overflow);
+    }
+    if (spec.blocked > 0) {
+        out += " blocked=" + std::to_string(spec.blocked);
     }
     if (spec.stuck > 0) {
         out += " stuck=" + std::to_string(spec.stuck);
@@ -322,8 +344,8 @@ bool any_ring_does(const LoadConfig& cfg, Op op) {
 // so that every write is work the kernel hashes to the file when it goes to io-wq.
 int open_scratch() {
     const char* env = std::getenv("TMPDIR");
-    std::string path = std::string(env != nullptr && *env != '\0' ? env : "/tmp") +
-                       "/iouscope-load-XXXXXX";
+    std::string path =
+        std::string(env != nullptr && *env != '\0' ? env : "/tmp") + "/iouscope-load-XXXXXX";
     const int fd = mkostemp(path.data(), O_CLOEXEC);
     if (fd < 0) {
         die("op=write: cannot create a scratch file as " + path + ": " + errno_text(errno) +
@@ -395,7 +417,7 @@ Rings create_rings(const LoadConfig& cfg) {
                 "lacks: it would drop the overflowing CQEs instead of keeping them");
         }
         limit_workers(*st);
-        park_stuck_reads(*st);
+        park_stuck_requests(*st);
         rings.push_back(std::move(st));
     }
     return rings;

@@ -95,6 +95,7 @@ bool apply_unsigned_key(RingSpec& out, std::string_view key, std::string_view va
         {"n", 1, kMaxReplicas},
         {"overflow", 1, kMaxOverflow},
         {"stuck", 1, kMaxStuck},
+        {"blocked", 1, kMaxStuck},
         {"max_workers", 1, kMaxWorkers},
     };
     const auto* k = std::find_if(std::begin(kKeys), std::end(kKeys),
@@ -125,6 +126,8 @@ bool apply_unsigned_key(RingSpec& out, std::string_view key, std::string_view va
         out.overflow = v;
     } else if (key == "stuck") {
         out.stuck = v;
+    } else if (key == "blocked") {
+        out.blocked = v;
     } else {
         out.max_workers = v;
     }
@@ -162,7 +165,7 @@ std::optional<std::string> apply_key(RingSpec& out, std::string_view key, std::s
     if (!apply_unsigned_key(out, key, value, idle_given, error)) {
         return "unknown key " + quoted(key) +
                " (expected count, rate, share, idle, idle_ns, cpu, depth, batch, n, op, "
-               "overflow, stuck or max_workers)";
+               "overflow, stuck, blocked or max_workers)";
     }
     return error;
 }
@@ -181,12 +184,19 @@ std::optional<std::string> check_extras(const RingSpec& out) {
     if (out.stuck > 0 && uses_iopoll(out.mode)) {
         return "stuck= needs a mode without iopoll (a pipe cannot be read on an IOPOLL ring)";
     }
+    if (out.blocked > 0 && out.mode != RingMode::Plain) {
+        return "blocked= needs mode plain (its splices block io-wq workers of the thread that "
+               "submits them, which is the SQ thread in sqpoll modes)";
+    }
     const std::uint64_t cq = cq_entries_for(out.depth);
-    if (out.stuck > 0 && std::uint64_t{out.stuck} + out.depth > cq) {
-        return "stuck=" + std::to_string(out.stuck) + " with depth=" + std::to_string(out.depth) +
-               " does not fit the CQ: stuck + depth must be at most cq_entries, " +
+    const std::uint64_t parked = std::uint64_t{out.stuck} + out.blocked;
+    if (parked > 0 && parked + out.depth > cq) {
+        return "stuck=" + std::to_string(out.stuck) +
+               " and blocked=" + std::to_string(out.blocked) +
+               " with depth=" + std::to_string(out.depth) +
+               " do not fit the CQ: stuck + blocked + depth must be at most cq_entries, " +
                std::to_string(cq) +
-               " here (twice depth rounded up to a power of two); lower stuck= or raise depth=";
+               " here (twice depth rounded up to a power of two); lower them or raise depth=";
     }
     return std::nullopt;
 }

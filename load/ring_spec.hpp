@@ -38,7 +38,7 @@ inline constexpr unsigned kDefaultIdleMs = 10;
 inline constexpr unsigned kMaxReplicas = 100000;
 // overflow=K and stuck=N; stuck= must also leave the CQ room for depth completions.
 inline constexpr unsigned kMaxOverflow = 1000000;
-inline constexpr unsigned kMaxStuck = 4096;
+inline constexpr unsigned kMaxStuck = 4096;  // stuck= and blocked= alike
 inline constexpr unsigned kMaxWorkers = 1024;
 
 struct RingSpec {
@@ -66,6 +66,7 @@ struct RingSpec {
     bool async = false;     // IOSQE_ASYNC on every SQE: the kernel punts each one to io-wq
     unsigned overflow = 0;  // CQEs to push through the CQ overflow list once, at the start
     unsigned stuck = 0;     // reads of a pipe nobody writes, in flight until the ring closes
+    unsigned blocked = 0;   // splices from that pipe, each blocking an io-wq worker as long
     // IORING_REGISTER_IOWQ_MAX_WORKERS for both accounts, right after setup; 0 = the kernel's.
     unsigned max_workers = 0;
 };

@@ -356,11 +356,12 @@ private:
 
     // A cross-check of the accounting against the kernel's own view: the SQ head, 0 when the
     // ring was made, is advanced by exactly the number of SQEs the kernel consumed: the stuck=
-    // reads, the overflow= NOPs and the normal SQEs. An SQPOLL thread can post CQEs a moment
-    // before it publishes the new head, hence the short grace period.
+    // reads and blocked= splices, the overflow= NOPs and the normal SQEs. An SQPOLL thread can post
+    // CQEs a moment before it publishes the new head, hence the short grace period.
     void verify_kernel_consumed() {
         const auto give_up = Clock::now() + 1s;
-        const std::uint64_t expected = st_.spec.stuck + extra_sqes_ + queued_;
+        const std::uint64_t parked = std::uint64_t{st_.spec.stuck} + st_.spec.blocked;
+        const std::uint64_t expected = parked + extra_sqes_ + queued_;
         for (;;) {
             const unsigned head = io_uring_smp_load_acquire(ring_.sq.khead);
             if (head == static_cast<unsigned>(expected)) {
@@ -370,7 +371,8 @@ private:
                 fail("accounting check", 0,
                      "kernel SQ head advanced by " + std::to_string(head) + " but " +
                          std::to_string(extra_sqes_ + queued_) + " SQEs and " +
-                         std::to_string(st_.spec.stuck) + " stuck= reads were queued (mod 2^32)");
+                         std::to_string(parked) +
+                         " stuck= reads and blocked= splices were queued (mod 2^32)");
                 return;
             }
             std::this_thread::sleep_for(100us);

@@ -144,7 +144,7 @@ Snapshot Aggregator::update(const RawSample& raw) {
     observe_rings(cx, snap.rings);
     attach_requests(raw, snap.rings);
     snap.iowq_probe = raw.requests.iowq_probe;
-    snap.iowq = aggregation::iowq_processes(raw.requests, iowq_floor_);
+    snap.iowq = aggregation::iowq_processes(raw.requests, raw.rings, iowq_floor_);
     snap.threads.reserve(cx.ix.threads.size());
     for (const auto& g : cx.ix.threads)
         snap.threads.push_back(observe_thread(

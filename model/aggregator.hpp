@@ -34,6 +34,7 @@ struct RingInFlight {
     std::uint32_t oldest_opcode = 0;
     std::int32_t oldest_fd = -1;  // its SQE's fd where the kernel keeps it (6.1+), else -1
     std::uint64_t stuck = 0;      // in flight longer than --requests.stuck-after
+    std::uint64_t on_iowq = 0;    // of them, punted to io-wq: queued or on a worker
 };
 
 // The request tier's and the CQ overflow probe's reads, of live rings only: collect/requests.cpp

@@ -16,9 +16,24 @@ struct ProcessCounts {
     std::set<std::uint64_t> wqs;
 };
 
+// Each process's requests in flight on io-wq, by tgid: its rings' (a ring whose fd two
+// processes hold counts for the first the walk found).
+std::map<std::uint32_t, std::uint64_t> on_iowq_by_process(const RequestSample& rq,
+                                                          const RingRecords& rings) {
+    std::map<std::uint32_t, std::uint64_t> out;
+    if (!rq.timed) return out;
+    std::map<std::pair<std::uint64_t, std::uint64_t>, std::uint32_t> pid_of;
+    for (const auto& r : rings) pid_of.emplace(std::pair{r.ctx, r.born_ns}, r.pid);
+    for (const auto& f : rq.in_flight) {
+        const auto it = pid_of.find({f.ctx, f.born_ns});
+        if (it != pid_of.end()) out[it->second] += f.on_iowq;
+    }
+    return out;
+}
+
 }  // namespace
 
-std::vector<IowqSnapshot> iowq_processes(const RequestSample& rq,
+std::vector<IowqSnapshot> iowq_processes(const RequestSample& rq, const RingRecords& rings,
                                          std::map<IowqProcKey, IowqFloor>& floor) {
     if (!rq.iowq_probe) {
         floor.clear();
@@ -44,6 +59,7 @@ std::vector<IowqSnapshot> iowq_processes(const RequestSample& rq,
         p.cpu_ns += w.runtime_ns;
         if (w.start_ns >= rq.iowq_since_ns) ++p.snap.created;
     }
+    const auto on_iowq = on_iowq_by_process(rq, rings);
     std::map<IowqProcKey, IowqFloor> next;
     std::vector<IowqSnapshot> out;
     out.reserve(procs.size());
@@ -57,6 +73,11 @@ std::vector<IowqSnapshot> iowq_processes(const RequestSample& rq,
         p.snap.created = f.created;
         p.snap.exited = f.exited;
         p.snap.queues = static_cast<std::uint32_t>(p.wqs.size());
+        if (rq.timed) {
+            const auto n = on_iowq.find(p.snap.pid);
+            p.snap.requests_in_flight =
+                n == on_iowq.end() ? 0 : static_cast<std::int64_t>(n->second);
+        }
         out.push_back(std::move(p.snap));
     }
     floor = std::move(next);

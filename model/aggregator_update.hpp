@@ -144,7 +144,8 @@ void attach_requests(const RawSample& raw, std::vector<RingSnapshot>& rings);
 // Each process's io-wq workers (model/aggregator_iowq.cpp). floor holds, per process, the
 // counters last reported, which no later sample undercuts: a worker exiting between the exit
 // read and the worker walk is in neither for that sample.
-std::vector<IowqSnapshot> iowq_processes(const RequestSample& rq,
+// rings names each ring's process, for the requests in flight on io-wq beside the workers.
+std::vector<IowqSnapshot> iowq_processes(const RequestSample& rq, const RingRecords& rings,
                                          std::map<IowqProcKey, IowqFloor>& floor);
 
 // Idle and blocked time so far, counting a sleep still in progress up to the walk.

@@ -265,6 +265,9 @@ struct IowqSnapshot {
     double cpu_seconds = 0;
     std::uint64_t created = 0;  // workers started since iouscope attached
     std::uint64_t exited = 0;   // workers that exited since iouscope attached
+    // Requests of its rings in flight on io-wq, queued or on a worker (request tier, timed
+    // kernels: 5.19+), at the sample; -1 where not known.
+    std::int64_t requests_in_flight = -1;
 };
 
 // NVMe passthrough (uring_cmd) completions of one namespace (deep tier).

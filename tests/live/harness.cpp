@@ -376,6 +376,8 @@ std::optional<LoadRing> parse_load_line(const std::string& line, const std::stri
             r.async = v == "1";
         else if (k == "stuck")
             r.stuck = std::stoull(v);
+        else if (k == "blocked")
+            r.blocked = std::stoull(v);
         else if (k == "overflowed")
             r.overflowed = std::stoull(v);
     }

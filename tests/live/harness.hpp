@@ -143,11 +143,12 @@ struct LoadRing {
     unsigned long long sqes = 0, cqes = 0;
     // What io_uring_setup returned (setup lines): IORING_SETUP_* flags and queue sizes.
     unsigned setup_flags = 0, sq_entries = 0, cq_entries = 0;
-    // The request keys: the opcode, IOSQE_ASYNC on every SQE, reads that never complete (not in
-    // sqes), and CQEs sent through the overflow path (in sqes; final lines only).
+    // The request keys: the opcode, IOSQE_ASYNC on every SQE, reads and splices that never
+    // complete (not in sqes), and CQEs sent through the overflow path (in sqes; final lines
+    // only).
     std::string op;
     bool async = false;
-    unsigned long long stuck = 0, overflowed = 0;
+    unsigned long long stuck = 0, blocked = 0, overflowed = 0;
     std::string id() const { return std::to_string(pid) + ":" + std::to_string(fd); }
 };
 // Parses "ring ..." / "setup ..." key=value lines; returns nullopt for other lines.

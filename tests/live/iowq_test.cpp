@@ -147,3 +147,68 @@ TEST_F(IoWq, WorkersLimitsAndExitsEqualTheLoadsThreads) {
         << "map entries: "
         << find_value(m, "iouscope_map_entries", {{"map", "iowq_exits"}}).value_or(-1);
 }
+
+// A splice cannot be armed for poll, so each blocked= splice holds an io-wq worker of the
+// unbound account until its ring closes: five splices, five workers; with max_workers=2, two
+// workers and three requests queued behind them. The requests in flight on io-wq sit beside the
+// workers (5.19+, where completions are seen), and the rings' cancellation on close ends them.
+TEST_F(IoWq, EachBlockedRequestHoldsAWorkerUpToTheLimit) {
+    Daemon d({"--sample.interval=100ms", "--probes.requests"});
+    ASSERT_TRUE(d.ready()) << d.startup_log();
+    REQUIRE_PROBE(d, probe_attached(d, "iowq_workers"), "iowq_workers");
+    const bool timed = probe_attached(d, "req_complete");
+    Child wide({load_bin(), "--ring", "plain,count=1,blocked=5", "--hold", "inf"});
+    Child capped({load_bin(), "--ring", "plain,count=1,blocked=5,max_workers=2", "--hold", "inf"});
+    const auto w = read_load_rings(wide, "ring", "done", seconds(60));
+    const auto c = read_load_rings(capped, "ring", "done", seconds(60));
+    ASSERT_EQ(w.size(), 1u);
+    ASSERT_EQ(c.size(), 1u);
+    ASSERT_EQ(w[0].blocked, 5u);
+    const auto get = [](const std::vector<Series>& m, const LoadRing& r, const std::string& name,
+                        const std::string& kind = "") {
+        Labels l{{"pid", std::to_string(r.pid)}};
+        if (!kind.empty()) l["kind"] = kind;
+        return find_value(m, name, l).value_or(-1);
+    };
+    std::vector<Series> m;
+    ASSERT_TRUE(eventually(seconds(in_vm_guest() ? 6 : 2),
+                           [&] {
+                               m = d.scrape();
+                               return get(m, w[0], "iouscope_iowq_workers", "unbound") == 5 &&
+                                      get(m, c[0], "iouscope_iowq_workers", "unbound") == 2;
+                           }))
+        << "unbound workers " << get(m, w[0], "iouscope_iowq_workers", "unbound") << " and "
+        << get(m, c[0], "iouscope_iowq_workers", "unbound");
+    for (const auto& r : {w[0], c[0]}) {
+        EXPECT_EQ(get(m, r, "iouscope_iowq_workers", "bound"), 0) << r.id();
+        EXPECT_EQ(get(m, r, "iouscope_iowq_queues"), 1) << r.id();
+        // Never more workers than were created, none exited: they are blocked, not idle.
+        EXPECT_EQ(get(m, r, "iouscope_iowq_workers_created_total"),
+                  get(m, r, "iouscope_iowq_workers", "unbound"))
+            << r.id();
+        EXPECT_EQ(get(m, r, "iouscope_iowq_workers_exited_total"), 0) << r.id();
+        EXPECT_EQ(get(m, r, "iouscope_iowq_requests_in_flight"), timed ? 5 : -1) << r.id();
+        // Each splice punted once, whatever the reason the kernel gives.
+        double punts = 0;
+        for (const char* why : {"forced", "other"})
+            punts += find_value(m, "iouscope_ring_request_punts_total",
+                                {{"ring", r.id()}, {"op", "splice"}, {"reason", why}})
+                         .value_or(0);
+        EXPECT_EQ(punts, 5) << r.id();
+        if (timed) {
+            EXPECT_EQ(find_value(m, "iouscope_ring_requests_in_flight", {{"ring", r.id()}}), 5)
+                << r.id();
+        }
+    }
+    EXPECT_EQ(get(m, c[0], "iouscope_iowq_max_workers", "unbound"), 2);
+    // Closing the rings cancels the splices: the loads exit cleanly, and their series go.
+    wide.signal(SIGTERM);
+    capped.signal(SIGTERM);
+    ASSERT_EQ(wide.wait(seconds(30)), std::optional<int>(0));
+    ASSERT_EQ(capped.wait(seconds(30)), std::optional<int>(0));
+    EXPECT_TRUE(eventually(seconds(5), [&] {
+        m = d.scrape();
+        return get(m, w[0], "iouscope_iowq_workers", "unbound") == -1 &&
+               get(m, c[0], "iouscope_iowq_workers", "unbound") == -1;
+    }));
+}

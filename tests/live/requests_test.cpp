@@ -287,12 +287,12 @@ TEST_F(Requests, EveryRingsRequestsEqualTheLoadsGroundTruth) {
         return value_or_zero(m, "iouscope_ring_request_punts_hashed_total", own(r));
     };
     if (on["req_punt"]) {
-        EXPECT_EQ(punts(rings[0], "iosqe_async") + punts(rings[0], "other"), 0);
-        near(punts(rings[1], "iosqe_async"), punted, "punts");
+        EXPECT_EQ(punts(rings[0], "forced") + punts(rings[0], "other"), 0);
+        near(punts(rings[1], "forced"), punted, "punts");
         EXPECT_EQ(punts(rings[1], "other"), 0);
         // NOPs have no file to hash to; every punted write to the regular file is hashed.
         EXPECT_EQ(hashed(rings[1]), 0);
-        EXPECT_EQ(punts(rings[4], "iosqe_async"), 0);
+        EXPECT_EQ(punts(rings[4], "forced"), 0);
         near(hashed(rings[4]), punts(rings[4], "other"), "hashed write punts");
         std::cout << "writes punted: " << punts(rings[4], "other") << " of " << writes << "\n";
     }

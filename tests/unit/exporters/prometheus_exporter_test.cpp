@@ -223,9 +223,8 @@ TEST(Exposition, RequestSeriesNameTheOpcodeAndOnlyThePathsAndResultsSeen) {
     const std::string ring = R"(ring="41:5",pid="41",comm="db",mode="sqpoll",sq_thread="42")";
     // Opcode 22 is past the snapshot's two names: named by number.
     EXPECT_EQ(got["iouscope_ring_requests_total{" + ring + R"(,op="op22"})"], "3");
-    EXPECT_EQ(
-        got["iouscope_ring_request_punts_total{" + ring + R"(,op="op22",reason="iosqe_async"})"],
-        "1");
+    EXPECT_EQ(got["iouscope_ring_request_punts_total{" + ring + R"(,op="op22",reason="forced"})"],
+              "1");
     EXPECT_EQ(got["iouscope_ring_request_punts_total{" + ring + R"(,op="op22",reason="other"})"],
               "0");
     EXPECT_EQ(got["iouscope_ring_request_punts_hashed_total{" + ring + R"(,op="op22"})"], "1");

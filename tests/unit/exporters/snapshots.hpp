@@ -115,6 +115,7 @@ inline Snapshot full_snapshot() {
     w.cpu_seconds = 1.5;
     w.created = 5;
     w.exited = 1;
+    w.requests_in_flight = 4;
     s.iowq.push_back(w);
     s.ring_series_limit = 1;
     DeviceSnapshot d;

@@ -120,9 +120,16 @@ TEST(RingSpec, OpAsyncOverflowAndStuckRejectBadValues) {
               std::string::npos);
     // stuck + depth must fit the CQ (128 for depth 64), whichever key comes first.
     EXPECT_EQ(err(parse_ring_spec("plain,stuck=65")),
-              "ring spec \"plain,stuck=65\": stuck=65 with depth=64 does not fit the CQ: stuck "
-              "+ depth must be at most cq_entries, 128 here (twice depth rounded up to a power "
-              "of two); lower stuck= or raise depth=");
+              "ring spec \"plain,stuck=65\": stuck=65 and blocked=0 with depth=64 do not fit the "
+              "CQ: stuck + blocked + depth must be at most cq_entries, 128 here (twice depth "
+              "rounded up to a power of two); lower them or raise depth=");
+    // blocked= splices share the room, and only a plain ring's submitting thread takes them.
+    EXPECT_EQ(ok(parse_ring_spec("plain,stuck=30,blocked=34")).blocked, 34u);
+    EXPECT_NE(err(parse_ring_spec("plain,stuck=30,blocked=35")).find("stuck + blocked + depth"),
+              std::string::npos);
+    EXPECT_NE(err(parse_ring_spec("sqpoll,blocked=1")).find("blocked= needs mode plain"),
+              std::string::npos);
+    EXPECT_NE(err(parse_ring_spec("plain,blocked=0")).find("1..4096"), std::string::npos);
     EXPECT_EQ(ok(parse_ring_spec("plain,stuck=156,depth=100")).stuck, 156u);
     EXPECT_NE(err(parse_ring_spec("plain,stuck=200,depth=100")).find("cq_entries, 256"),
               std::string::npos);

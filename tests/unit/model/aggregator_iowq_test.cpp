@@ -59,7 +59,7 @@ TEST(AggregatorIowq, LiveWorkersByAccountAndTheirQueuesLimitsAndCpu) {
         walked({worker(1, 0xa0, IOU_IOWQ_BOUND, 500, 1'000'000'000, 8),
                 worker(2, 0xa0, IOU_IOWQ_BOUND, 2000, 500'000'000, 8),
                 worker(3, 0xb0, IOU_IOWQ_UNBOUND, 3000, 250'000'000, 16)}),
-        floor);
+        {}, floor);
     ASSERT_EQ(out.size(), 1u);
     const IowqSnapshot& p = out[0];
     EXPECT_EQ(p.pid, 100u);
@@ -78,10 +78,10 @@ TEST(AggregatorIowq, AWorkerMovesFromLiveToExitedWithoutCountingTwice) {
     std::map<IowqProcKey, IowqFloor> floor;
     aggregation::iowq_processes(walked({worker(1, 0xa0, IOU_IOWQ_BOUND, 2000, 300),
                                         worker(2, 0xa0, IOU_IOWQ_BOUND, 2500, 200)}),
-                                floor);
+                                {}, floor);
     // Worker 2 exited with 250 ns of CPU; a third lived and died between the two samples.
     const auto out = aggregation::iowq_processes(
-        walked({worker(1, 0xa0, IOU_IOWQ_BOUND, 2000, 400)}, {exits(2, 2, 250 + 90)}), floor);
+        walked({worker(1, 0xa0, IOU_IOWQ_BOUND, 2000, 400)}, {exits(2, 2, 250 + 90)}), {}, floor);
     ASSERT_EQ(out.size(), 1u);
     EXPECT_EQ(out[0].workers[0], 1u);
     EXPECT_EQ(out[0].created, 3u);
@@ -93,16 +93,16 @@ TEST(AggregatorIowq, AWorkerInNeitherReadDoesNotTakeTheCountersBack) {
     std::map<IowqProcKey, IowqFloor> floor;
     aggregation::iowq_processes(walked({worker(1, 0xa0, IOU_IOWQ_BOUND, 2000, 300),
                                         worker(2, 0xa0, IOU_IOWQ_BOUND, 2500, 200)}),
-                                floor);
+                                {}, floor);
     // Worker 2 exited after the exits were read and before the walk: in neither.
-    auto out =
-        aggregation::iowq_processes(walked({worker(1, 0xa0, IOU_IOWQ_BOUND, 2000, 350)}), floor);
+    auto out = aggregation::iowq_processes(walked({worker(1, 0xa0, IOU_IOWQ_BOUND, 2000, 350)}), {},
+                                           floor);
     ASSERT_EQ(out.size(), 1u);
     EXPECT_EQ(out[0].created, 2u);
     EXPECT_DOUBLE_EQ(out[0].cpu_seconds, 500e-9);
     // The next sample has it.
     out = aggregation::iowq_processes(
-        walked({worker(1, 0xa0, IOU_IOWQ_BOUND, 2000, 360)}, {exits(1, 1, 210)}), floor);
+        walked({worker(1, 0xa0, IOU_IOWQ_BOUND, 2000, 360)}, {exits(1, 1, 210)}), {}, floor);
     EXPECT_EQ(out[0].created, 2u);
     EXPECT_EQ(out[0].exited, 1u);
     EXPECT_DOUBLE_EQ(out[0].cpu_seconds, 570e-9);
@@ -110,10 +110,36 @@ TEST(AggregatorIowq, AWorkerInNeitherReadDoesNotTakeTheCountersBack) {
 
 TEST(AggregatorIowq, AGoneProcessLeavesNothingAndTheTierOffShowsNothing) {
     std::map<IowqProcKey, IowqFloor> floor;
-    aggregation::iowq_processes(walked({worker(1, 0xa0, IOU_IOWQ_BOUND, 2000, 300)}), floor);
-    EXPECT_TRUE(aggregation::iowq_processes(walked({}), floor).empty());
+    aggregation::iowq_processes(walked({worker(1, 0xa0, IOU_IOWQ_BOUND, 2000, 300)}), {}, floor);
+    EXPECT_TRUE(aggregation::iowq_processes(walked({}), {}, floor).empty());
     EXPECT_TRUE(floor.empty());
     RequestSample off;
     off.workers = {worker(1, 0xa0, IOU_IOWQ_BOUND, 2000, 300)};
-    EXPECT_TRUE(aggregation::iowq_processes(off, floor).empty());
+    EXPECT_TRUE(aggregation::iowq_processes(off, {}, floor).empty());
+}
+
+TEST(AggregatorIowq, RequestsInFlightOnIoWqSitBesideTheProcesssWorkers) {
+    std::map<IowqProcKey, IowqFloor> floor;
+    auto rq = walked({worker(1, 0xa0, IOU_IOWQ_UNBOUND, 2000, 300, 2),
+                      worker(2, 0xa0, IOU_IOWQ_UNBOUND, 2100, 300, 2)});
+    // Not timed (5.10-5.18): not known.
+    EXPECT_EQ(aggregation::iowq_processes(rq, {}, floor)[0].requests_in_flight, -1);
+    rq.timed = true;
+    RingRecords rings(3);
+    rings[0].ctx = 0x10, rings[0].born_ns = 7, rings[0].pid = 100;
+    rings[1].ctx = 0x20, rings[1].born_ns = 8, rings[1].pid = 100;
+    rings[2].ctx = 0x30, rings[2].born_ns = 9, rings[2].pid = 200;  // no worker: no series
+    // Five on io-wq across pid 100's rings, two of them queued behind max_workers=2; a ring
+    // reborn at 0x20 (born 99) is not one the walk found.
+    rq.in_flight = {{0x10, 7, 4, 0, 0, -1, 0, 3},
+                    {0x20, 8, 2, 0, 0, -1, 0, 2},
+                    {0x20, 99, 6, 0, 0, -1, 0, 6},
+                    {0x30, 9, 1, 0, 0, -1, 0, 1}};
+    const auto out = aggregation::iowq_processes(rq, rings, floor);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].workers[1], 2u);
+    EXPECT_EQ(out[0].requests_in_flight, 5);
+    // None in flight: 0, not absent.
+    rq.in_flight.clear();
+    EXPECT_EQ(aggregation::iowq_processes(rq, rings, floor)[0].requests_in_flight, 0);
 }

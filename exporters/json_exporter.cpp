@@ -58,6 +58,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
     sq_entries, cq_entries, sqes_total, cqes_total, sq_backlog, sqthread_share, sqe_rate, cqe_rate,
     samples, samples_with_backlog, backlog_sum, has_sqthread_work, sqthread_work_seconds,
     sqthread_submit_seconds, sqthread_batches, iopoll, requests, folded, carried)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FoldedOp, opcode, submitted, punted_forced,
+                                                punted_other, completed)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FoldedRings, pid, comm, rings, sqes_total,
                                                 cqes_total, requests)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(IowqSnapshot, pid, comm, workers, max_workers,

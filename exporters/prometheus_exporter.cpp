@@ -228,6 +228,9 @@ std::string op_name(const Snapshot& s, std::uint32_t op) {
     return "op" + std::to_string(op);
 }
 
+// The paths a request takes (enum iou_req_path).
+constexpr std::string_view kPaths[] = {"inline", "io_wq", "poll"};
+
 // Plain rings beyond the series limit, folded per process (model/ring_series.hpp).
 void ring_fold_families(Exposition& ex, const Snapshot& s) {
     ex.add("iouscope_ring_series_limit").gauge({}, static_cast<double>(s.ring_series_limit));
@@ -235,6 +238,8 @@ void ring_fold_families(Exposition& ex, const Snapshot& s) {
     Family& sqes = ex.add("iouscope_process_folded_ring_sqes_total");
     Family& cqes = ex.add("iouscope_process_folded_ring_cqes_total");
     Family& requests = ex.add("iouscope_process_folded_ring_requests_total");
+    Family& punts = ex.add("iouscope_process_folded_ring_request_punts_total");
+    Family& completions = ex.add("iouscope_process_folded_ring_request_completions_total");
     for (const auto& f : s.folded) {
         // Labelled as the rings they stand for, so one selector (mode, sq_thread) takes both.
         const Labels l{
@@ -242,13 +247,25 @@ void ring_fold_families(Exposition& ex, const Snapshot& s) {
         rings.gauge(l, static_cast<double>(f.rings));
         sqes.counter(l, static_cast<double>(f.sqes_total));
         cqes.counter(l, static_cast<double>(f.cqes_total));
-        for (const auto& [op, n] : f.requests) {
+        for (const auto& o : f.requests) {
             const Labels lo{{"pid", std::to_string(f.pid)},
                             {"comm", f.comm},
                             {"mode", "plain"},
                             {"sq_thread", ""},
-                            {"op", op_name(s, op)}};
-            requests.counter(lo, static_cast<double>(n));
+                            {"op", op_name(s, o.opcode)}};
+            requests.counter(lo, static_cast<double>(o.submitted));
+            for (auto [reason, n] :
+                 {std::pair{"forced", o.punted_forced}, std::pair{"other", o.punted_other}}) {
+                auto lr = lo;
+                lr.push_back({"reason", reason});
+                punts.counter(lr, static_cast<double>(n));
+            }
+            for (std::size_t p = 0; p < o.completed.size(); ++p) {
+                if (o.completed[p] == 0 && p != 0) continue;  // a path never taken
+                auto lp = lo;
+                lp.push_back({"path", std::string(kPaths[p])});
+                completions.counter(lp, static_cast<double>(o.completed[p]));
+            }
         }
     }
 }
@@ -272,7 +289,6 @@ void ring_iopoll_families(Exposition& ex, const Snapshot& s) {
                        io);
 }
 
-constexpr std::string_view kPaths[] = {"inline", "io_wq", "poll"};
 constexpr std::string_view kResults[] = {"ok",      "eagain", "ecanceled", "etime",
                                          "enobufs", "other",  "untraced"};
 

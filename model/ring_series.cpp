@@ -34,6 +34,21 @@ void RingSeries::observe(Ring& s, bool fresh, const RingSnapshot& r, const Snaps
     s.at = now;
 }
 
+namespace {
+
+FoldedOp counts_of(const RequestOpSnapshot& op) {
+    FoldedOp f{op.opcode, op.submitted, op.punted_forced,
+               op.punted - std::min(op.punted, op.punted_forced)};
+    for (std::size_t p = 0; p < f.completed.size(); ++p) f.completed[p] = op.paths[p].completed;
+    return f;
+}
+
+std::uint64_t since(std::uint64_t now, std::uint64_t was) {
+    return now > was ? now - was : 0;
+}
+
+}  // namespace
+
 // The ring's requests per opcode in the last interval: ops is ascending by opcode, as the
 // request stage builds it, and so is what the ring kept. An opcode the ring had not submitted
 // before counts whole, except at the daemon's first sample (at_start), where nothing is known
@@ -45,14 +60,20 @@ void RingSeries::observe_requests(Ring& s, bool at_start, const RingRequests& rq
         return;
     }
     auto before = s.requests.begin();
-    std::vector<std::pair<std::uint32_t, std::uint64_t>> now;
+    std::vector<FoldedOp> now;
     now.reserve(rq.ops.size());
     for (const auto& op : rq.ops) {
-        while (before != s.requests.end() && before->first < op.opcode) ++before;
-        const bool known = before != s.requests.end() && before->first == op.opcode;
-        const std::uint64_t was = known ? before->second : at_start ? op.submitted : 0;
-        if (op.submitted > was) s.drequests.emplace_back(op.opcode, op.submitted - was);
-        now.emplace_back(op.opcode, op.submitted);
+        while (before != s.requests.end() && before->opcode < op.opcode) ++before;
+        const bool known = before != s.requests.end() && before->opcode == op.opcode;
+        const FoldedOp cur = counts_of(op);
+        const FoldedOp was = known ? *before : at_start ? cur : FoldedOp{op.opcode};
+        FoldedOp d{op.opcode, since(cur.submitted, was.submitted),
+                   since(cur.punted_forced, was.punted_forced),
+                   since(cur.punted_other, was.punted_other)};
+        for (std::size_t p = 0; p < d.completed.size(); ++p)
+            d.completed[p] = since(cur.completed[p], was.completed[p]);
+        if (d != FoldedOp{op.opcode}) s.drequests.push_back(d);
+        now.push_back(cur);
     }
     s.requests = std::move(now);
 }
@@ -184,7 +205,14 @@ void RingSeries::fold(Snapshot& snap) {
         }
         f->sqes += p.ring->dsqes;
         f->cqes += p.ring->dcqes;
-        for (const auto& [op, n] : p.ring->drequests) f->requests[op] += n;
+        for (const auto& d : p.ring->drequests) {
+            FoldedOp& o = f->requests[d.opcode];
+            o.opcode = d.opcode;
+            o.submitted += d.submitted;
+            o.punted_forced += d.punted_forced;
+            o.punted_other += d.punted_other;
+            for (std::size_t i = 0; i < o.completed.size(); ++i) o.completed[i] += d.completed[i];
+        }
         ++*n;
     }
     auto seen = folds_.end();
@@ -195,12 +223,10 @@ void RingSeries::fold(Snapshot& snap) {
     std::erase_if(folds_, [&](const auto& kv) { return kv.second.seen != samples_; });
     for (const auto& [pid, fd] : folds_) {
         const auto c = now.find(pid);
-        snap.folded.push_back({pid,
-                               fd.comm,
-                               c == now.end() ? 0 : c->second,
-                               fd.sqes,
-                               fd.cqes,
-                               {fd.requests.begin(), fd.requests.end()}});
+        snap.folded.push_back({pid, fd.comm, c == now.end() ? 0 : c->second, fd.sqes, fd.cqes, {}});
+        auto& ops = snap.folded.back().requests;
+        ops.reserve(fd.requests.size());
+        for (const auto& [op, counts] : fd.requests) ops.push_back(counts);
     }
 }
 

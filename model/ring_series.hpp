@@ -11,8 +11,8 @@
 // light walks, model/ring_carry.hpp), yields at once. So a series, once there, lives
 // through several scrapes, and two rings of about the same activity never swap: scrapes do not
 // see series flap. The rest are folded into their process (Snapshot::folded): how many there
-// are, and the SQEs and CQEs they consumed and posted and the requests they submitted (by
-// opcode, request tier) while folded.
+// are, and the SQEs and CQEs they consumed and posted and their requests (by opcode, request
+// tier: submitted, punted, completed per path) while folded.
 //
 // The snapshot keeps every ring (RingSnapshot::folded marks the folded ones): top and the JSON
 // API still see them all; only the exposition folds.
@@ -48,7 +48,7 @@ private:
         std::uint64_t sqes = 0, cqes = 0;    // at the last sample
         std::uint64_t dsqes = 0, dcqes = 0;  // in the last interval
         // Requests by opcode (request tier), at the last sample and in the last interval.
-        std::vector<std::pair<std::uint32_t, std::uint64_t>> requests, drequests;
+        std::vector<FoldedOp> requests, drequests;
         double activity = 0;      // SQEs + CQEs, decayed by kDecaySeconds; 0: none since seen
         std::uint64_t reads = 0;  // samples that read it rather than carried it
         double at = 0;            // monotonic seconds activity was last brought to
@@ -59,7 +59,7 @@ private:
     struct Fold {
         std::string comm;
         std::uint64_t sqes = 0, cqes = 0;
-        std::map<std::uint32_t, std::uint64_t> requests;  // by opcode
+        std::map<std::uint32_t, FoldedOp> requests;  // by opcode
         std::uint64_t seen = 0;
     };
     struct Plain {

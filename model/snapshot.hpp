@@ -237,6 +237,16 @@ struct RingSnapshot {
     bool carried = false;
 };
 
+// One opcode's requests on folded rings (request tier): submitted, punted by reason, and
+// completed by path (inline, io-wq, poll), counted while the rings were folded.
+struct FoldedOp {
+    std::uint32_t opcode = 0;
+    std::uint64_t submitted = 0;
+    std::uint64_t punted_forced = 0, punted_other = 0;
+    std::array<std::uint64_t, 3> completed{};
+    bool operator==(const FoldedOp&) const = default;
+};
+
 // The plain rings of one process that have no series of their own (model/ring_series.hpp).
 struct FoldedRings {
     std::uint32_t pid = 0;
@@ -244,8 +254,8 @@ struct FoldedRings {
     std::size_t rings = 0;         // folded now
     std::uint64_t sqes_total = 0;  // consumed by its rings while they were folded, cumulative
     std::uint64_t cqes_total = 0;  // posted by them meanwhile
-    // Requests they submitted meanwhile, by opcode (request tier), cumulative.
-    std::vector<std::pair<std::uint32_t, std::uint64_t>> requests;
+    // Their requests meanwhile, by opcode, ascending (request tier), cumulative.
+    std::vector<FoldedOp> requests;
 };
 
 // A process's io-wq workers (iou-wrk-* threads; request tier): the live ones by account, and

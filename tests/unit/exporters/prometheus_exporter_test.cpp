@@ -235,7 +235,21 @@ TEST(Exposition, RequestSeriesNameTheOpcodeAndOnlyThePathsAndResultsSeen) {
     EXPECT_EQ(got["iouscope_ring_request_latency_seconds_count{" + iowq + "}"], "2");
     EXPECT_EQ(got["iouscope_ring_requests_in_flight{" + ring + "}"], "2");
     EXPECT_EQ(got["iouscope_ring_oldest_request_age_seconds{" + ring + "}"], "1.5");
+    // The folded rings' opcode 22: requests, punts by reason, completions by path taken.
+    const std::string fold = R"(pid="41",comm="db",mode="plain",sq_thread="",op="op22")";
+    EXPECT_EQ(got["iouscope_process_folded_ring_requests_total{" + fold + "}"], "7");
+    EXPECT_EQ(
+        got["iouscope_process_folded_ring_request_punts_total{" + fold + R"(,reason="forced"})"],
+        "1");
+    EXPECT_EQ(
+        got["iouscope_process_folded_ring_request_punts_total{" + fold + R"(,reason="other"})"],
+        "2");
+    const std::string done = "iouscope_process_folded_ring_request_completions_total{" + fold;
+    EXPECT_EQ(got[done + R"(,path="inline"})"], "4");
+    EXPECT_EQ(got[done + R"(,path="io_wq"})"], "3");
+    EXPECT_EQ(got.count(done + R"(,path="poll"})"), 0u);
     for (const auto& [k, v] : all) {
+        if (k.rfind("iouscope_process_folded", 0) == 0) continue;
         // Neither a path the opcode never took nor a result never seen has a series.
         EXPECT_EQ(k.find(R"(path="inline")"), std::string::npos) << k;
         EXPECT_EQ(k.find(R"(result="eagain")"), std::string::npos) << k;

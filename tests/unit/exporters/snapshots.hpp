@@ -104,7 +104,7 @@ inline Snapshot full_snapshot() {
     s.opcode_names =
         std::make_shared<const std::vector<std::string>>(std::vector<std::string>{"nop", "readv"});
     s.rings.push_back(r);
-    s.folded.push_back({41, "db", 2, 10, 10, {{22, 7}}});
+    s.folded.push_back({41, "db", 2, 10, 10, {{22, 7, 1, 2, {4, 3, 0}}}});
     s.iowq_probe = true;
     IowqSnapshot w;
     w.pid = 41;

@@ -205,34 +205,46 @@ TEST(RingSeries, ACarriedRingIsNotSeenDoingNothing) {
     EXPECT_EQ(held(s), (std::set<std::uint64_t>{2}));
 }
 
-// Requests (request tier) fold as SQEs do, per opcode: what a folded ring submitted while
-// folded, an opcode new to a known ring counted whole, nothing from before the first sample.
+// Requests (request tier) fold as SQEs do, per opcode: what a folded ring submitted, punted
+// and completed while folded, an opcode new to a known ring counted whole, nothing from before
+// the first sample, and counters that went back (a batch read) adding nothing.
 TEST(RingSeries, FoldedRingsRequestsAreCountedPerOpcodeWhileFolded) {
-    const auto with_requests =
-        [](Snapshot s, std::vector<std::vector<std::pair<std::uint32_t, std::uint64_t>>> ops) {
-            for (std::size_t i = 0; i < s.rings.size(); ++i) {
-                s.rings[i].requests.has_requests = true;
-                for (const auto& [op, n] : ops[i]) {
-                    RequestOpSnapshot o;
-                    o.opcode = op;
-                    o.submitted = n;
-                    s.rings[i].requests.ops.push_back(o);
-                }
+    struct Op {
+        std::uint32_t opcode;
+        std::uint64_t submitted, punted = 0, forced = 0, inline_done = 0, iowq_done = 0;
+    };
+    const auto with_requests = [](Snapshot s, std::vector<std::vector<Op>> ops) {
+        for (std::size_t i = 0; i < s.rings.size(); ++i) {
+            s.rings[i].requests.has_requests = true;
+            for (const auto& op : ops[i]) {
+                RequestOpSnapshot o;
+                o.opcode = op.opcode;
+                o.submitted = op.submitted;
+                o.punted = op.punted;
+                o.punted_forced = op.forced;
+                o.paths[0].completed = op.inline_done;
+                o.paths[1].completed = op.iowq_done;
+                s.rings[i].requests.ops.push_back(o);
             }
-            return s;
-        };
+        }
+        return s;
+    };
     RingSeries p(1);
-    auto s = with_requests(at(0, {{1, 100}, {2, 10, "plain", 20}}), {{{0, 100}}, {{0, 10}}});
+    auto s =
+        with_requests(at(0, {{1, 100}, {2, 10, "plain", 20}}), {{{0, 100}}, {{0, 10, 4, 1, 5, 4}}});
     p.apply(s);
     ASSERT_EQ(s.folded.size(), 1u);
     EXPECT_TRUE(s.folded[0].requests.empty());  // before the first sample: not the fold's
-    s = with_requests(at(1, {{1, 200}, {2, 15, "plain", 20}}), {{{0, 200}}, {{0, 13}, {22, 2}}});
+    s = with_requests(at(1, {{1, 200}, {2, 15, "plain", 20}}),
+                      {{{0, 200}}, {{0, 13, 6, 2, 6, 6}, {22, 2, 2, 2, 0, 1}}});
     p.apply(s);
     ASSERT_EQ(s.folded.size(), 1u);
     EXPECT_EQ(s.folded[0].requests,
-              (std::vector<std::pair<std::uint32_t, std::uint64_t>>{{0, 3}, {22, 2}}));
-    s = with_requests(at(2, {{1, 300}, {2, 16, "plain", 20}}), {{{0, 300}}, {{0, 14}, {22, 2}}});
+              (std::vector<FoldedOp>{{0, 3, 1, 1, {1, 2, 0}}, {22, 2, 2, 0, {0, 1, 0}}}));
+    // Opcode 0's io-wq completions read one short (a batch read): nothing subtracted.
+    s = with_requests(at(2, {{1, 300}, {2, 16, "plain", 20}}),
+                      {{{0, 300}}, {{0, 14, 6, 2, 8, 5}, {22, 2, 2, 2, 0, 1}}});
     p.apply(s);
     EXPECT_EQ(s.folded[0].requests,
-              (std::vector<std::pair<std::uint32_t, std::uint64_t>>{{0, 4}, {22, 2}}));
+              (std::vector<FoldedOp>{{0, 4, 1, 1, {3, 2, 0}}, {22, 2, 2, 0, {0, 1, 0}}}));
 }

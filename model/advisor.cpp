@@ -49,6 +49,27 @@ Advice make_advice(const Snapshot& from, const Snapshot& to, const AdviseOptions
     return out;
 }
 
+namespace {
+
+// What a later window starts from: the sample less the rings no finding reads at a window's
+// start, those without an SQ thread (thread_windows matches only the SQ threads' rings there).
+// Eight of these are kept a window: at 10,000 plain rings whole snapshots held 44 MB, the
+// daemon's 87 MB against 43 MB with --advise.window=0. Only the head and the rings kept are
+// copied: copying every ring every window/8 cost the daemon 0.3 to 0.5 % of a core more there.
+std::shared_ptr<const Snapshot> window_start(const std::shared_ptr<const Snapshot>& s) {
+    const auto read = [](const RingSnapshot& r) { return r.sq_thread > 0; };
+    if (std::all_of(s->rings.begin(), s->rings.end(), read)) return s;
+    auto kept = std::make_shared<Snapshot>();
+    static_cast<SnapshotHead&>(*kept) = *s;
+    kept->rings.reserve(
+        static_cast<std::size_t>(std::count_if(s->rings.begin(), s->rings.end(), read)));
+    for (const auto& r : s->rings)
+        if (read(r)) kept->rings.push_back(r);
+    return kept;
+}
+
+}  // namespace
+
 Advice AdviceWindow::update(const std::shared_ptr<const Snapshot>& now) {
     if (judged_ && seconds_between(*judged_, *now) < window_s_ / 12) return last_;
     Advice a;
@@ -65,7 +86,7 @@ Advice AdviceWindow::update(const std::shared_ptr<const Snapshot>& now) {
         a.notes.push_back("not enough data yet: first sample");
     }
     if (history_.empty() || seconds_between(*history_.back(), *now) >= window_s_ / 8)
-        history_.push_back(now);
+        history_.push_back(window_start(now));
     judged_ = now;
     last_ = a;
     return a;

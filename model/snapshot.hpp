@@ -325,7 +325,9 @@ struct ProbeCoverage {
     static constexpr std::uint64_t kMinEvents = 100;
 };
 
-struct Snapshot {
+// A sample: its rings (Snapshot) and everything else (SnapshotHead), apart so that the advisor
+// can keep a sample for its window without the rings it never reads (model/advisor.cpp).
+struct SnapshotHead {
     std::string hostname;                // where it was taken
     std::string kernel;                  // uname -r of that host
     std::uint64_t seq = 0;               // samples taken so far
@@ -338,7 +340,6 @@ struct Snapshot {
     bool idle_ns_supported = false;      // the kernel has IORING_SETUP_IDLE_NS (seeds patch 002)
     std::optional<GapSampling> gap_sampling;  // absent: every work gap is recorded (or none)
     std::vector<ThreadSnapshot> threads;
-    std::vector<RingSnapshot> rings;
     std::vector<ProcessSnapshot> processes;  // every ring holder and SQ thread owner, by pid
     std::vector<FoldedRings> folded;         // by pid, while the process holds a ring
     std::size_t ring_series_limit = 0;       // plain rings with series of their own; 0 = all
@@ -367,6 +368,10 @@ struct Snapshot {
     bool iowq_probe = false;               // io-wq workers are walked (request tier)
     std::vector<IowqSnapshot> iowq;        // by pid
     Advice advice;  // the advisor's findings over the daemon's window (set by the sampler)
+};
+
+struct Snapshot : SnapshotHead {
+    std::vector<RingSnapshot> rings;  // by ctx
 };
 
 }  // namespace iouscope

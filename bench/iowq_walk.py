@@ -37,6 +37,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.dont_write_bytecode = True  # keep the source tree clean
 import overhead  # noqa: E402
+import scale  # noqa: E402  (its --threads list parser)
 
 runner = SourceFileLoader("bench_run", os.path.join(HERE, "run")).load_module()
 
@@ -136,22 +137,12 @@ def exit_cost(a, threads):
         daemon.stop()
 
 
-def ints(text):
-    try:
-        values = sorted({int(v) for v in text.split(",") if v})
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: want comma-separated whole numbers")
-    if not values or values[0] < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: want one or more numbers >= 1")
-    return values
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n\n", 1)[1])
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
-    ap.add_argument("--threads", type=ints, default=[100, 1000, 10000])
+    ap.add_argument("--threads", type=lambda t: scale.ints(t, 1), default=[100, 1000, 10000])
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--pairs", type=int, default=3)
     ap.add_argument("--interval", default="1s")

@@ -4,14 +4,18 @@ and its exposition, at each point of a grid of idle rings and SQ threads, with t
 and per SQ thread fitted from them.
 
 usage: bench/scale.py [--build DIR] [--rings R,R,...] [--threads T,T,...] [--seconds S]
-                      [--repeats N] [--interval D]
+                      [--repeats N] [--interval D] [--settle S] [--daemon-arg ARG ...]
+                      [--ab]
 
 Each point runs iouscope-load holding R rings, T of them SQPOLL rings with an SQ thread each
 (every ring submits one NOP, then all stay idle), and a fresh daemon beside them at --interval
-(default 1s, the daemon's default). After 5 s to settle it measures, with nothing scraping:
+(default 1s, the daemon's default). After --settle seconds (default 5) it measures, with
+nothing scraping:
   cpu     the daemon's on-CPU time (schedstat, every thread) over S seconds (default 20), in %
           of one core;
-  rss     its resident memory at the end, and its peak (VmHWM);
+  rss     its resident memory at the end, and its peak (VmHWM); the advisor keeps snapshots
+          for its window (--advise.window, 60 s), so the memory is steady only once the
+          settling and the CPU window together outlast it: --settle 45 with the default 20 s;
 then five scrapes of /metrics, 1.1 s apart so that each reads a new sample and renders it:
   first   the slowest of them (a sample's first scrape renders the exposition), in ms, asking
           for gzip as Prometheus does (the daemon compresses once per sample);
@@ -19,7 +23,9 @@ then five scrapes of /metrics, 1.1 s apart so that each reads a new sample and r
 The grid: the rings of --rings with the smallest --threads, then the threads of --threads with
 the smallest --rings, then the most rings with the most SQ threads among them (the scale goal's
 point, 10,000 and 1,000 by default; in no fit). Each point runs --repeats times (default 2); the table gives the median
-and the range. The fit is a least-squares line through the medians of each series: CPU per
+and the range. --daemon-arg passes an argument to the daemon (repeat it for more); with --ab
+every point runs both without them (A) and with them (B), in alternating order, and the table
+gives both rows. The fit is a least-squares line through the medians of each series: CPU per
 1,000 rings and per 100 SQ threads, and the same for memory.
 
 Not a test: it prints figures for docs/BENCHMARKS.md ("Scale"). Needs root (BPF) and a build.
@@ -72,13 +78,13 @@ def timed_scrape(daemon):
     return ms, len(text), len(body) if gzipped else 0
 
 
-def measure(a, rings, threads):
+def measure(a, rings, threads, extra):
     load = start_load(a.build, rings, threads)
     daemon = None
     try:
-        daemon = runner.Daemon(a.build, interval=a.interval)
+        daemon = runner.Daemon(a.build, extra, interval=a.interval)
         pid = daemon.proc.pid
-        time.sleep(5)
+        time.sleep(a.settle)
         c0, t0 = overhead.process_cpu_ns(pid), time.monotonic()
         time.sleep(a.seconds)
         cpu = (overhead.process_cpu_ns(pid) - c0) / 1e9 / (time.monotonic() - t0) * 100
@@ -121,13 +127,14 @@ def fit(results, ring_series, thread_series, key):
     return per_ring, per_thread
 
 
-def ints(text):
+def ints(text, least=0):
+    """A --rings or --threads list: comma-separated whole numbers >= least, sorted, unique."""
     try:
         values = sorted({int(v) for v in text.split(",") if v})
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r}: want comma-separated whole numbers")
-    if not values or values[0] < 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: want one or more numbers >= 0")
+    if not values or values[0] < least:
+        raise argparse.ArgumentTypeError(f"{text!r}: want one or more numbers >= {least}")
     return values
 
 
@@ -141,7 +148,12 @@ def main():
     ap.add_argument("--seconds", type=float, default=20)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--interval", default="1s")
+    ap.add_argument("--settle", type=float, default=5)
+    ap.add_argument("--daemon-arg", action="append", default=[])
+    ap.add_argument("--ab", action="store_true")
     a = ap.parse_args()
+    if a.ab and not a.daemon_arg:
+        raise SystemExit("bench/scale.py: --ab compares the daemon without and with --daemon-arg")
     if os.geteuid() != 0:
         raise SystemExit("bench/scale.py: needs root (the daemon loads BPF programs)")
     if a.seconds <= 0 or a.repeats < 1:
@@ -157,20 +169,28 @@ def main():
     fitted = list(grid)
     if goal not in grid:
         grid.append(goal)
-    results = {}
+    variants = [("A", []), ("B", a.daemon_arg)] if a.ab else [("", a.daemon_arg)]
+    results, by_variant = {}, {}
     for i in range(a.repeats):
         for rings, threads in grid:
-            print(f"[{i + 1}/{a.repeats}] {rings} rings, {threads} SQ threads ...", file=sys.stderr,
-                  flush=True)
-            results.setdefault((rings, threads), []).append(measure(a, rings, threads))
+            for name, extra in (variants if i % 2 == 0 else variants[::-1]):
+                print(f"[{i + 1}/{a.repeats}] {rings} rings, {threads} SQ threads {name} ...",
+                      file=sys.stderr, flush=True)
+                m = measure(a, rings, threads, extra)
+                by_variant.setdefault((rings, threads, name), []).append(m)
+                if name != "A":
+                    results.setdefault((rings, threads), []).append(m)
     print(f"\niouscoped at --sample.interval={a.interval}, {a.seconds:g} s of CPU per point, "
           f"median (min-max) of {a.repeats} runs; idle rings, nothing scraping during the CPU "
           f"window\n")
+    if a.daemon_arg:
+        print(f"daemon arguments{' of B' if a.ab else ''}: {' '.join(a.daemon_arg)}\n")
     print("| rings | SQ threads | daemon CPU, % of a core | RSS, MB | peak RSS, MB "
           "| first scrape (gzip), ms | /metrics, bytes | gzip, bytes |")
     print("|---|---|---|---|---|---|---|---|")
-    for (rings, threads), runs in results.items():
-        print(f"| {rings:,} | {threads:,} | {cell([r['cpu'] for r in runs], '{:.2f}')} "
+    for (rings, threads, name), runs in by_variant.items():
+        print(f"| {rings:,} | {threads:,}{' ' + name if name else ''} "
+              f"| {cell([r['cpu'] for r in runs], '{:.2f}')} "
               f"| {cell([r['rss'] for r in runs], '{:.1f}')} "
               f"| {cell([r['peak'] for r in runs], '{:.1f}')} "
               f"| {cell([r['first'] for r in runs], '{:.0f}')} "

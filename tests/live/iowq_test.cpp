@@ -62,6 +62,14 @@ double procfs_process_cpu(pid_t pid) {
     return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
+// A process's io-wq series (of the account kind, where given), -1 when absent.
+double iowq_value(const std::vector<Series>& m, pid_t pid, const std::string& name,
+                  const std::string& kind = "") {
+    Labels l{{"pid", std::to_string(pid)}};
+    if (!kind.empty()) l["kind"] = kind;
+    return find_value(m, name, l).value_or(-1);
+}
+
 }  // namespace
 
 // Two rings punt every NOP (IOSQE_ASYNC), each from its own thread: one bound worker per thread.
@@ -77,13 +85,8 @@ TEST_F(IoWq, WorkersLimitsAndExitsEqualTheLoadsThreads) {
     const auto setup = read_load_rings(load, "setup", "started", seconds(60));
     ASSERT_EQ(setup.size(), 2u);
     const pid_t pid = setup[0].pid;
-    const std::string p = std::to_string(pid);
     const auto get = [&](const std::vector<Series>& m, const std::string& name,
-                         const std::string& kind = "") {
-        Labels l{{"pid", p}};
-        if (!kind.empty()) l["kind"] = kind;
-        return find_value(m, name, l).value_or(-1);
-    };
+                         const std::string& kind = "") { return iowq_value(m, pid, name, kind); };
     std::vector<Series> m;
     ASSERT_TRUE(eventually(seconds(in_vm_guest() ? 6 : 2),
                            [&] {
@@ -165,11 +168,7 @@ TEST_F(IoWq, EachBlockedRequestHoldsAWorkerUpToTheLimit) {
     ASSERT_EQ(c.size(), 1u);
     ASSERT_EQ(w[0].blocked, 5u);
     const auto get = [](const std::vector<Series>& m, const LoadRing& r, const std::string& name,
-                        const std::string& kind = "") {
-        Labels l{{"pid", std::to_string(r.pid)}};
-        if (!kind.empty()) l["kind"] = kind;
-        return find_value(m, name, l).value_or(-1);
-    };
+                        const std::string& kind = "") { return iowq_value(m, r.pid, name, kind); };
     std::vector<Series> m;
     ASSERT_TRUE(eventually(seconds(in_vm_guest() ? 6 : 2),
                            [&] {

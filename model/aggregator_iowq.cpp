@@ -3,6 +3,8 @@
 // or exited by the exit program, never both: the walk passes over workers already exiting.
 #include <algorithm>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "model/aggregator_update.hpp"
 
@@ -17,16 +19,25 @@ struct ProcessCounts {
 };
 
 // Each process's requests in flight on io-wq, by tgid: its rings' (a ring whose fd two
-// processes hold counts for the first the walk found).
+// processes hold counts for the first the walk found). Only the few rings with requests on
+// io-wq are looked for among the walk's records, in one pass: no index of every ring.
 std::map<std::uint32_t, std::uint64_t> on_iowq_by_process(const RequestSample& rq,
                                                           const RingRecords& rings) {
+    using RingKey = std::pair<std::uint64_t, std::uint64_t>;  // ctx, born_ns
+    std::vector<std::pair<RingKey, std::uint64_t>> busy;      // by ring, ascending
+    if (rq.timed)
+        for (const auto& f : rq.in_flight)
+            if (f.on_iowq) busy.push_back({{f.ctx, f.born_ns}, f.on_iowq});
     std::map<std::uint32_t, std::uint64_t> out;
-    if (!rq.timed) return out;
-    std::map<std::pair<std::uint64_t, std::uint64_t>, std::uint32_t> pid_of;
-    for (const auto& r : rings) pid_of.emplace(std::pair{r.ctx, r.born_ns}, r.pid);
-    for (const auto& f : rq.in_flight) {
-        const auto it = pid_of.find({f.ctx, f.born_ns});
-        if (it != pid_of.end()) out[it->second] += f.on_iowq;
+    if (busy.empty()) return out;
+    std::sort(busy.begin(), busy.end());
+    for (const auto& r : rings) {
+        const RingKey k{r.ctx, r.born_ns};
+        const auto at = std::lower_bound(busy.begin(), busy.end(), std::pair{k, std::uint64_t{0}});
+        if (at != busy.end() && at->first == k && at->second) {
+            out[r.pid] += at->second;
+            at->second = 0;  // the first holder found counts it
+        }
     }
     return out;
 }

@@ -231,6 +231,15 @@ std::string op_name(const Snapshot& s, std::uint32_t op) {
 // The paths a request takes (enum iou_req_path).
 constexpr std::string_view kPaths[] = {"inline", "io_wq", "poll"};
 
+// io-wq punts of one opcode by reason: forced (REQ_F_FORCE_ASYNC) or other.
+void punts_by_reason(Family& punts, const Labels& op, std::uint64_t forced, std::uint64_t other) {
+    for (auto [reason, n] : {std::pair{"forced", forced}, std::pair{"other", other}}) {
+        auto l = op;
+        l.push_back({"reason", reason});
+        punts.counter(l, static_cast<double>(n));
+    }
+}
+
 // Plain rings beyond the series limit, folded per process (model/ring_series.hpp).
 void ring_fold_families(Exposition& ex, const Snapshot& s) {
     ex.add("iouscope_ring_series_limit").gauge({}, static_cast<double>(s.ring_series_limit));
@@ -254,12 +263,7 @@ void ring_fold_families(Exposition& ex, const Snapshot& s) {
                             {"sq_thread", ""},
                             {"op", op_name(s, o.opcode)}};
             requests.counter(lo, static_cast<double>(o.submitted));
-            for (auto [reason, n] :
-                 {std::pair{"forced", o.punted_forced}, std::pair{"other", o.punted_other}}) {
-                auto lr = lo;
-                lr.push_back({"reason", reason});
-                punts.counter(lr, static_cast<double>(n));
-            }
+            punts_by_reason(punts, lo, o.punted_forced, o.punted_other);
             for (std::size_t p = 0; p < o.completed.size(); ++p) {
                 if (o.completed[p] == 0 && p != 0) continue;  // a path never taken
                 auto lp = lo;
@@ -303,13 +307,7 @@ struct RequestFamilies {
         requests.counter(l, static_cast<double>(o.submitted));
         poll_arms.counter(l, static_cast<double>(o.poll_armed));
         hashed.counter(l, static_cast<double>(o.punted_hashed));
-        for (auto [reason, n] :
-             {std::pair{"forced", o.punted_forced},
-              std::pair{"other", o.punted - std::min(o.punted, o.punted_forced)}}) {
-            auto lr = l;
-            lr.push_back({"reason", reason});
-            punts.counter(lr, static_cast<double>(n));
-        }
+        punts_by_reason(punts, l, o.punted_forced, o.punted_other());
         if (!timed) return;
         for (std::size_t p = 0; p < o.paths.size(); ++p) {
             const auto& path = o.paths[p];

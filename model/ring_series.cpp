@@ -37,8 +37,7 @@ void RingSeries::observe(Ring& s, bool fresh, const RingSnapshot& r, const Snaps
 namespace {
 
 FoldedOp counts_of(const RequestOpSnapshot& op) {
-    FoldedOp f{op.opcode, op.submitted, op.punted_forced,
-               op.punted - std::min(op.punted, op.punted_forced)};
+    FoldedOp f{op.opcode, op.submitted, op.punted_forced, op.punted_other()};
     for (std::size_t p = 0; p < f.completed.size(); ++p) f.completed[p] = op.paths[p].completed;
     return f;
 }

@@ -2,6 +2,7 @@
 // What one sample of the system looks like once aggregated. The sampler publishes an immutable
 // Snapshot; exporters and views only ever read one, so a slow scrape or a slow terminal can
 // never hold up sampling.
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -173,7 +174,9 @@ struct RequestOpSnapshot {
     std::uint64_t punted = 0;         // io-wq queueings
     std::uint64_t punted_forced = 0;  // of them, of requests with IOSQE_ASYNC
     std::uint64_t punted_hashed = 0;  // of them, serialized with their file's hashed work
-    std::uint64_t poll_armed = 0;     // async poll arms
+    // The punts not forced (a batch read can see a forced punt before the punt itself).
+    std::uint64_t punted_other() const { return punted - std::min(punted, punted_forced); }
+    std::uint64_t poll_armed = 0;  // async poll arms
     std::array<RequestPathSnapshot, 3> paths;
 };
 

@@ -1,5 +1,6 @@
 #include "exporters/metric_catalog.hpp"
 
+#include <iterator>
 #include <stdexcept>
 
 namespace iouscope {
@@ -13,15 +14,16 @@ Labels with(Labels base, std::initializer_list<std::string_view> more) {
     return base;
 }
 
-}  // namespace
+// The labels that name an SQ thread and a ring, as exporters/prometheus_exporter.cpp's
+// thread_labels() and ring_labels() give them.
+const Labels kThread = {"sq_thread", "pid", "comm", "shared"};
+const Labels kRing = {"ring", "pid", "comm", "mode", "sq_thread"};
 
-const std::vector<MetricDecl>& metric_catalog() {
-    // The labels that name an SQ thread and a ring, as exporters/prometheus_exporter.cpp's
-    // thread_labels() and ring_labels() give them.
-    static const Labels kThread = {"sq_thread", "pid", "comm", "shared"};
-    static const Labels kRing = {"ring", "pid", "comm", "mode", "sq_thread"};
-    // clang-format off
-    static const std::vector<MetricDecl> catalog = {
+// clang-format off
+
+// The SQ threads' families: CPU split, sleeps and wakes, identity, loop passes.
+std::vector<MetricDecl> thread_metrics() {
+    return {
         {"iouscope_sqthread_cpu_seconds_total", MetricKind::counter, "thread_cpu", kThread,
          "CPU time used by the SQ thread since it started."},
         {"iouscope_sqthread_work_seconds_total", MetricKind::counter, "thread_cpu", kThread,
@@ -74,6 +76,12 @@ const std::vector<MetricDecl>& metric_catalog() {
          "On-CPU time of the loop passes that served a ring, from the first ring's work to the end of the pass: the kernel's work-time bracket, measured with the monotonic clock. Deep tier."},
         {"iouscope_sqthread_task_work_seconds_total", MetricKind::counter, "thread_pass", kThread,
          "The part of the pass work spent in io_sq_tw running task work: under SQPOLL the completions of every ring the thread serves, charged to none of them. The rings' iouscope_ring_sqthread_work_seconds_total and this add up to the pass work. Deep tier, 6.9+."},
+    };
+}
+
+// Per ring: counts, identity, the SQ thread's work on it, IOPOLL (deep tier).
+std::vector<MetricDecl> ring_metrics() {
+    return {
         {"iouscope_ring_sqes_total", MetricKind::counter, "ring", kRing,
          "SQEs consumed by the ring since it was created."},
         {"iouscope_ring_cqes_total", MetricKind::counter, "ring", kRing,
@@ -106,6 +114,12 @@ const std::vector<MetricDecl>& metric_catalog() {
         {"iouscope_iopoll_seconds_total", MetricKind::counter, "ring_iopoll", {"ring", "pid", "comm", "caller"},
          "Time spent in io_do_iopoll; the SQ thread's (caller=\"sq_thread\") is its on-CPU "
          "time. Deep tier."},
+    };
+}
+
+// The request path (request tier; CQ overflow in the default tier) and io-wq workers.
+std::vector<MetricDecl> request_metrics() {
+    return {
         {"iouscope_ring_requests_total", MetricKind::counter, "ring_requests", with(kRing, {"op"}),
          "Requests submitted on the ring, by opcode (op: the kernel's IORING_OP_* name in lower case, from its BTF). Request tier (--probes.requests), since iouscope attached."},
         {"iouscope_ring_request_punts_total", MetricKind::counter, "ring_requests", with(kRing, {"op", "reason"}),
@@ -152,6 +166,12 @@ const std::vector<MetricDecl>& metric_catalog() {
          "CPU time of the process's io-wq workers: the live ones' whole lives and those that exited since iouscope attached."},
         {"iouscope_iowq_requests_in_flight", MetricKind::gauge, "iowq", {"pid", "comm"},
          "Requests of the process's rings in flight on io-wq at the sample, queued or on a worker: beside iouscope_iowq_workers, what the workers are there for (a worker per request that blocks; more workers than requests are idle ones, fewer mean requests queued behind max_workers). Request tier on 5.19+ (where completions are seen); present with the process's worker series."},
+    };
+}
+
+// Folded rings and the rings by mode.
+std::vector<MetricDecl> fold_metrics() {
+    return {
         {"iouscope_ring_series_limit", MetricKind::gauge, "ring_fold", {},
          "Plain rings (no SQPOLL, no IOPOLL) that get iouscope_ring_* series of their own, at most (--rings.series-limit); 0 = every ring. The places go to the busiest rings and change hands only to a ring twice as busy, after a minute; the other plain rings are folded into their process's iouscope_process_folded_*. SQPOLL and IOPOLL rings always have their own."},
         {"iouscope_process_folded_rings", MetricKind::gauge, "ring_fold", {"pid", "comm", "mode", "sq_thread"},
@@ -172,6 +192,12 @@ const std::vector<MetricDecl>& metric_catalog() {
          "Rings created since iouscope attached, from the io_uring_create tracepoint."},
         {"iouscope_rings_short_lived_total", MetricKind::counter, "ring_count", {"mode"},
          "Rings created and destroyed between two samples: never walked, so their counts are not in iouscope_ring_*."},
+    };
+}
+
+// NVMe passthrough completions per device and IOPOLL over every ring (deep tier).
+std::vector<MetricDecl> device_metrics() {
+    return {
         {"iouscope_nvme_uring_cmd_completions_total", MetricKind::counter, "device", {"device", "polled"},
          "NVMe passthrough (uring_cmd) completions, by whether the request sat on a poll queue. Deep tier."},
         {"iouscope_nvme_uring_cmd_polls_total", MetricKind::counter, "device", {"device"},
@@ -192,6 +218,12 @@ const std::vector<MetricDecl>& metric_catalog() {
          "Empty io_do_iopoll calls on every ring since attach."},
         {"iouscope_iopoll_host_completions_total", MetricKind::counter, "device", {"caller"},
          "Completions reaped by io_do_iopoll on every ring since attach."},
+    };
+}
+
+// Each probe's state, and the daemon's own.
+std::vector<MetricDecl> daemon_metrics() {
+    return {
         {"iouscope_probe_attached", MetricKind::gauge, "probe", {"probe", "kind"},
          "1 if the BPF program is attached, 0 if it is off (see the log for why)."},
         {"iouscope_probe_gated", MetricKind::gauge, "probe", {"probe", "kind"},
@@ -251,7 +283,23 @@ const std::vector<MetricDecl>& metric_catalog() {
         {"iouscope_process_info", MetricKind::gauge, "process", {"pid", "comm", "cgroup", "container_id", "pod_uid"},
          "1 for each process that holds a ring or owns an SQ thread: its cgroup v2 path, and the container (runtime://id, as kube_pod_container_info gives it) and pod UID that path names; empty where there is none. Join on pid: ... * on(pid) group_left(container_id, pod_uid) iouscope_process_info."},
     };
-    // clang-format on
+}
+
+// clang-format on
+
+}  // namespace
+
+const std::vector<MetricDecl>& metric_catalog() {
+    static const std::vector<MetricDecl> catalog = [] {
+        std::vector<MetricDecl> all;
+        for (auto part : {thread_metrics, ring_metrics, request_metrics, fold_metrics,
+                          device_metrics, daemon_metrics}) {
+            auto decls = part();
+            all.insert(all.end(), std::make_move_iterator(decls.begin()),
+                       std::make_move_iterator(decls.end()));
+        }
+        return all;
+    }();
     return catalog;
 }
 

@@ -2,6 +2,7 @@
 #include "collect/probe_table.hpp"
 
 #include <algorithm>
+#include <iterator>
 
 #include "iouscope.skel.h"
 #include "iouscope_deep.skel.h"
@@ -11,11 +12,16 @@
 
 namespace iouscope {
 
-const std::vector<ProbeSpec>& probe_table() {
-    using K = Requirement::Kind;
+namespace {
+
+using K = Requirement::Kind;
+
 // A program of object o, which is open whenever the probe is selected.
 #define PROG(o, p) [](const BpfObjects& s) { return s.o->progs.p; }
-    static const std::vector<ProbeSpec> table = {
+
+// The default tier: the ring walk, the scheduler probes and ring births.
+std::vector<ProbeSpec> core_probes() {
+    return {
         {.id = ProbeId::iter_rings,
          .name = "iter_rings",
          .object = BpfObject::core,
@@ -59,6 +65,12 @@ const std::vector<ProbeSpec>& probe_table() {
          .essential = false,
          .deep = false,
          .maps = {{"ring_births", KeyOwner::ring}, {"created_rings", KeyOwner::drained}}},
+    };
+}
+
+// Deep tier: SQ threads, their submissions, IOPOLL and NVMe end_io.
+std::vector<ProbeSpec> deep_probes() {
+    return {
         // Deep tier. io_sq_thread fires once per SQ thread start: thread -> sqd, also for the
         // kthread-era 5.10/5.11 threads.
         {.id = ProbeId::io_sq_thread,
@@ -135,6 +147,12 @@ const std::vector<ProbeSpec>& probe_table() {
          .essential = false,
          .deep = true,
          .maps = {{"nvme_stats", KeyOwner::bounded}, {"cmd_pending", KeyOwner::bounded}}},
+    };
+}
+
+// The gaps between submissions and the SQ threads' loop passes.
+std::vector<ProbeSpec> gap_probes() {
+    return {
         // The gaps between an SQ thread's submissions (advise's idle curve): per batch where
         // io_submit_sqes can be hooked, else per SQE from the tracepoint (renamed in 6.4),
         // duty-cycled (collect/gap_duty.hpp).
@@ -180,6 +198,12 @@ const std::vector<ProbeSpec>& probe_table() {
          .maps = {{"sq_passes", KeyOwner::thread}},
          // A pass's time switched out is taken off its work at the switch (iou_sched_switch).
          .holds_gate_open = true},
+    };
+}
+
+// NVMe passthrough completions and polls (deep tier).
+std::vector<ProbeSpec> nvme_probes() {
+    return {
         // Completions reaching the ring: io_uring_cmd_done, exported as __io_uring_cmd_done from
         // 6.18 (io_uring_cmd_done becomes an inline wrapper). Counts only commands whose NVMe
         // end_io was seen, so it needs nvme_uring_cmd_end_io attached to say anything.
@@ -228,6 +252,12 @@ const std::vector<ProbeSpec>& probe_table() {
                         {K::ksym, "nvme_ns_chr_uring_cmd_iopoll"}}}},
          .essential = false,
          .deep = true},
+    };
+}
+
+// CQ overflow (default tier) and the request tier's submit side and detours.
+std::vector<ProbeSpec> request_probes() {
+    return {
         // CQEs that found the CQ full (5.19+). Fires only for a ring in trouble, so it is in the
         // default tier: it loads the request object, whose other probes stay off without
         // --probes.requests.
@@ -294,6 +324,12 @@ const std::vector<ProbeSpec>& probe_table() {
          .essential = false,
          .deep = false,
          .requests = true},
+    };
+}
+
+// The request tier's completions, enters and io-wq workers.
+std::vector<ProbeSpec> completion_probes() {
+    return {
         // Before 5.19 the completion carries no request: nothing to time, no variant.
         {.id = ProbeId::req_complete,
          .name = "req_complete",
@@ -336,7 +372,24 @@ const std::vector<ProbeSpec>& probe_table() {
          .requests = true,
          .maps = {{"iowq_exits", KeyOwner::process}}},
     };
+}
+
 #undef PROG
+
+}  // namespace
+
+// In ProbeId order: one table, built once from its parts.
+const std::vector<ProbeSpec>& probe_table() {
+    static const std::vector<ProbeSpec> table = [] {
+        std::vector<ProbeSpec> all;
+        for (auto part : {core_probes, deep_probes, gap_probes, nvme_probes, request_probes,
+                          completion_probes}) {
+            auto specs = part();
+            all.insert(all.end(), std::make_move_iterator(specs.begin()),
+                       std::make_move_iterator(specs.end()));
+        }
+        return all;
+    }();
     return table;
 }
 

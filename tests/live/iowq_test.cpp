@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -111,20 +112,36 @@ TEST_F(IoWq, WorkersLimitsAndExitsEqualTheLoadsThreads) {
     EXPECT_LE(cpu, after + 1e-6);
     EXPECT_GT(cpu, 0);
 
-    // The run ends and the ring threads with it: their workers exit, main's stays.
+    // The run ends and the ring threads with it: their workers exit, main's stays. From 7.x
+    // the exit program runs preemptible, and a run of it preempted on a CPU makes the next
+    // there a recursion miss (docs/ARCHITECTURE.md, "Misses"): an exit of any task missed so
+    // is an exit the count lacks, so the count is exact less the probe's misses, and exact
+    // where there were none (a worker's exit missed so was seen once on sid, 7.2, in CI).
     ASSERT_EQ(read_load_rings(load, "ring", "done", seconds(120)).size(), 2u);
+    const auto missed = [&] {
+        return find_value(m, "iouscope_probe_missed_total", {{"probe", "iowq_workers"}})
+            .value_or(0);
+    };
+    const auto exited = [&] { return get(m, "iouscope_iowq_workers_exited_total"); };
     EXPECT_TRUE(eventually(seconds(5),
                            [&] {
                                m = d.scrape();
-                               return get(m, "iouscope_iowq_workers_exited_total") == 2;
+                               return exited() == 2 ||
+                                      (exited() >= 2 - missed() &&
+                                       get(m, "iouscope_iowq_workers", "bound") == 0);
                            }))
-        << "exited " << get(m, "iouscope_iowq_workers_exited_total") << ", created "
+        << "exited " << exited() << " (" << missed() << " exits missed), created "
         << get(m, "iouscope_iowq_workers_created_total") << ", bound "
         << get(m, "iouscope_iowq_workers", "bound") << ", unbound "
         << get(m, "iouscope_iowq_workers", "unbound") << ", exits map "
         << find_value(m, "iouscope_map_entries", {{"map", "iowq_exits"}}).value_or(-1)
         << ", dropped "
         << find_value(m, "iouscope_map_overflow_total", {{"map", "iowq_exits"}}).value_or(-1);
+    std::printf("workers exited: %g of 2, exits missed: %g\n", exited(), missed());
+    EXPECT_LE(exited(), 2);
+    if (missed() == 0) {
+        EXPECT_EQ(exited(), 2);
+    }
     EXPECT_EQ(get(m, "iouscope_iowq_workers", "bound"), 0);
     EXPECT_EQ(get(m, "iouscope_iowq_workers", "unbound"), 1);
     EXPECT_EQ(get(m, "iouscope_iowq_workers_created_total"), 3);

@@ -13,7 +13,8 @@ namespace iouscope::advise {
 
 namespace {
 
-const char* const kDescription = R"(iouscope advise - what to change when SQ threads burn CPU
+const char* const kDescription =
+    R"(iouscope advise - what to change when SQ threads burn CPU or requests stall
 
 Judges the same measurements as iouscope top over a window and reports findings. Each names
 the thread, ring or device it concerns, the evidence as measured figures, the change to make
@@ -33,6 +34,20 @@ FINDINGS
   shared_thread_backlog       a ring waits for its turn on a saturated shared SQ thread
   sq_threads_should_share     several SQ threads of one process, each mostly spinning
   iopoll_without_poll_queues  polled NVMe requests completed by interrupts (no poll queues)
+
+  The request path's, where the daemon runs the request tier (iouscoped --probes.requests;
+  cq_overflow also without it, on 5.19+), per ring and opcode:
+  requests_forced_async       IOSQE_ASYNC requests that ran on io-wq without waiting for
+                              anything: drop the flag (predicts the workers' CPU saved)
+  requests_punted_without_nowait
+                              reads or writes punted to io-wq because the file cannot do them
+                              without blocking (buffered I/O): O_DIRECT
+  single_sqe_per_enter        a busy ring that makes one io_uring_enter per SQE: the batch
+                              size, the calls and CPU it saves
+  cq_overflow                 CQEs that took the overflow list: the CQ size that holds them
+  provided_buffers_ran_dry    requests failed with -ENOBUFS: a larger buffer group
+  requests_stuck              requests in flight past --requests.stuck-after: the oldest's
+                              opcode, fd and age, and how to bound the wait
 
 By default the findings come from the running iouscoped, over its --advise.window (60 s
 unless changed). With --local, or when no daemon answers and you are root, advise loads the BPF

@@ -142,6 +142,7 @@ bool Sampler::sample_once() {
     log_poll_queue_changes(*snap);
     snap->probes = bpf_.probes_with_misses();
     move_sched_gate(raw);
+    snap->opcode_names = bpf_.opcode_names();  // the request findings name opcodes
     if (advice_) advise(snap);
     snap->map_entries = {{"ring_births", raw.births.size()},  {"sched_state", raw.sched.size()},
                          {"wakers", raw.wakers.size()},       {"ring_work", raw.ring_work.size()},
@@ -158,7 +159,6 @@ bool Sampler::sample_once() {
     if (raw.requests.iowq_probe)
         snap->map_entries.emplace_back("iowq_exits", raw.requests.iowq_exits.size());
     snap->map_capacity = capacities_;
-    snap->opcode_names = bpf_.opcode_names();
     snap->hostname = hostname_;
     snap->kernel = kernel_;
     snap->host_visible = {{"tasks", view_.host_pid_namespace},

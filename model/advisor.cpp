@@ -42,6 +42,7 @@ Advice make_advice(const Snapshot& from, const Snapshot& to, const AdviseOptions
     }
     share_findings(windows, o, out);
     poll_queue_findings(from, to, out);
+    request_findings(index, from, to, o, window, out);
     if (!out.gaps_available && !windows.empty())
         out.notes.push_back(
             "no idle-time curves: they need the deep tier's work_gaps probe "
@@ -52,12 +53,17 @@ Advice make_advice(const Snapshot& from, const Snapshot& to, const AdviseOptions
 namespace {
 
 // What a later window starts from: the sample less the rings no finding reads at a window's
-// start, those without an SQ thread (thread_windows matches only the SQ threads' rings there).
+// start: thread_windows matches only the SQ threads' rings there, and request_findings only
+// rings busy then (an SQE in the last interval, a request in flight, a CQE that overflowed);
+// a ring idle at a window's start is judged on a later window.
 // Eight of these are kept a window: at 10,000 plain rings whole snapshots held 44 MB, the
 // daemon's 87 MB against 43 MB with --advise.window=0. Only the head and the rings kept are
 // copied: copying every ring every window/8 cost the daemon 0.3 to 0.5 % of a core more there.
 std::shared_ptr<const Snapshot> window_start(const std::shared_ptr<const Snapshot>& s) {
-    const auto read = [](const RingSnapshot& r) { return r.sq_thread > 0; };
+    const auto read = [](const RingSnapshot& r) {
+        return r.sq_thread > 0 || r.sqe_rate > 0 || r.requests.in_flight > 0 ||
+               r.requests.overflow_cqes > 0;
+    };
     if (std::all_of(s->rings.begin(), s->rings.end(), read)) return s;
     auto kept = std::make_shared<Snapshot>();
     static_cast<SnapshotHead&>(*kept) = *s;

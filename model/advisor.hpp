@@ -42,6 +42,18 @@ struct AdviseOptions {
     double tie_margin = 0.15;
     // The submissions one batch may gather when batching is priced: never more than this delay.
     double batch_max_delay_seconds = 0.010;
+    // The request path (advisor_requests.cpp). Punts per second of one opcode on one ring below
+    // which neither punt finding is worth making, and the share of the opcode's requests that
+    // requests_punted_without_nowait needs punted.
+    double punt_min_rate = 50;
+    double punt_min_share = 0.5;
+    // requests_forced_async: forced requests whose io-wq median is at most this waited for
+    // nothing (a read from the page cache takes microseconds there, one that blocks far more).
+    double forced_max_iowq_p50_seconds = 0.001;
+    // single_sqe_per_enter: SQEs per io_uring_enter below this on a ring that batching would
+    // save min_cpu_saving_cores on.
+    double batch_max_sqes_per_enter = 1.5;
+    double enobufs_min_rate = 1;  // -ENOBUFS per second worth a finding
 };
 
 Advice make_advice(const Snapshot& from, const Snapshot& to, const AdviseOptions& opts = {});

@@ -1,7 +1,8 @@
 #pragma once
 // The families of findings make_advice runs (model/advisor.cpp), one file each: SQ thread idle
 // and spin (advisor_idle_findings.cpp), price (advisor_overpriced.cpp), sharing and backlog
-// (advisor_sharing.cpp), IOPOLL without poll queues (advisor_poll_queues.cpp). Each appends its
+// (advisor_sharing.cpp), IOPOLL without poll queues (advisor_poll_queues.cpp), the request path
+// (advisor_requests.cpp). Each appends its
 // findings and notes to `out`. Internal to the advisor's files.
 #include <optional>
 #include <vector>
@@ -34,5 +35,11 @@ void share_findings(const std::vector<ThreadWindow>& windows, const AdviseOption
 
 // iopoll_without_poll_queues: polled requests on a device that completes them by interrupt.
 void poll_queue_findings(const Snapshot& from, const Snapshot& to, Advice& out);
+
+// The request path's findings, per ring and opcode (advisor_requests.cpp): requests_forced_async,
+// requests_punted_without_nowait, single_sqe_per_enter, cq_overflow, provided_buffers_ran_dry,
+// requests_stuck.
+void request_findings(const FromIndex& index, const Snapshot& from, const Snapshot& to,
+                      const AdviseOptions& o, double window, Advice& out);
 
 }  // namespace iouscope::advisor

@@ -1,0 +1,229 @@
+// The request path's findings (model/advisor_requests.cpp): each fires on its evidence, with the
+// ring, opcode and change it names, and stays quiet on the healthy case beside it.
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "iouscope/requests.h"
+#include "tests/unit/model/advisor_samples.hpp"
+
+using namespace iouscope;
+using namespace iouscope::test;
+
+namespace {
+
+constexpr std::uint32_t kNop = 0, kRead = 22, kWrite = 23;
+
+std::shared_ptr<const std::vector<std::string>> names() {
+    auto n = std::make_shared<std::vector<std::string>>(64);
+    (*n)[kNop] = "nop";
+    (*n)[kRead] = "read";
+    (*n)[kWrite] = "write";
+    return n;
+}
+
+// A plain ring with the request tier's counts, born long before the window.
+RingSnapshot plain(const std::string& id, std::uint64_t ctx) {
+    RingSnapshot r = ring(id, ctx, -1, 0);
+    r.mode = "plain";
+    r.pid = 100;
+    r.cq_entries = 128;
+    r.requests.has_requests = r.requests.timed = true;
+    return r;
+}
+
+// Latency histogram with n observations in the bucket bounded by `le` (bounds 1 us .. 1 s).
+LatencyHistogram latency(std::uint64_t n, double le) {
+    LatencyHistogram h;
+    for (double b = 1e-6; b <= 1.0; b *= 2) {
+        h.upper_bounds_s.push_back(b);
+        h.cumulative.push_back(b >= le ? n : 0);
+    }
+    h.count = n;
+    return h;
+}
+
+RequestOpSnapshot op(std::uint32_t code, std::uint64_t submitted) {
+    RequestOpSnapshot o;
+    o.opcode = code;
+    o.submitted = submitted;
+    for (auto& p : o.paths) p.latency = latency(0, 1);
+    return o;
+}
+
+// Two snapshots 10 s apart holding ring `a` then ring `b`.
+Advice judge(const RingSnapshot& a, const RingSnapshot& b, std::vector<IowqSnapshot> iowq_a = {},
+             std::vector<IowqSnapshot> iowq_b = {}, AdviseOptions o = {}) {
+    Snapshot from = snap(100), to = snap(110);
+    from.opcode_names = to.opcode_names = names();
+    from.rings = {a};
+    to.rings = {b};
+    from.iowq = std::move(iowq_a);
+    to.iowq = std::move(iowq_b);
+    return make_advice(from, to, o);
+}
+
+IowqSnapshot workers(double cpu_seconds) {
+    IowqSnapshot w;
+    w.pid = 100;
+    w.workers = {4, 0};
+    w.cpu_seconds = cpu_seconds;
+    return w;
+}
+
+}  // namespace
+
+// 1,000 forced NOPs/s that took under 16 us on io-wq: drop IOSQE_ASYNC; the workers' 0.3 core
+// is theirs, as they are all of the ring's punts.
+TEST(AdviseRequests, ForcedAsyncThatWaitedForNothing) {
+    RingSnapshot a = plain("100:3", 0x1000), b = a;
+    a.requests.ops = {op(kNop, 0)};
+    b.requests.ops = {op(kNop, 10000)};
+    b.requests.ops[0].punted = b.requests.ops[0].punted_forced = 10000;
+    b.requests.ops[0].paths[IOU_PATH_IOWQ].latency = latency(10000, 16e-6);
+    const auto adv = judge(a, b, {workers(1)}, {workers(4)});
+    const Finding* f = find(adv, "requests_forced_async");
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(f->subject, "ring 100:3 nop");
+    EXPECT_EQ(f->ring, "100:3");
+    EXPECT_NEAR(figure(f->evidence, "forced_punts_per_second"), 1000, 1e-9);
+    EXPECT_NEAR(figure(f->predicted, "cpu_cores_saved"), 0.3, 1e-9);
+    EXPECT_NE(f->change.find("IOSQE_ASYNC"), std::string::npos);
+    EXPECT_EQ(find(adv, "requests_punted_without_nowait"), nullptr);
+}
+
+// Forced reads that blocked for 10 ms each on io-wq needed their workers: no finding; nor for
+// forced requests too few to matter.
+TEST(AdviseRequests, ForcedAsyncThatBlockedOrIsRareIsQuiet) {
+    RingSnapshot a = plain("100:3", 0x1000), b = a;
+    a.requests.ops = {op(kRead, 0)};
+    b.requests.ops = {op(kRead, 10000)};
+    b.requests.ops[0].punted = b.requests.ops[0].punted_forced = 10000;
+    b.requests.ops[0].paths[IOU_PATH_IOWQ].latency = latency(10000, 0.0164);
+    EXPECT_EQ(find(judge(a, b), "requests_forced_async"), nullptr);
+    b.requests.ops[0].paths[IOU_PATH_IOWQ].latency = latency(10000, 16e-6);
+    b.requests.ops[0].submitted = b.requests.ops[0].punted = b.requests.ops[0].punted_forced = 400;
+    EXPECT_EQ(find(judge(a, b), "requests_forced_async"), nullptr);
+}
+
+// Every buffered write punted, and hashed: O_DIRECT. Reads punted a tenth of the time and NOPs
+// punted for other reasons are not this finding's.
+TEST(AdviseRequests, WritesPuntedWithoutNowait) {
+    RingSnapshot a = plain("100:4", 0x2000), b = a;
+    a.requests.ops = {op(kNop, 0), op(kRead, 0), op(kWrite, 0)};
+    b.requests.ops = {op(kNop, 20000), op(kRead, 20000), op(kWrite, 5000)};
+    b.requests.ops[0].punted = 20000;  // NOPs punted: not a read or write
+    b.requests.ops[1].punted = 2000;   // a tenth of the reads
+    b.requests.ops[2].punted = b.requests.ops[2].punted_hashed = 5000;
+    const auto adv = judge(a, b);
+    ASSERT_EQ(adv.findings.size(), 1u);
+    const Finding& f = adv.findings[0];
+    EXPECT_EQ(f.id, "requests_punted_without_nowait");
+    EXPECT_EQ(f.subject, "ring 100:4 write");
+    EXPECT_NEAR(figure(f.evidence, "punts_per_second"), 500, 1e-9);
+    EXPECT_NEAR(figure(f.evidence, "hashed_punts_per_second"), 500, 1e-9);
+    EXPECT_NE(f.change.find("O_DIRECT"), std::string::npos);
+}
+
+// 500,000 calls/s of one SQE each at 1 us a call: batches of 32 save 0.48 of a core. Two SQEs
+// a call, or 10,000 calls/s, or an SQPOLL ring: quiet.
+TEST(AdviseRequests, OneSqePerEnterOnABusyRing) {
+    RingSnapshot a = plain("100:5", 0x3000), b = a;
+    a.requests.has_enters = b.requests.has_enters = true;
+    b.requests.enters = b.requests.enter_sqes = 5'000'000;
+    auto adv = judge(a, b);
+    const Finding* f = find(adv, "single_sqe_per_enter");
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(f->subject, "ring 100:5");
+    EXPECT_NEAR(figure(f->evidence, "sqes_per_enter"), 1, 1e-9);
+    EXPECT_NEAR(figure(f->predicted, "cpu_cores_saved"), (500000 - 500000 / 32.0) * 1e-6, 1e-9);
+    EXPECT_NE(f->change.find("32 at a time"), std::string::npos);
+
+    b.requests.enter_sqes = 10'000'000;
+    EXPECT_EQ(find(judge(a, b), "single_sqe_per_enter"), nullptr);
+    b.requests.enters = b.requests.enter_sqes = 100'000;
+    EXPECT_EQ(find(judge(a, b), "single_sqe_per_enter"), nullptr);
+    b.requests.enters = b.requests.enter_sqes = 5'000'000;
+    a.sq_thread = b.sq_thread = 7;
+    EXPECT_EQ(find(judge(a, b), "single_sqe_per_enter"), nullptr);
+}
+
+// 100 CQEs overflowed a CQ of 128: 256 entries hold them. None in the window: quiet.
+TEST(AdviseRequests, CqOverflowNamesTheCqSize) {
+    RingSnapshot a = plain("100:6", 0x4000), b = a;
+    a.requests.has_overflow = b.requests.has_overflow = true;
+    a.requests.overflow_cqes = 7;
+    b.requests.overflow_cqes = 107;
+    const auto adv = judge(a, b);
+    const Finding* f = find(adv, "cq_overflow");
+    ASSERT_NE(f, nullptr);
+    EXPECT_NEAR(figure(f->evidence, "overflow_cqes"), 100, 1e-9);
+    EXPECT_NE(f->change.find("cq_entries = 256"), std::string::npos);
+    a.requests.overflow_cqes = 107;
+    EXPECT_EQ(find(judge(a, b), "cq_overflow"), nullptr);
+}
+
+TEST(AdviseRequests, ProvidedBuffersRanDry) {
+    RingSnapshot a = plain("100:7", 0x5000), b = a;
+    a.requests.ops = {op(kRead, 0)};
+    b.requests.ops = {op(kRead, 1000)};
+    b.requests.ops[0].paths[IOU_PATH_POLL].results[IOU_RES_ENOBUFS] = 50;
+    const auto adv = judge(a, b);
+    const Finding* f = find(adv, "provided_buffers_ran_dry");
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(f->subject, "ring 100:7 read");
+    EXPECT_NEAR(figure(f->evidence, "enobufs_per_second"), 5, 1e-9);
+    b.requests.ops[0].paths[IOU_PATH_POLL].results[IOU_RES_ENOBUFS] = 5;
+    EXPECT_EQ(find(judge(a, b), "provided_buffers_ran_dry"), nullptr);
+}
+
+TEST(AdviseRequests, StuckRequestsNameTheOldest) {
+    RingSnapshot a = plain("100:8", 0x6000), b = a;
+    b.requests.stuck = 2;
+    b.requests.oldest_age_seconds = 42;
+    b.requests.oldest_opcode = kRead;
+    b.requests.oldest_fd = 9;
+    const auto adv = judge(a, b);
+    const Finding* f = find(adv, "requests_stuck");
+    ASSERT_NE(f, nullptr);
+    EXPECT_NE(f->summary.find("read on fd 9"), std::string::npos) << f->summary;
+    EXPECT_NEAR(figure(f->evidence, "oldest_age_seconds"), 42, 1e-9);
+    EXPECT_NE(f->change.find("fd 9"), std::string::npos);
+}
+
+// A ring the window's start did not hold: judged whole when born inside the window, not at all
+// (and noted while busy) when older, since its counts before the window are not known.
+TEST(AdviseRequests, ARingMissingAtTheStartIsJudgedOnlyWhenBornInside) {
+    RingSnapshot b = plain("100:9", 0x7000);
+    b.requests.has_overflow = true;
+    b.requests.overflow_cqes = 100;
+    b.sqe_rate = 10;
+    Snapshot from = snap(100), to = snap(110);
+    to.rings = {b};
+    b.start_time_seconds = 50;
+    to.rings = {b};
+    auto adv = make_advice(from, to);
+    EXPECT_EQ(find(adv, "cq_overflow"), nullptr);
+    ASSERT_EQ(adv.notes.size(), 1u);
+    EXPECT_NE(adv.notes[0].find("1 busy rings were idle"), std::string::npos);
+    to.rings[0].start_time_seconds = 105;
+    adv = make_advice(from, to);
+    EXPECT_NE(find(adv, "cq_overflow"), nullptr);
+}
+
+// The daemon's window keeps a busy plain ring at its start, and drops an idle one.
+TEST(AdviseRequests, TheWindowKeepsBusyPlainRingsAtItsStart) {
+    AdviceWindow w(10);
+    RingSnapshot busy = plain("100:3", 0x1000), idle = plain("100:4", 0x2000);
+    busy.requests.has_overflow = idle.requests.has_overflow = true;
+    busy.sqe_rate = 100;
+    auto s0 = std::make_shared<Snapshot>(snap(100));
+    s0->rings = {busy, idle};
+    w.update(s0);
+    auto s1 = std::make_shared<Snapshot>(snap(111));
+    busy.requests.overflow_cqes = idle.requests.overflow_cqes = 5;
+    s1->rings = {busy, idle};
+    const Advice adv = w.update(s1);
+    ASSERT_EQ(adv.findings.size(), 1u);
+    EXPECT_EQ(adv.findings[0].ring, "100:3");
+}

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <map>
 
 #include "iouscope/requests.h"
 #include "model/advisor_findings.hpp"
@@ -89,12 +90,20 @@ bool is_read_or_write(const std::string& name) {
     return name.rfind("read", 0) == 0 || name.rfind("write", 0) == 0;
 }
 
-void punt_findings(const RingWindow& w, const Snapshot& from, const AdviseOptions& o, Advice& out) {
-    double punts_all = 0;
-    for (const auto& op : w.b.requests.ops) {
-        const auto* old = find_op(w.a, op.opcode);
-        punts_all += delta(old ? old->punted : 0, op.punted);
+// The ring's io-wq punts over the window, all opcodes.
+double ring_punts(const RingSnapshot* a, const RingSnapshot& b) {
+    double n = 0;
+    for (const auto& op : b.requests.ops) {
+        const auto* old = find_op(a, op.opcode);
+        n += delta(old ? old->punted : 0, op.punted);
     }
+    return n;
+}
+
+// `punts_all`: the punts of every ring of the process over the window, among which its
+// workers' CPU is shared.
+void punt_findings(const RingWindow& w, const Snapshot& from, double punts_all,
+                   const AdviseOptions& o, Advice& out) {
     const double worker_cores = iowq_cores(w.a ? &from : nullptr, w.to, w.b.pid, w.window);
     for (const auto& op : w.b.requests.ops) {
         const auto* old = find_op(w.a, op.opcode);
@@ -103,7 +112,7 @@ void punt_findings(const RingWindow& w, const Snapshot& from, const AdviseOption
         const double other = delta(old ? old->punted_other() : 0, op.punted_other()) / w.window;
         const double hashed = delta(old ? old->punted_hashed : 0, op.punted_hashed) / w.window;
         const std::string name = op_name(w.to, op.opcode);
-        // The workers' CPU, shared among the ring's punts by their number.
+        // The workers' CPU, shared among the process's punts by their number.
         const auto share_of_workers = [&](double punts) {
             return punts_all > 0 ? worker_cores * punts * w.window / punts_all : 0;
         };
@@ -123,7 +132,7 @@ void punt_findings(const RingWindow& w, const Snapshot& from, const AdviseOption
                            {"cpu_cores_saved", share_of_workers(forced), "cores"}};
             f.assumption =
                 "issued inline, the requests complete as they did on the workers, without the "
-                "hand-over; the workers' CPU is shared among the ring's punts by number";
+                "hand-over; the workers' CPU is shared among the process's punts by number";
             out.findings.push_back(std::move(f));
         }
         if (is_read_or_write(name) && other >= o.punt_min_rate &&
@@ -147,7 +156,7 @@ void punt_findings(const RingWindow& w, const Snapshot& from, const AdviseOption
                            {"cpu_cores_saved", share_of_workers(other), "cores"}};
             f.assumption =
                 "with O_DIRECT the filesystem issues the requests without blocking, so none "
-                "needs a worker; the workers' CPU is shared among the ring's punts by number";
+                "needs a worker; the workers' CPU is shared among the process's punts by number";
             out.findings.push_back(std::move(f));
         }
     }
@@ -279,6 +288,8 @@ void stuck_finding(const RingSnapshot& r, const Snapshot& to, Advice& out) {
 void request_findings(const FromIndex& index, const Snapshot& from, const Snapshot& to,
                       const AdviseOptions& o, double window, Advice& out) {
     std::size_t unseen = 0;
+    std::vector<RingWindow> judged;
+    std::map<std::uint32_t, double> punts;  // by process, over the window
     for (const auto& r : to.rings) {
         const RingRequests& q = r.requests;
         stuck_finding(r, to, out);
@@ -292,10 +303,13 @@ void request_findings(const FromIndex& index, const Snapshot& from, const Snapsh
             if (r.sqe_rate > 0) ++unseen;
             continue;
         }
-        const RingWindow w{a, r, window, to};
+        judged.push_back({a, r, window, to});
+        if (q.has_requests) punts[r.pid] += ring_punts(a, r);
+    }
+    for (const auto& w : judged) {
         overflow_finding(w, out);
-        if (!q.has_requests) continue;
-        punt_findings(w, from, o, out);
+        if (!w.b.requests.has_requests) continue;
+        punt_findings(w, from, punts[w.b.pid], o, out);
         batching_finding(w, o, out);
         enobufs_finding(w, o, out);
     }

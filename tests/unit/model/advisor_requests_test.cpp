@@ -227,3 +227,25 @@ TEST(AdviseRequests, TheWindowKeepsBusyPlainRingsAtItsStart) {
     ASSERT_EQ(adv.findings.size(), 1u);
     EXPECT_EQ(adv.findings[0].ring, "100:3");
 }
+
+// Two rings of one process punting alike share its workers' CPU: each predicts half.
+TEST(AdviseRequests, TheWorkersCpuIsSharedAmongTheProcesssPunts) {
+    RingSnapshot a1 = plain("100:3", 0x1000), a2 = plain("100:4", 0x2000);
+    a1.requests.ops = a2.requests.ops = {op(kNop, 0)};
+    RingSnapshot b1 = a1, b2 = a2;
+    for (auto* b : {&b1, &b2}) {
+        b->requests.ops = {op(kNop, 10000)};
+        b->requests.ops[0].punted = b->requests.ops[0].punted_forced = 10000;
+        b->requests.ops[0].paths[IOU_PATH_IOWQ].latency = latency(10000, 16e-6);
+    }
+    Snapshot from = snap(100), to = snap(110);
+    from.opcode_names = to.opcode_names = names();
+    from.rings = {a1, a2};
+    to.rings = {b1, b2};
+    from.iowq = {workers(1)};
+    to.iowq = {workers(4)};
+    const auto adv = make_advice(from, to);
+    ASSERT_EQ(adv.findings.size(), 2u);
+    for (const auto& f : adv.findings)
+        EXPECT_NEAR(figure(f.predicted, "cpu_cores_saved"), 0.15, 1e-9) << f.subject;
+}

@@ -1,0 +1,176 @@
+// The request doctor scored (model/advisor_requests.cpp): pathologies injected by
+// iouscope-load, each on a ring of its own, beside healthy rings that look busy, all under one
+// daemon. Every pathology must be found on its ring with its change, and no healthy ring may
+// get a finding. The score is printed as a table.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/live/advise_support.hpp"
+#include "tests/live/harness.hpp"
+
+using namespace live;
+using namespace live::advise;
+using namespace std::chrono;
+
+namespace {
+
+// One injected case: a ring spec, and the finding it must get with a word of its change, or
+// none (a healthy case).
+struct Case {
+    std::string spec;
+    std::string finding;  // empty: healthy
+    std::string change;   // a word the finding's change holds
+    std::string about;
+};
+
+// A 16 MiB file for O_DIRECT reads, gone with the object.
+struct ReadFile {
+    std::string path;
+    ReadFile() {
+        const char* tmp = std::getenv("TMPDIR");
+        path = std::string(tmp && *tmp ? tmp : "/tmp") + "/iouscope-doctor-" +
+               std::to_string(getpid());
+        std::ofstream f(path, std::ios::binary);
+        const std::string block(1 << 20, 'x');
+        for (int i = 0; i < 16; ++i) f << block;
+    }
+    ~ReadFile() { std::filesystem::remove(path); }
+};
+
+// Pathologies, in strengths; the cq_overflow ones go in a second load started inside the
+// window, since an overflow before it is not the window's.
+const std::vector<Case> kSteady = {
+    {"plain,async,rate=500", "requests_forced_async", "IOSQE_ASYNC", "forced NOPs, 500/s"},
+    {"plain,async,rate=2000", "requests_forced_async", "IOSQE_ASYNC", "forced NOPs, 2,000/s"},
+    {"plain,async,op=write,rate=1000", "requests_forced_async", "IOSQE_ASYNC",
+     "forced buffered writes, 1,000/s"},
+    {"plain,op=write,rate=500", "requests_punted_without_nowait", "O_DIRECT",
+     "buffered writes, 500/s"},
+    {"plain,op=write,rate=2000", "requests_punted_without_nowait", "O_DIRECT",
+     "buffered writes, 2,000/s"},
+    {"plain,batch=1,rate=150000", "single_sqe_per_enter", "at a time",
+     "one SQE per enter, 150,000/s"},
+    {"plain,batch=1,rate=250000", "single_sqe_per_enter", "at a time",
+     "one SQE per enter, 250,000/s"},
+    {"plain,stuck=1,rate=100", "requests_stuck", "LINK_TIMEOUT", "1 read that never completes"},
+    {"plain,stuck=16,depth=32,rate=100", "requests_stuck", "LINK_TIMEOUT",
+     "16 reads that never complete"},
+    {"plain,blocked=3,rate=100", "requests_stuck", "LINK_TIMEOUT",
+     "3 splices holding io-wq workers"},
+    // Healthy, busy or odd-looking but right.
+    {"plain,rate=5000", "", "", "NOPs, 5,000/s in batches of 32"},
+    {"plain,depth=256,batch=64,rate=10000", "", "", "deep queue, batches of 64"},
+    {"plain,depth=1024,batch=512,rate=10000", "", "", "CQ of 2,048 never full"},
+    {"plain,depth=8,batch=8,rate=5000", "", "", "shallow queue, full batches"},
+    {"plain,batch=1,rate=1000", "", "", "one SQE per enter, 1,000/s: nothing to save"},
+    {"plain,batch=1,rate=10000", "", "", "one SQE per enter, 10,000/s: under 0.1 core"},
+    {"plain,batch=2,rate=20000", "", "", "two SQEs per enter"},
+    {"plain,op=write,rate=20", "", "", "buffered writes, 20/s: punts too few"},
+    {"plain,async,rate=20", "", "", "forced NOPs, 20/s: too few"},
+    {"plain,count=50000", "", "", "a burst, then idle"},
+    {"plain,count=1,n=3", "", "", "idle rings"},
+};
+const std::vector<Case> kLate = {
+    {"plain,overflow=100,rate=100", "cq_overflow", "cq_entries", "100 CQEs overflowed"},
+    {"plain,overflow=1000,rate=100", "cq_overflow", "cq_entries", "1,000 CQEs overflowed"},
+};
+const std::vector<Case> kReads = {
+    {"plain,op=read,rate=2000", "", "", "O_DIRECT reads, 2,000/s: issued inline"},
+    {"plain,op=read,depth=128,batch=32,rate=5000", "", "", "O_DIRECT reads, deep queue"},
+};
+
+}  // namespace
+
+TEST(Doctor, EveryPathologyIsFoundOnItsRingAndNoHealthyRingIsFlagged) {
+    Daemon d({"--sample.interval=200ms", "--probes.requests", "--advise.window=6s",
+              "--requests.stuck-after=2s"});
+    ASSERT_TRUE(d.ready()) << d.startup_log();
+    REQUIRE_PROBE(d, probe_attached(d, "req_submit"), "req_submit");
+    const ReadFile file;
+    const auto args = [](const std::vector<Case>& cases, const char* duration) {
+        std::vector<std::string> a;
+        for (const auto& c : cases) a.insert(a.end(), {"--ring", c.spec});
+        a.insert(a.end(), {"--duration", duration});
+        return a;
+    };
+    // One entry per ring of each load, in spec order (n= expands).
+    std::vector<std::pair<const Case*, LoadRing>> rings;
+    const auto add = [&](const std::vector<Case>& cases, const std::vector<LoadRing>& got) {
+        std::size_t k = 0;
+        for (const auto& c : cases) {
+            const auto n = c.spec.find(",n=") == std::string::npos
+                               ? 1
+                               : std::stoul(c.spec.substr(c.spec.find(",n=") + 3));
+            for (std::size_t i = 0; i < n && k < got.size(); ++i) rings.push_back({&c, got[k++]});
+        }
+        EXPECT_EQ(k, got.size());
+    };
+    std::vector<LoadRing> got;
+    auto steady = start_load(args(kSteady, "16s"), got);
+    add(kSteady, got);
+    auto reads_args = args(kReads, "16s");
+    reads_args.insert(reads_args.end(), {"--file", file.path});
+    auto reads = start_load(reads_args, got);
+    add(kReads, got);
+    // A window in, the overflows: they fall inside the windows judged from here on.
+    std::this_thread::sleep_for(seconds(7));
+    auto late = start_load(args(kLate, "6s"), got);
+    add(kLate, got);
+
+    // Every finding seen over the next 6 s, by ring, and the CPU each predicts saved.
+    std::map<std::string, std::map<std::string, std::string>> seen;  // ring -> id -> change
+    std::map<std::string, double> saved;                             // ring -> cores
+    const auto until = steady_clock::now() + seconds(6);
+    while (steady_clock::now() < until) {
+        auto [advice, rc] = advise_cli(d);
+        if (rc == 0 && advice.contains("findings"))
+            for (const auto& f : advice["findings"])
+                if (!f["ring"].get<std::string>().empty()) {
+                    seen[f["ring"]][f["id"]] = f["change"].get<std::string>();
+                    for (const auto& p : f["predicted"])
+                        if (p["name"] == "cpu_cores_saved") saved[f["ring"]] = p["value"];
+                }
+        std::this_thread::sleep_for(milliseconds(500));
+    }
+
+    int found = 0, pathologies = 0, quiet = 0, healthy = 0;
+    std::printf("%-44s %-31s %-31s %s\n", "case", "expected", "found", "CPU saved");
+    for (const auto& [c, r] : rings) {
+        std::string ids;
+        for (const auto& [id, change] : seen[r.id()]) ids += (ids.empty() ? "" : ",") + id;
+        const std::string cpu = saved.count(r.id()) ? std::to_string(saved[r.id()]) : "-";
+        std::printf("%-44s %-31s %-31s %s\n", c->about.c_str(),
+                    c->finding.empty() ? "-" : c->finding.c_str(), ids.empty() ? "-" : ids.c_str(),
+                    cpu.c_str());
+        if (c->finding.empty()) {
+            ++healthy;
+            quiet += ids.empty();
+            EXPECT_TRUE(ids.empty()) << c->about << " (" << c->spec << "): " << ids;
+            continue;
+        }
+        ++pathologies;
+        const auto it = seen[r.id()].find(c->finding);
+        const bool right =
+            it != seen[r.id()].end() && it->second.find(c->change) != std::string::npos;
+        found += right && seen[r.id()].size() == 1;
+        EXPECT_TRUE(right) << c->about << " (" << c->spec << "): found " << ids;
+        EXPECT_EQ(seen[r.id()].size(), 1u) << c->about << ": " << ids;
+    }
+    std::printf(
+        "doctor: %d of %d pathologies found alone with their change; %d of %d healthy "
+        "rings quiet\n",
+        found, pathologies, quiet, healthy);
+    EXPECT_EQ(late->wait(seconds(30)), std::optional<int>(0));
+    EXPECT_EQ(steady->wait(seconds(30)), std::optional<int>(0));
+    EXPECT_EQ(reads->wait(seconds(30)), std::optional<int>(0));
+}

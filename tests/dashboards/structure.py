@@ -30,6 +30,7 @@ REQUIRED_VARS = {
     "iouscope-overview": {"instance", "pod", "container", "comm", "pid", "sq_thread"},
     "iouscope-sqthread": {"instance", "pod", "container", "comm", "pid", "sq_thread", "ring"},
     "iouscope-iopoll": {"instance", "pod", "container", "comm", "pid", "ring", "device"},
+    "iouscope-requests": {"instance", "pod", "container", "comm", "pid", "ring"},
 }
 ALL_REQUIRED_VARS = {"instance", "pod", "container", "sq_thread", "pid", "comm", "ring", "device"}
 DS_UID = "${datasource}"

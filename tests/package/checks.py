@@ -16,6 +16,7 @@ REQUIRED = [
     "usr/share/iouscope/grafana/iouscope-overview.json",
     "usr/share/iouscope/grafana/iouscope-sqthread.json",
     "usr/share/iouscope/grafana/iouscope-iopoll.json",
+    "usr/share/iouscope/grafana/iouscope-requests.json",
     "usr/share/iouscope/prometheus/iouscope-alerts.rules.yml",
     "usr/share/iouscope/prometheus/iouscope-recording.rules.yml",
     "usr/share/doc/iouscope/copyright",

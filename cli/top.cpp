@@ -208,7 +208,9 @@ bool apply_key(int ch, ViewState& v, const std::vector<const ThreadSnapshot*>& r
             g_quit = true;
             return true;
         case '\t':
-            v.view = v.view == View::threads ? View::polling : View::threads;
+            v.view = v.view == View::threads   ? View::polling
+                     : v.view == View::polling ? View::requests
+                                               : View::threads;
             return true;
         case '\n':
         case KEY_ENTER:
@@ -310,6 +312,7 @@ int run(const Options& o) {
     if (!src) return 1;
     ViewState v;
     v.sort = o.sort;
+    v.view = o.view;
     v.filter = o.filter;
     v.refresh_seconds = o.delay_seconds;
     v.source = src->description();

@@ -13,7 +13,9 @@ const char* const kDescription =
 
 Shows every SQ thread with its CPU split into useful work, idle spinning and sleep, its sleep and
 wake rates and wake latency, how many rings it serves and how fairly. Enter lists a thread's
-rings; Tab switches to the IOPOLL view. Batch mode lists every thread's rings. Where there are
+rings; Tab switches to the IOPOLL view, then to the requests view (the request tier's rings:
+opcode mix, latency, punts, io-wq workers, SQEs per enter, CQ overflow, stuck requests, those
+with stuck requests first). Batch mode lists every thread's rings. Where there are
 more threads or rings than --limit, --rings-per-thread or the screen hold, the first by the sort
 order are listed and one line sums up the rest.
 
@@ -21,7 +23,8 @@ Snapshots come from a running iouscoped (--daemon, its /api/v1/snapshot endpoint
 daemon answers, top loads the same BPF collector itself, which needs root.)";
 
 const char* const kFooter = R"(KEYS
-  q quit   Tab threads/IOPOLL   Enter expand a thread's rings   Up/Down PgUp/PgDn Home/End select
+  q quit   Tab threads/IOPOLL/requests   Enter expand a thread's rings   Up/Down PgUp/PgDn
+  Home/End select
   < > change sort column   r reverse   / filter by pid, tid, comm, container or pod   p pause
   + - refresh interval   h ? help
 
@@ -31,6 +34,7 @@ EXAMPLES
   iouscope top -b -n 1 --limit 0       one snapshot of every SQ thread and all its rings
   iouscope top --json -n 10 | jq .     JSON lines, one per snapshot
   iouscope top --local --sort spin     no daemon: sample in-process, busiest spinners first
+  iouscope top -b -n 1 --view requests the request tier's rings, stuck requests first
 
 EXIT STATUS
   0 normal exit   1 no snapshot source (no daemon and not root), or a fetch failed in batch
@@ -41,6 +45,7 @@ EXIT STATUS
 OptionsResult parse_top_options(int argc, const char* const* argv) {
     Options o;
     std::string sort = "cpu";
+    std::string view = "threads";
     CLI::App app{kDescription, "iouscope top"};
     app.footer(kFooter);
     app.get_formatter()->column_width(30);
@@ -63,11 +68,17 @@ OptionsResult parse_top_options(int argc, const char* const* argv) {
                    "contains it, or whose pod UID starts with it.");
     app.add_option("--width", o.width, "Line width in batch mode (default $COLUMNS or 160).")
         ->check(CLI::Range(40, 1000));
-    app.add_option("--limit", o.limit,
-                   "SQ threads listed (IOPOLL rings in that view), the first by the sort "
-                   "column; one line sums up the rest. Default 20 in batch mode, what fits on "
-                   "the screen otherwise; 0 lists all.")
+    app.add_option(
+           "--limit", o.limit,
+           "SQ threads listed (rings in the IOPOLL and requests views), the first by the sort "
+           "column; one line sums up the rest. Default 20 in batch mode, what fits on "
+           "the screen otherwise; 0 lists all.")
         ->check(CLI::Range(0, 1000000));
+    app.add_option("--view", view,
+                   "The view to start in (batch mode prints it): threads, polling (IOPOLL rings "
+                   "and NVMe devices) or requests (the request tier's rings).")
+        ->check(CLI::IsMember({"threads", "polling", "requests"}))
+        ->default_str("threads");
     app.add_option("--rings-per-thread", o.rings_per_thread,
                    "Rings listed under an SQ thread, the most SQEs first; one line sums up the "
                    "rest. 0 lists all.")
@@ -84,6 +95,9 @@ OptionsResult parse_top_options(int argc, const char* const* argv) {
         return r;
     }
     o.sort = *col;
+    o.view = view == "polling"    ? View::polling
+             : view == "requests" ? View::requests
+                                  : View::threads;
     if (o.json) o.batch = true;
     if (o.daemon_url.rfind("http://", 0) != 0 && o.daemon_url.rfind("https://", 0) != 0) {
         r.exit_code = 2;

@@ -15,10 +15,11 @@ struct Options {
     std::string daemon_url = "http://127.0.0.1:10464";
     bool local = false;  // --local: never ask the daemon, sample in-process
     Column sort = Column::cpu;
+    View view = View::threads;  // --view: the view to start in (batch mode prints it)
     std::string filter;
     int width = 0;  // batch output width, 0 = $COLUMNS or 160
-    // --limit: thread rows (IOPOLL rings in that view) listed, the rest summed up in a line.
-    // -1 = the mode's default: kBatchLimit in batch mode, what fits on the screen otherwise;
+    // --limit: thread rows (rings in the IOPOLL and requests views) listed, the rest summed up in a
+    // line. -1 = the mode's default: kBatchLimit in batch mode, what fits on the screen otherwise;
     // 0 = all.
     int limit = -1;
     int rings_per_thread = 5;  // --rings-per-thread: rings listed under a thread, 0 = all

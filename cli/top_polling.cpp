@@ -6,15 +6,6 @@
 
 namespace iouscope::top::text {
 
-namespace {
-
-// A fixed-width table: titles and widths declared once per table.
-struct TableColumn {
-    const char* title;
-    int width;
-    bool numeric;
-};
-
 std::string table_row(std::span<const TableColumn> cols, const std::vector<std::string>& cells) {
     std::string line;
     for (std::size_t i = 0; i < cols.size() && i < cells.size(); ++i)
@@ -30,6 +21,13 @@ std::string table_head(std::span<const TableColumn> cols) {
     return table_row(cols, titles);
 }
 
+bool ring_matches(const RingSnapshot& r, const std::string& filter) {
+    return filter.empty() || std::to_string(r.pid) == filter ||
+           r.comm.find(filter) != std::string::npos || cgroup_matches(r.cgroup, filter);
+}
+
+namespace {
+
 constexpr TableColumn kIopollColumns[] = {
     {"RING", 14, false}, {"COMM", 12, false},   {"MODE", 6, false},
     {"CQE/s", 7, true},  {"CALLER", 9, false},  {"POLLS/s", 8, true},
@@ -37,11 +35,6 @@ constexpr TableColumn kIopollColumns[] = {
 constexpr TableColumn kDeviceColumns[] = {
     {"DEVICE", 10, false}, {"CMPL/s", 8, true}, {"POLLED%", 7, true}, {"POLLS/CMPL", 10, true},
     {"P50", 8, true},      {"P99", 8, true},    {" NOTE", 0, false}};
-
-bool ring_matches(const RingSnapshot& r, const std::string& filter) {
-    return filter.empty() || std::to_string(r.pid) == filter ||
-           r.comm.find(filter) != std::string::npos || cgroup_matches(r.cgroup, filter);
-}
 
 // A ring's lines: one per caller of io_do_iopoll where the deep tier measures it, else one.
 void add_ring(const RingSnapshot& r, std::vector<std::string>& out) {

@@ -275,7 +275,7 @@ std::vector<std::string> header_lines(const Snapshot& s, const ViewState& v) {
 }
 
 const char* const kHelp[] = {
-    "keys:  q quit   Tab threads/IOPOLL view   Enter expand/collapse rings",
+    "keys:  q quit   Tab threads/IOPOLL/requests view   Enter expand/collapse rings",
     "       Up/Down PgUp/PgDn Home/End select   < > sort column   r reverse sort   / filter "
     "(pid, comm, container, pod)",
     "       p pause   + - refresh interval   h or ? this help",
@@ -322,7 +322,8 @@ Screen render_screen(const Snapshot& s, const ViewState& v, const History& h, in
         out.selected = body.selected;
         out.first = body.first;
     } else {
-        const auto body = text::polling_body(s, v, space);
+        const auto body = v.view == View::polling ? text::polling_body(s, v, space)
+                                                  : text::requests_body(s, v, space);
         out.lines.insert(out.lines.end(), body.begin(), body.end());
     }
     for (auto& l : out.lines) l = pad(std::move(l), width, false);

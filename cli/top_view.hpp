@@ -13,7 +13,7 @@
 
 namespace iouscope::top {
 
-enum class View { threads, polling };
+enum class View { threads, polling, requests };
 
 // Sortable thread columns, in display order.
 enum class Column {

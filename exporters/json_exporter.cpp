@@ -143,6 +143,9 @@ Snapshot snapshot_from_json(const std::string& text) {
     try {
         auto snap = j.get<Snapshot>();
         if (j.contains("gap_sampling")) snap.gap_sampling = j["gap_sampling"].get<GapSampling>();
+        if (j.contains("opcode_names"))
+            snap.opcode_names = std::make_shared<const std::vector<std::string>>(
+                j["opcode_names"].get<std::vector<std::string>>());
         return snap;
     } catch (const nlohmann::json::exception& e) {
         throw std::runtime_error(std::string("malformed snapshot: ") + e.what());

@@ -198,6 +198,18 @@ TEST_F(Top, InteractiveInTmuxSortsFiltersAndRestoresTheTerminal) {
     EXPECT_TRUE(eventually(seconds(5), [&] {
         return pane().find("no IOPOLL ring is open") != std::string::npos;
     })) << pane();
+    // Then the requests view (no request tier here), and back to the threads.
+    keys("Tab");
+    EXPECT_TRUE(eventually(seconds(5), [&] {
+        auto p = pane();
+        return p.find("REQ/s") != std::string::npos &&
+               p.find("no ring's requests are counted") != std::string::npos;
+    })) << pane();
+    keys("Tab");
+    EXPECT_TRUE(eventually(seconds(5), [&] {
+        auto p = pane();
+        return p.find(tid_) != std::string::npos && p.find("REQ/s") == std::string::npos;
+    })) << pane();
 
     keys("q");
     EXPECT_TRUE(eventually(seconds(5), [&] {
@@ -251,4 +263,42 @@ TEST_F(Top, ManyThreadsListTwentyAndOneLineSumsUpTheRest) {
     EXPECT_TRUE(found) << "thread " << tid_ << " is not among the busiest";
     EXPECT_EQ(rest.rfind("... and " + std::to_string(threads - 20) + " more SQ threads: ", 0), 0u)
         << rest;
+}
+
+// The requests view with the request tier on: the ring with a read that never completes comes
+// first, with it counted stuck; the ring whose every NOP is forced to io-wq shows 100 % punted
+// and its process's workers; both name their opcodes.
+TEST(TopRequestsView, BatchListsStuckRingsFirstWithTheirPuntsAndOpcodes) {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root to run the daemon";
+    Daemon d({"--sample.interval=250ms", "--probes.requests", "--requests.stuck-after=1s"});
+    ASSERT_TRUE(d.ready()) << d.startup_log();
+    REQUIRE_PROBE(d, probe_attached(d, "req_submit"), "req_submit");
+    Child load({build_dir() + "/iouscope-load", "--ring", "plain,async,rate=2000", "--ring",
+                "plain,stuck=1,rate=100", "--duration", "20s"});
+    const auto rings = read_load_rings(load, "setup", "started", seconds(10));
+    ASSERT_EQ(rings.size(), 2u);
+    const std::string base = d.url().substr(0, d.url().size() - std::string("/metrics").size());
+    std::string out;
+    const auto line_of = [&](const LoadRing& r) {
+        std::istringstream in(out);
+        std::string line;
+        while (std::getline(in, line))
+            if (line.rfind(r.id() + " ", 0) == 0) return line;
+        return std::string();
+    };
+    ASSERT_TRUE(eventually(seconds(10), [&] {
+        out = run_capture(top_bin() + " top -b -n 1 --view requests --width 160 --daemon " + base);
+        const auto stuck = split_ws(line_of(rings[1]));
+        return stuck.size() > 9 && stuck[9] == "1";
+    })) << out;
+    const auto first_row = out.find(rings[1].id() + " ");
+    EXPECT_LT(first_row, out.find(rings[0].id() + " ")) << out;
+    const auto punts = split_ws(line_of(rings[0]));
+    ASSERT_GT(punts.size(), 11u) << out;
+    EXPECT_EQ(punts[5], "100.0") << out;
+    EXPECT_NE(punts[6], "-") << out;  // the process's io-wq workers
+    EXPECT_EQ(punts[11], "nop") << out;
+    EXPECT_NE(line_of(rings[1]).find("read"), std::string::npos) << out;
+    load.signal(SIGTERM);
+    load.wait(seconds(10));
 }

@@ -55,6 +55,17 @@ TEST(Json, RoundTripKeepsEveryField) {
     EXPECT_EQ(out.rings_created_by_mode.at(0).second, 4u);
 }
 
+// top's requests view and `iouscope advise --daemon` name opcodes from the daemon's JSON.
+TEST(Json, OpcodeNamesRoundTrip) {
+    auto in = sample_snapshot();
+    EXPECT_FALSE(snapshot_from_json(snapshot_to_json(in)).opcode_names);
+    in.opcode_names =
+        std::make_shared<const std::vector<std::string>>(std::vector<std::string>{"nop", "readv"});
+    const auto out = snapshot_from_json(snapshot_to_json(in));
+    ASSERT_TRUE(out.opcode_names);
+    EXPECT_EQ(*out.opcode_names, (std::vector<std::string>{"nop", "readv"}));
+}
+
 // The advisor of `iouscope advise --daemon` reads the sampled gaps' recorded time back.
 TEST(Json, GapSamplingRoundTripsAndIsAbsentWhereEveryGapIsRecorded) {
     auto in = sample_snapshot();

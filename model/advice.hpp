@@ -30,7 +30,7 @@ struct IdleCurvePoint {
 // same SQEs per second as measured.
 struct Alternative {
     std::string name;      // now, no_sqpoll, sq_thread_idle, batch_submissions, idle_ns_kernel,
-                           // share_sq_thread
+                           // share_sq_thread, sqpoll
     std::string change;    // what to do, in words; empty for "now"
     double cpu_cores = 0;  // predicted CPU per second for the work, SQ thread and submitter
     double wakeups_per_second = 0;     // predicted SQ thread wakeups
@@ -61,7 +61,7 @@ struct Finding {
     std::vector<Figure> predicted;  // the effect predicted for that change
     std::string assumption;         // what the prediction takes for granted
     std::vector<IdleCurvePoint> curve;      // sq_idle_too_long only
-    std::vector<Alternative> alternatives;  // sq_thread_overpriced only
+    std::vector<Alternative> alternatives;  // sq_thread_overpriced, single_sqe_per_enter
 };
 
 struct Advice {

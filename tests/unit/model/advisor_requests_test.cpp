@@ -138,6 +138,14 @@ TEST(AdviseRequests, OneSqePerEnterOnABusyRing) {
     EXPECT_NEAR(figure(f->evidence, "sqes_per_enter"), 1, 1e-9);
     EXPECT_NEAR(figure(f->predicted, "cpu_cores_saved"), (500000 - 500000 / 32.0) * 1e-6, 1e-9);
     EXPECT_NE(f->change.find("32 at a time"), std::string::npos);
+    // Priced beside the calls now and an SQ thread, which at a 2 us gap never sleeps.
+    ASSERT_EQ(f->alternatives.size(), 3u);
+    EXPECT_EQ(f->alternatives[0].name, "now");
+    EXPECT_NEAR(f->alternatives[0].cpu_cores, 0.5, 1e-9);
+    EXPECT_TRUE(f->alternatives[1].recommended);
+    EXPECT_EQ(f->alternatives[2].name, "sqpoll");
+    EXPECT_NEAR(f->alternatives[2].cpu_cores, 1.0, 1e-9);
+    EXPECT_NE(f->alternatives[2].note.find("never sleeps"), std::string::npos);
 
     b.requests.enter_sqes = 10'000'000;
     EXPECT_EQ(find(judge(a, b), "single_sqe_per_enter"), nullptr);

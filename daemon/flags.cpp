@@ -210,6 +210,11 @@ void add_sampling_options(CLI::App& app, DaemonConfig& cfg, RawFlags& raw) {
                    "iouscope_advice_finding, the log), 5s to 1h, or 0 to switch it off. The "
                    "sq_thread_idle curve needs --probes.deep.")
         ->default_str("60s");
+    app.add_option("--advise.min-saving", cfg.advise_min_saving,
+                   "Findings that predict saving less CPU than this (cores) are not reported: "
+                   "sq_idle_too_long, sq_threads_should_share and single_sqe_per_enter.")
+        ->check(CLI::Range(0.0, 64.0))
+        ->default_str("0.1");
     app.add_option("--runas.user", cfg.runas_user,
                    "After attaching, switch to this user (e.g. nobody). Every capability is "
                    "dropped after attaching in any case.");

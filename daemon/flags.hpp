@@ -41,6 +41,8 @@ struct DaemonConfig {
     std::string web_config;  // --web.config.file: TLS and basic auth
     // --advise.window: findings are judged over this much history; 0 switches the advisor off.
     std::chrono::nanoseconds advise_window = std::chrono::seconds(60);
+    // --advise.min-saving: findings predicting a smaller CPU saving (cores) are not reported.
+    double advise_min_saving = 0.10;
     // --rings.series-limit: plain rings with series of their own; 0 = every ring.
     std::size_t ring_series_limit = RingSeries::kDefaultLimit;
     // --rings.plain-interval: plain rings are read in full this far apart; 0 = every walk.

@@ -179,6 +179,7 @@ int run(const DaemonConfig& cfg, const KernelFeatures& kf, const sigset_t& sigs)
     if (!http) return exit_code;
     // Measured before any probe is attached: its ring is not one to report.
     AdviseOptions advise_opts;
+    advise_opts.min_cpu_saving_cores = cfg.advise_min_saving;
     if (cfg.advise_window.count() > 0) measure_submit_cost(advise_opts);
     std::string err;
     auto bpf = BpfCollector::make(

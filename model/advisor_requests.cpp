@@ -61,14 +61,10 @@ std::optional<double> window_quantile(const LatencyHistogram* a, const LatencyHi
 }
 
 Finding ring_finding(const char* id, const RingSnapshot& r, const std::string& op = {}) {
-    Finding f;
-    f.id = id;
-    f.subject = op.empty() ? fmt::format("ring {}", r.id) : fmt::format("ring {} {}", r.id, op);
+    Finding f = owned_finding(
+        id, op.empty() ? fmt::format("ring {}", r.id) : fmt::format("ring {} {}", r.id, op), r.pid,
+        r.comm, r.cgroup);
     f.ring = r.id;
-    f.pid = r.pid;
-    f.comm = r.comm;
-    f.container_id = r.cgroup.container_id;
-    f.pod_uid = r.cgroup.pod_uid;
     return f;
 }
 

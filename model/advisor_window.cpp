@@ -151,15 +151,21 @@ std::vector<ThreadWindow> thread_windows(const FromIndex& index, const Snapshot&
     return windows;
 }
 
-Finding thread_finding(const char* id, const ThreadSnapshot& t) {
+Finding owned_finding(const char* id, std::string subject, std::uint32_t pid,
+                      const std::string& comm, const CgroupLabels& cgroup) {
     Finding f;
     f.id = id;
-    f.subject = fmt::format("sq_thread {}", t.tid);
+    f.subject = std::move(subject);
+    f.pid = pid;
+    f.comm = comm;
+    f.container_id = cgroup.container_id;
+    f.pod_uid = cgroup.pod_uid;
+    return f;
+}
+
+Finding thread_finding(const char* id, const ThreadSnapshot& t) {
+    Finding f = owned_finding(id, fmt::format("sq_thread {}", t.tid), t.pid, t.comm, t.cgroup);
     f.sq_thread = t.tid;
-    f.pid = t.pid;
-    f.comm = t.comm;
-    f.container_id = t.cgroup.container_id;
-    f.pod_uid = t.cgroup.pod_uid;
     return f;
 }
 

@@ -65,6 +65,9 @@ struct ThreadWindow {
 std::vector<ThreadWindow> thread_windows(const FromIndex& from, const Snapshot& to, double window,
                                          Advice& out);
 
+// A finding about `subject`, labelled with its owner process and that process's container.
+Finding owned_finding(const char* id, std::string subject, std::uint32_t pid,
+                      const std::string& comm, const CgroupLabels& cgroup);
 // A finding about one SQ thread, labelled with the thread, its process and its container.
 Finding thread_finding(const char* id, const ThreadSnapshot& t);
 std::string ring_list(const std::vector<const RingSnapshot*>& rings);

@@ -48,6 +48,8 @@ FINDINGS
   provided_buffers_ran_dry    requests failed with -ENOBUFS: a larger buffer group
   requests_stuck              requests in flight past --requests.stuck-after: the oldest's
                               opcode, fd and age, and how to bound the wait
+  iowq_workers_idle           a process's io-wq workers far above its requests on io-wq at
+                              both ends of the window: the IORING_REGISTER_IOWQ_MAX_WORKERS cap
 
 By default the findings come from the running iouscoped, over its --advise.window (60 s
 unless changed). With --local, or when no daemon answers and you are root, advise loads the BPF

@@ -251,7 +251,7 @@ std::vector<MetricDecl> daemon_metrics() {
         {"iouscope_probe_window_attach_failures_total", MetricKind::counter, "probe", {"probe"},
          "Windows of a duty-cycled probe that could not attach (the log says why); they record nothing and count in no recorded time."},
         {"iouscope_advice_finding", MetricKind::gauge, "advice", {"finding", "subject", "sq_thread", "ring", "device"},
-         "1 for each tuning finding of the advisor over its window (iouscope advise explains it). The finding label is stable: sq_idle_too_long, sq_spinning_without_work, sq_thread_overpriced, shared_thread_backlog, sq_threads_should_share, iopoll_without_poll_queues, requests_forced_async, requests_punted_without_nowait, single_sqe_per_enter, cq_overflow, provided_buffers_ran_dry, requests_stuck."},
+         "1 for each tuning finding of the advisor over its window (iouscope advise explains it). The finding label is stable: sq_idle_too_long, sq_spinning_without_work, sq_thread_overpriced, shared_thread_backlog, sq_threads_should_share, iopoll_without_poll_queues, requests_forced_async, requests_punted_without_nowait, single_sqe_per_enter, cq_overflow, provided_buffers_ran_dry, requests_stuck, iowq_workers_idle."},
         {"iouscope_advice_predicted_cpu_saving_cores", MetricKind::gauge, "advice", {"finding", "subject"},
          "CPU (cores) the advisor predicts its recommended change would save."},
         {"iouscope_advice_window_seconds", MetricKind::gauge, "advice", {},

@@ -45,9 +45,10 @@ struct Finding {
     //   sq_idle_too_long, sq_spinning_without_work, sq_thread_overpriced,
     //   shared_thread_backlog, sq_threads_should_share, iopoll_without_poll_queues,
     //   requests_forced_async, requests_punted_without_nowait, single_sqe_per_enter,
-    //   cq_overflow, provided_buffers_ran_dry, requests_stuck
+    //   cq_overflow, provided_buffers_ran_dry, requests_stuck, iowq_workers_idle
     std::string id;
-    std::string subject;  // "sq_thread 1234", "ring 1234:5", "ring 1234:5 write", "device nvme1n1"
+    // "sq_thread 1234", "ring 1234:5", "ring 1234:5 write", "process 1234", "device nvme1n1"
+    std::string subject;
     std::int32_t sq_thread = -1;  // the thread concerned, -1 if none
     std::string ring;             // ring id ("pid:fd") concerned, empty if none
     std::string device;           // device concerned, empty if none

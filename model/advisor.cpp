@@ -43,6 +43,7 @@ Advice make_advice(const Snapshot& from, const Snapshot& to, const AdviseOptions
     share_findings(windows, o, out);
     poll_queue_findings(from, to, out);
     request_findings(index, from, to, o, window, out);
+    iowq_findings(from, to, o, out);
     if (!out.gaps_available && !windows.empty())
         out.notes.push_back(
             "no idle-time curves: they need the deep tier's work_gaps probe "

@@ -54,6 +54,14 @@ struct AdviseOptions {
     // save min_cpu_saving_cores on.
     double batch_max_sqes_per_enter = 1.5;
     double enobufs_min_rate = 1;  // -ENOBUFS per second worth a finding
+    // iowq_workers_idle: at least this many live workers, more than iowq_idle_ratio per request
+    // in flight on io-wq, at both ends of the window; the cap it names is twice the requests in
+    // flight, at least iowq_min_limit.
+    std::uint32_t iowq_idle_min_workers = 16;
+    double iowq_idle_ratio = 4;
+    std::int64_t iowq_min_limit = 4;
+    // The cap holds each io-wq (one per submitting thread): it must save this many workers.
+    std::uint32_t iowq_idle_min_saved = 8;
 };
 
 Advice make_advice(const Snapshot& from, const Snapshot& to, const AdviseOptions& opts = {});

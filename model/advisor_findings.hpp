@@ -42,4 +42,7 @@ void poll_queue_findings(const Snapshot& from, const Snapshot& to, Advice& out);
 void request_findings(const FromIndex& index, const Snapshot& from, const Snapshot& to,
                       const AdviseOptions& o, double window, Advice& out);
 
+// iowq_workers_idle: io-wq workers far above the requests on io-wq (advisor_iowq.cpp).
+void iowq_findings(const Snapshot& from, const Snapshot& to, const AdviseOptions& o, Advice& out);
+
 }  // namespace iouscope::advisor

@@ -168,6 +168,7 @@ TEST(Doctor, EveryPathologyIsFoundOnItsRingAndNoHealthyRingIsFlagged) {
     std::map<std::string, std::map<std::string, std::string>> seen;  // ring -> id -> change
     std::map<std::string, double> saved;                             // ring -> cores
     std::set<std::string> fio_findings;                              // "id subject"
+    std::set<std::string> process_findings;  // of the loads, about no ring: none is injected
     const auto until = steady_clock::now() + seconds(6);
     while (steady_clock::now() < until) {
         auto [advice, rc] = advise_cli(d);
@@ -179,7 +180,10 @@ TEST(Doctor, EveryPathologyIsFoundOnItsRingAndNoHealthyRingIsFlagged) {
             if (f["comm"] == "fio") {
                 fio_findings.insert(f["id"].get<std::string>() + " " +
                                     f["subject"].get<std::string>());
-            } else if (!f["ring"].get<std::string>().empty()) {
+            } else if (f["ring"].get<std::string>().empty()) {
+                process_findings.insert(f["id"].get<std::string>() + " " +
+                                        f["subject"].get<std::string>());
+            } else {
                 seen[f["ring"]][f["id"]] = f["change"].get<std::string>();
                 for (const auto& p : f["predicted"])
                     if (p["name"] == "cpu_cores_saved") saved[f["ring"]] = p["value"];
@@ -215,6 +219,7 @@ TEST(Doctor, EveryPathologyIsFoundOnItsRingAndNoHealthyRingIsFlagged) {
         "doctor: %d of %d pathologies found alone with their change; %d of %d healthy "
         "rings quiet\n",
         found, pathologies, quiet, healthy);
+    for (const auto& f : process_findings) ADD_FAILURE() << "a finding about no ring: " << f;
     if (!fio.empty()) score_fio(fio_findings);
     EXPECT_EQ(late->wait(seconds(30)), std::optional<int>(0));
     EXPECT_EQ(steady->wait(seconds(30)), std::optional<int>(0));

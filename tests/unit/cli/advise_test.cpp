@@ -72,7 +72,7 @@ TEST(AdviseOptions, HelpNamesEveryFinding) {
          {"sq_idle_too_long", "sq_spinning_without_work", "sq_thread_overpriced",
           "shared_thread_backlog", "sq_threads_should_share", "iopoll_without_poll_queues",
           "requests_forced_async", "requests_punted_without_nowait", "single_sqe_per_enter",
-          "cq_overflow", "provided_buffers_ran_dry", "requests_stuck"})
+          "cq_overflow", "provided_buffers_ran_dry", "requests_stuck", "iowq_workers_idle"})
         EXPECT_NE(r.output.find(id), std::string::npos) << id;
 }
 

@@ -42,6 +42,9 @@ void poll_queue_findings(const Snapshot& from, const Snapshot& to, Advice& out);
 void request_findings(const FromIndex& index, const Snapshot& from, const Snapshot& to,
                       const AdviseOptions& o, double window, Advice& out);
 
+// A process's io-wq workers in a snapshot, null if it has none (advisor_iowq.cpp).
+const IowqSnapshot* find_process(const Snapshot& s, std::uint32_t pid);
+
 // iowq_workers_idle: io-wq workers far above the requests on io-wq (advisor_iowq.cpp).
 void iowq_findings(const Snapshot& from, const Snapshot& to, const AdviseOptions& o, Advice& out);
 

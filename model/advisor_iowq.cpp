@@ -8,13 +8,13 @@
 
 namespace iouscope::advisor {
 
-namespace {
-
 const IowqSnapshot* find_process(const Snapshot& s, std::uint32_t pid) {
     for (const auto& w : s.iowq)
         if (w.pid == pid) return &w;
     return nullptr;
 }
+
+namespace {
 
 std::uint32_t live_workers(const IowqSnapshot& w) {
     return w.workers[0] + w.workers[1];

@@ -70,14 +70,9 @@ Finding ring_finding(const char* id, const RingSnapshot& r, const std::string& o
 
 // The CPU the process's io-wq workers spent over the window, in cores; 0 where not walked.
 double iowq_cores(const Snapshot* from, const Snapshot& to, std::uint32_t pid, double window) {
-    const auto find = [pid](const Snapshot& s) -> const IowqSnapshot* {
-        for (const auto& w : s.iowq)
-            if (w.pid == pid) return &w;
-        return nullptr;
-    };
-    const IowqSnapshot* b = find(to);
+    const IowqSnapshot* b = find_process(to, pid);
     if (!b) return 0;
-    const IowqSnapshot* a = from ? find(*from) : nullptr;
+    const IowqSnapshot* a = from ? find_process(*from, pid) : nullptr;
     return delta(a ? a->cpu_seconds : 0.0, b->cpu_seconds) / window;
 }
 

@@ -70,6 +70,14 @@ Check take_op_and_file(const RawOptions& raw, LoadConfig& cfg) {
                               ": op=write needs a mode without iopoll (its writes are buffered, "
                               "and an IOPOLL ring takes O_DIRECT I/O only)"};
         }
+        if (ring.direct && *ring.op != Op::Write) {
+            return ParseError{"ring " + std::to_string(i) +
+                              ": direct needs op=write (reads are O_DIRECT already)"};
+        }
+        if (ring.bufs > 0 && *ring.op != Op::Read) {
+            return ParseError{"ring " + std::to_string(i) +
+                              ": bufs= needs op=read (the reads select the provided buffers)"};
+        }
     }
     return std::nullopt;
 }

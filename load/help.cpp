@@ -59,11 +59,14 @@ OPTIONS
             overflow=K
                       1..1000000: send exactly K CQEs through the kernel's CQ overflow list,
                       once. At the start of the ring's thread, before its first normal SQE, the
-                      ring submits cq_entries + K NOPs without reaping any CQE, in chunks of at
-                      most sq_entries, each consumed by the kernel (for SQPOLL: by its SQ
-                      thread) before the next; the first cq_entries fill the CQ, the last K
-                      overflow. It then checks that the kernel flagged the overflow
-                      (IORING_SQ_CQ_OVERFLOW) and dropped nothing, and reaps all of them. These
+                      ring submits C + K NOPs without reaping any CQE, where C is the default
+                      CQ size (2 x depth rounded up to a power of two), in chunks of at most
+                      sq_entries, each consumed by the kernel (for SQPOLL: by its SQ thread)
+                      before the next; the first C fill the CQ, the last K overflow. With a
+                      larger cq= the same burst overflows only what exceeds that CQ (none when
+                      it holds all), which is how a larger CQ is shown to help. It then checks
+                      that the kernel flagged the overflow (IORING_SQ_CQ_OVERFLOW), or did not
+                      where none was due, and dropped nothing, and reaps all of them. These
                       NOPs are in the ring's sqes and cqes but outside count= and rate= (rate=
                       starts counting after them), and they are sent in full whatever the
                       duration, pauses or a signal say. Needs IORING_FEAT_NODROP (Linux 5.5);
@@ -87,6 +90,18 @@ OPTIONS
                       limits N workers, with max_workers=M at most M and the rest queued. Like
                       stuck=, not in sqes or cqes. Mode plain only (the main thread submits
                       them, so the workers are its io-wq's).
+            cq=N      1..65536, at least depth: the CQ size (IORING_SETUP_CQSIZE), which the
+                      kernel rounds up to a power of two; default 2 x depth, likewise rounded.
+            direct    op=write only: the writes go to an O_DIRECT scratch file of their own,
+                      whose depth blocks are written once before the run starts (a write that
+                      allocates a block cannot be issued without blocking), so a filesystem
+                      with nowait direct I/O issues every write inline instead of punting it
+                      to io-wq.
+            bufs=N    1..32768, op=read only, not iopoll: the reads select their buffer from a
+                      provided-buffer ring (IORING_REGISTER_PBUF_RING, Linux 5.19) of N 4 KiB
+                      buffers (IOSQE_BUFFER_SELECT), each given back as its CQE is reaped. With
+                      N below the requests in flight, the reads that find none fail with
+                      -ENOBUFS: the final line counts them (enobufs=) and they are not failures.
         Keys and flags of the seeds kernel (tests/vm/run --kernel seeds), which other kernels
         refuse with a message saying so:
             idle_ns=N sq_thread_idle in nanoseconds (IORING_SETUP_IDLE_NS), 0..4294967295, in
@@ -151,7 +166,7 @@ OUTPUT
         started
     After every ring has finished and collected all its completions:
         ring index=0 pid=1234 fd=5 mode=sqpoll sq_thread=1240 sqes=10000 cqes=10000 ...
-              op=nop async=0 stuck=0 blocked=0 overflowed=0
+              op=nop async=0 stuck=0 blocked=0 overflowed=0 enobufs=0
         ...
         done rings=N sqes=TOTAL
     sq_thread is the SQ thread's TID from the SqThread: line of /proc/self/fdinfo/<fd> (the
@@ -161,9 +176,11 @@ OUTPUT
     op is what the ring's normal SQEs are (op= or --op); async=1 when each SQE carried
     IOSQE_ASYNC; stuck the number of stuck= reads in flight from before the setup line until
     the ring is closed; blocked the number of blocked= splices, likewise; overflowed the
-    number of CQEs that overflow= sent through the CQ overflow list (0 without it). sqes
-    counts the normal SQEs and, with overflowed=K, the cq_entries + K NOPs of overflow=, so
-    an op=read ring's reads are sqes - cq_entries - K then; it never counts the stuck= reads
+    number of CQEs that overflow= sent through the CQ overflow list (0 without it, and with a
+    cq= that holds the burst); enobufs the bufs= reads that failed with -ENOBUFS (counted in
+    cqes, not as failures). sqes counts the normal SQEs and, with overflow=K, the
+    cq_entries_for(depth) + K NOPs of overflow=, so an op=read ring's reads are
+    sqes - 2 x depth (rounded up to a power of two) - K then; it never counts the stuck= reads
     or blocked= splices. The kernel's SQ head ends at sqes + stuck + blocked.
 
     With --json the same information is printed as
@@ -172,7 +189,7 @@ OUTPUT
         {"started":true}
         {"phase":"final","index":0,"pid":1234,"fd":5,"mode":"sqpoll","sq_thread":1240,
          "sqes":10000,"cqes":10000,...,"op":"nop","async":false,"stuck":0,"blocked":0,
-         "overflowed":0}
+         "overflowed":0,"enobufs":0}
                                                                   (one line each)
         {"done":true,"rings":N,"sqes":TOTAL}
 

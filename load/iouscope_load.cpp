@@ -133,7 +133,7 @@ void close_rings(Rings& rings, const Workload& workload) {
             io_uring_queue_exit(&(*it)->ring);
         }
     }
-    for (const int fd : {workload.fd, workload.scratch_fd}) {
+    for (const int fd : {workload.fd, workload.scratch_fd, workload.direct_fd}) {
         if (fd >= 0) {
             close(fd);
         }

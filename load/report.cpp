@@ -18,19 +18,22 @@ namespace {
 using namespace std::chrono_literals;
 
 // The keys appended after the original ones: what the ring submits, and on the final line how
-// many CQEs its overflow= sent through the CQ overflow list.
+// many CQEs its overflow= sent through the CQ overflow list and how many of its bufs= reads
+// found no buffer.
 std::string extra_keys(const RingState& st, bool json, bool setup) {
     const std::string op(op_name(ring_op(st.spec)));
     const std::string stuck = std::to_string(st.spec.stuck);
     const std::string blocked = std::to_string(st.spec.blocked);
     const std::string overflowed = std::to_string(st.overflowed);
+    const std::string enobufs = std::to_string(st.enobufs);
     if (json) {
         return ",\"op\":\"" + op + "\",\"async\":" + (st.spec.async ? "true" : "false") +
                ",\"stuck\":" + stuck + ",\"blocked\":" + blocked +
-               (setup ? "" : ",\"overflowed\":" + overflowed);
+               (setup ? "" : ",\"overflowed\":" + overflowed + ",\"enobufs\":" + enobufs);
     }
     return " op=" + op + " async=" + (st.spec.async ? "1" : "0") + " stuck=" + stuck +
-           " blocked=" + blocked + (setup ? "" : " overflowed=" + overflowed);
+           " blocked=" + blocked +
+           (setup ? "" : " overflowed=" + overflowed + " enobufs=" + enobufs);
 }
 
 std::string ring_line(const RingState& st, bool json, bool setup, std::uint64_t sqes,

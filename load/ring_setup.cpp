@@ -15,6 +15,8 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <thread>
 
 #include "exit.hpp"
@@ -134,6 +136,10 @@ int setup_ring(RingState& st, const std::vector<std::unique_ptr<RingState>>& rin
     if (spec.share) {
         params.flags |= IORING_SETUP_ATTACH_WQ;
         params.wq_fd = static_cast<std::uint32_t>(rings[*spec.share]->ring.ring_fd);
+    }
+    if (spec.cq > 0) {
+        params.flags |= IORING_SETUP_CQSIZE;
+        params.cq_entries = spec.cq;
     }
     return io_uring_queue_init_params(spec.depth, &st.ring, &params);
 }
@@ -286,6 +292,15 @@ std::string describe(const RingSpec& spec) {
     if (spec.max_workers > 0) {
         out += " max_workers=" + std::to_string(spec.max_workers);
     }
+    if (spec.cq > 0) {
+        out += " cq=" + std::to_string(spec.cq);
+    }
+    if (spec.direct) {
+        out += " direct";
+    }
+    if (spec.bufs > 0) {
+        out += " bufs=" + std::to_string(spec.bufs);
+    }
     return out;
 }
 
@@ -335,34 +350,65 @@ void ensure_fd_limit(std::size_t rings) {
 
 namespace {
 
-bool any_ring_does(const LoadConfig& cfg, Op op) {
-    return std::any_of(cfg.rings.begin(), cfg.rings.end(),
-                       [op](const RingSpec& r) { return ring_op(r) == op; });
+bool any_ring_does(const LoadConfig& cfg, Op op, bool direct) {
+    return std::any_of(cfg.rings.begin(), cfg.rings.end(), [op, direct](const RingSpec& r) {
+        return ring_op(r) == op && r.direct == direct;
+    });
 }
 
 // op=write's file: a regular file in $TMPDIR (or /tmp), unlinked as soon as it exists. Buffered,
-// so that every write is work the kernel hashes to the file when it goes to io-wq.
-int open_scratch() {
+// so that every write is work the kernel hashes to the file when it goes to io-wq; with
+// `direct`, O_DIRECT, so that a filesystem that can write without blocking does so inline.
+int open_scratch(bool direct) {
     const char* env = std::getenv("TMPDIR");
     std::string path =
         std::string(env != nullptr && *env != '\0' ? env : "/tmp") + "/iouscope-load-XXXXXX";
-    const int fd = mkostemp(path.data(), O_CLOEXEC);
+    const int fd = mkostemp(path.data(), O_CLOEXEC | (direct ? O_DIRECT : 0));
     if (fd < 0) {
-        die("op=write: cannot create a scratch file as " + path + ": " + errno_text(errno) +
-            "; set TMPDIR to a writable directory");
+        const int err = errno;
+        die(std::string(direct ? "op=write,direct" : "op=write") +
+            ": cannot create a scratch file as " + path + ": " + errno_text(err) +
+            (direct && err == EINVAL ? "; the filesystem may not support O_DIRECT (tmpfs does "
+                                       "not): set TMPDIR to one that does"
+                                     : "; set TMPDIR to a writable directory"));
     }
     unlink(path.c_str());
     return fd;
+}
+
+// The blocks the O_DIRECT writes will overwrite, written once now (slot i writes block i): a
+// write that allocates a block cannot be issued without blocking, and every such write would go
+// to io-wq. Applications that write O_DIRECT allocate their files first too.
+void allocate_direct_blocks(int fd, unsigned blocks) {
+    std::unique_ptr<void, decltype(&std::free)> zeros(std::aligned_alloc(kBlockSize, kBlockSize),
+                                                      &std::free);
+    if (!zeros) die("aligned_alloc for the op=write,direct scratch file: out of memory");
+    std::memset(zeros.get(), 0, kBlockSize);
+    for (unsigned i = 0; i < blocks; ++i) {
+        if (pwrite(fd, zeros.get(), kBlockSize, static_cast<off_t>(i) * kBlockSize) !=
+            static_cast<ssize_t>(kBlockSize)) {
+            die("op=write,direct: cannot write block " + std::to_string(i) +
+                " of the scratch file: " + errno_text(errno));
+        }
+    }
+    if (fsync(fd) != 0) die("op=write,direct: fsync of the scratch file: " + errno_text(errno));
 }
 
 }  // namespace
 
 Workload open_workload(const LoadConfig& cfg) {
     Workload wl;
-    if (any_ring_does(cfg, Op::Write)) {
-        wl.scratch_fd = open_scratch();
+    if (any_ring_does(cfg, Op::Write, false)) {
+        wl.scratch_fd = open_scratch(false);
     }
-    if (!any_ring_does(cfg, Op::Read)) {
+    if (any_ring_does(cfg, Op::Write, true)) {
+        wl.direct_fd = open_scratch(true);
+        unsigned depth = 0;
+        for (const auto& r : cfg.rings)
+            if (ring_op(r) == Op::Write && r.direct) depth = std::max(depth, r.depth);
+        allocate_direct_blocks(wl.direct_fd, depth);
+    }
+    if (!any_ring_does(cfg, Op::Read, false) && !any_ring_does(cfg, Op::Read, true)) {
         return wl;
     }
     const int fd = open(cfg.file.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);

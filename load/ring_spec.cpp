@@ -56,6 +56,17 @@ unsigned cq_entries_for(unsigned depth) {
     return 2 * std::bit_ceil(depth);
 }
 
+unsigned ring_cq_entries(const RingSpec& spec) {
+    return spec.cq > 0 ? std::bit_ceil(spec.cq) : cq_entries_for(spec.depth);
+}
+
+unsigned overflow_expected(const RingSpec& spec) {
+    if (spec.overflow == 0) return 0;
+    const std::uint64_t burst = std::uint64_t{cq_entries_for(spec.depth)} + spec.overflow;
+    const unsigned cq = ring_cq_entries(spec);
+    return burst > cq ? static_cast<unsigned>(burst - cq) : 0;
+}
+
 namespace {
 
 // The rules of the seeds kernel's flags, as its patches enforce them or as they would surprise.
@@ -97,6 +108,8 @@ bool apply_unsigned_key(RingSpec& out, std::string_view key, std::string_view va
         {"stuck", 1, kMaxStuck},
         {"blocked", 1, kMaxStuck},
         {"max_workers", 1, kMaxWorkers},
+        {"cq", 1, kMaxCqEntries},
+        {"bufs", 1, kMaxBufs},
     };
     const auto* k = std::find_if(std::begin(kKeys), std::end(kKeys),
                                  [&](const Key& x) { return x.name == key; });
@@ -128,6 +141,10 @@ bool apply_unsigned_key(RingSpec& out, std::string_view key, std::string_view va
         out.stuck = v;
     } else if (key == "blocked") {
         out.blocked = v;
+    } else if (key == "cq") {
+        out.cq = v;
+    } else if (key == "bufs") {
+        out.bufs = v;
     } else {
         out.max_workers = v;
     }
@@ -165,7 +182,7 @@ std::optional<std::string> apply_key(RingSpec& out, std::string_view key, std::s
     if (!apply_unsigned_key(out, key, value, idle_given, error)) {
         return "unknown key " + quoted(key) +
                " (expected count, rate, share, idle, idle_ns, cpu, depth, batch, n, op, "
-               "overflow, stuck, blocked or max_workers)";
+               "overflow, stuck, blocked, max_workers, cq or bufs)";
     }
     return error;
 }
@@ -188,7 +205,16 @@ std::optional<std::string> check_extras(const RingSpec& out) {
         return "blocked= needs mode plain (its splices block io-wq workers of the thread that "
                "submits them, which is the SQ thread in sqpoll modes)";
     }
-    const std::uint64_t cq = cq_entries_for(out.depth);
+    if (out.cq > 0 && out.cq < out.depth) {
+        return "cq=" + std::to_string(out.cq) +
+               " is smaller than depth=" + std::to_string(out.depth) +
+               " (the kernel wants a CQ at least as large as the SQ)";
+    }
+    if (out.bufs > 0 && uses_iopoll(out.mode)) {
+        return "bufs= needs a mode without iopoll (its reads select a provided buffer, which "
+               "this load keeps to inline and io-wq issue)";
+    }
+    const std::uint64_t cq = ring_cq_entries(out);
     const std::uint64_t parked = std::uint64_t{out.stuck} + out.blocked;
     if (parked > 0 && parked + out.depth > cq) {
         return "stuck=" + std::to_string(out.stuck) +
@@ -196,7 +222,8 @@ std::optional<std::string> check_extras(const RingSpec& out) {
                " with depth=" + std::to_string(out.depth) +
                " do not fit the CQ: stuck + blocked + depth must be at most cq_entries, " +
                std::to_string(cq) +
-               " here (twice depth rounded up to a power of two); lower them or raise depth=";
+               " here (cq=, or twice depth rounded up to a power of two); lower them or raise "
+               "depth= or cq=";
     }
     return std::nullopt;
 }
@@ -245,11 +272,12 @@ ParseResult<RingSpec> parse_ring_spec(std::string_view spec) {
             return fail("empty key=value item (stray comma?)");
         }
         const std::size_t eq = item.find('=');
-        const bool flag = eq == std::string_view::npos &&
-                          (item == "percpu" || item == "stats" || item == "async");
+        const bool flag = eq == std::string_view::npos && (item == "percpu" || item == "stats" ||
+                                                           item == "async" || item == "direct");
         if (eq == std::string_view::npos && !flag) {
             return fail(quoted(item) +
-                        " is neither key=value nor one of the flags percpu, stats, async");
+                        " is neither key=value nor one of the flags percpu, stats, async, "
+                        "direct");
         }
         const std::string_view key = item.substr(0, eq);
         if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
@@ -257,7 +285,10 @@ ParseResult<RingSpec> parse_ring_spec(std::string_view spec) {
         }
         seen.push_back(key);
         if (flag) {
-            (key == "percpu" ? out.percpu : key == "stats" ? out.stats : out.async) = true;
+            (key == "percpu"  ? out.percpu
+             : key == "stats" ? out.stats
+             : key == "async" ? out.async
+                              : out.direct) = true;
         } else if (auto err = apply_key(out, key, item.substr(eq + 1), idle_given)) {
             return fail(*err);
         }

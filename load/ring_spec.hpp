@@ -40,6 +40,9 @@ inline constexpr unsigned kMaxReplicas = 100000;
 inline constexpr unsigned kMaxOverflow = 1000000;
 inline constexpr unsigned kMaxStuck = 4096;  // stuck= and blocked= alike
 inline constexpr unsigned kMaxWorkers = 1024;
+// cq=: the kernel's largest CQ (2 x IORING_MAX_ENTRIES). bufs=: a buffer ring's largest size.
+inline constexpr unsigned kMaxCqEntries = 65536;
+inline constexpr unsigned kMaxBufs = 32768;
 
 struct RingSpec {
     RingMode mode = RingMode::Plain;
@@ -63,12 +66,17 @@ struct RingSpec {
     // op=; unset means the run's --op, which build_config() fills in, so every ring of a
     // LoadConfig has one.
     std::optional<Op> op;
-    bool async = false;     // IOSQE_ASYNC on every SQE: the kernel punts each one to io-wq
-    unsigned overflow = 0;  // CQEs to push through the CQ overflow list once, at the start
-    unsigned stuck = 0;     // reads of a pipe nobody writes, in flight until the ring closes
-    unsigned blocked = 0;   // splices from that pipe, each blocking an io-wq worker as long
+    bool async = false;  // IOSQE_ASYNC on every SQE: the kernel punts each one to io-wq
+    // NOPs beyond cq_entries_for(depth) posted once at the start before any is reaped: with
+    // the default CQ that many overflow, with cq= what the burst exceeds the CQ by.
+    unsigned overflow = 0;
+    unsigned stuck = 0;    // reads of a pipe nobody writes, in flight until the ring closes
+    unsigned blocked = 0;  // splices from that pipe, each blocking an io-wq worker as long
     // IORING_REGISTER_IOWQ_MAX_WORKERS for both accounts, right after setup; 0 = the kernel's.
     unsigned max_workers = 0;
+    unsigned cq = 0;      // IORING_SETUP_CQSIZE; 0 = the kernel's, twice the SQ
+    bool direct = false;  // op=write: O_DIRECT writes, to a scratch file of their own
+    unsigned bufs = 0;    // op=read: a provided-buffer ring of this many 4 KiB buffers
 };
 
 bool uses_sqpoll(RingMode mode);
@@ -84,6 +92,10 @@ inline Op ring_op(const RingSpec& spec) {
 // The CQ size io_uring_setup gives a ring of `depth` entries without IORING_SETUP_CQSIZE: twice
 // the SQ, which is depth rounded up to a power of two.
 unsigned cq_entries_for(unsigned depth);
+// The CQ size the ring gets: cq= rounded up to a power of two, or cq_entries_for(depth).
+unsigned ring_cq_entries(const RingSpec& spec);
+// The CQEs overflow= sends through the overflow list: what its burst exceeds the CQ by.
+unsigned overflow_expected(const RingSpec& spec);
 
 // Parses one SPEC ("MODE[,key=value...]"). Cross-ring rules (share=I) are not checked here.
 ParseResult<RingSpec> parse_ring_spec(std::string_view spec);

@@ -20,13 +20,17 @@ inline constexpr std::size_t kBlockSize = 4096;
 // low bits.
 inline constexpr std::uint64_t kStuckUserData = std::uint64_t{1} << 63;
 inline constexpr std::uint64_t kOverflowUserData = std::uint64_t{1} << 62;
+// The provided-buffer group of a ring with bufs=.
+inline constexpr std::uint16_t kBufGroup = 0;
 
 // The --file of the rings whose op is read; fd -1 when no ring reads. The scratch file of the
 // rings whose op is write: unlinked at once, so it goes with the process; -1 when no ring writes.
+// The O_DIRECT scratch file of the rings with op=write,direct, likewise.
 struct Workload {
     int fd = -1;
     std::uint64_t blocks = 0;  // number of 4 KiB blocks in the file
     int scratch_fd = -1;
+    int direct_fd = -1;
 };
 
 struct RingState {
@@ -45,6 +49,7 @@ struct RingState {
     std::uint64_t cqe_errors = 0;
     int first_cqe_error = 0;
     unsigned overflowed = 0;       // overflow=K once the kernel was seen to overflow K CQEs
+    std::uint64_t enobufs = 0;     // bufs=: reads that found no provided buffer (-ENOBUFS)
     std::uint64_t stuck_cqes = 0;  // stuck= reads that completed during the run (none should)
     int first_stuck_res = 0;
     std::string failure_call;  // non-empty after a fatal io_uring error

@@ -6,6 +6,7 @@
 #include "ring_worker.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -46,6 +47,9 @@ public:
         if (!failed()) {
             verify_kernel_consumed();
         }
+        if (buf_ring_ != nullptr) {  // nothing selects from it any more: every read is reaped
+            io_uring_unregister_buf_ring(&ring_, kBufGroup);
+        }
         st_.sqes = extra_sqes_ + queued_;
         st_.cqes = extra_cqes_ + cqes_;
         st_.progress.store(st_.sqes, std::memory_order_relaxed);
@@ -61,25 +65,27 @@ private:
         st_.failure_detail = std::move(detail);
     }
 
-    // overflow=K: cq_entries + K NOPs without reaping, in chunks of at most the SQ size, each
-    // consumed by the kernel before the next is written. The first chunks fill the CQ exactly,
-    // so the overflow starts with the next one and exactly K CQEs take the overflow list. NOPs
+    // overflow=K: cq_entries_for(depth) + K NOPs without reaping, in chunks of at most the SQ
+    // size, each consumed by the kernel before the next is written. The first chunks fill the
+    // CQ exactly, so the overflow starts with the next one: with the default CQ exactly K CQEs
+    // take the overflow list, with cq= what the burst exceeds it by (overflow_expected). NOPs
     // without IOSQE_ASYNC complete while the kernel consumes them, so all are posted before the
     // first is reaped; then all are reaped, and rate= counts from there.
     bool overflow_cq() {
-        const unsigned k = st_.spec.overflow;
-        if (k == 0) {
+        if (st_.spec.overflow == 0) {
             return true;
         }
         const unsigned cq = ring_.cq.ring_entries;
-        const std::uint64_t total = std::uint64_t{cq} + k;
+        const std::uint64_t total =
+            std::uint64_t{cq_entries_for(st_.spec.depth)} + st_.spec.overflow;
         const unsigned dropped = IO_URING_READ_ONCE(*ring_.cq.koverflow);
         if (io_uring_cq_ready(&ring_) != 0) {
             fail("overflow= check", 0, "the CQ was not empty before the overflow= NOPs");
             return false;
         }
         while (extra_sqes_ < total) {
-            const std::uint64_t upto = extra_sqes_ < cq ? cq : total;
+            const std::uint64_t upto =
+                extra_sqes_ < cq ? std::min<std::uint64_t>(cq, total) : total;
             const auto n = static_cast<unsigned>(
                 std::min<std::uint64_t>(ring_.sq.ring_entries, upto - extra_sqes_));
             for (unsigned i = 0; i < n; ++i) {
@@ -106,26 +112,35 @@ private:
         if (!check_overflowed(cq, total, dropped) || !reap_overflowed(total)) {
             return false;
         }
-        st_.overflowed = k;
+        st_.overflowed = total > cq ? static_cast<unsigned>(total - cq) : 0;
         rate_origin_ = ctl_.schedule().active_at(Clock::now());
         return true;
     }
 
     // The kernel's own word that the CQ overflowed and kept every CQE: a full CQ, the
-    // IORING_SQ_CQ_OVERFLOW flag, and no CQE dropped (the CQ's overflow counter).
+    // IORING_SQ_CQ_OVERFLOW flag, and no CQE dropped (the CQ's overflow counter). A burst the
+    // CQ holds (cq=) must leave every CQE in the CQ and the flag clear.
     bool check_overflowed(unsigned cq, std::uint64_t total, unsigned dropped) {
         const auto give_up = Clock::now() + 1s;
-        while (io_uring_cq_ready(&ring_) < cq || !io_uring_cq_has_overflow(&ring_)) {
+        const bool over = total > cq;
+        const auto fill = static_cast<unsigned>(std::min<std::uint64_t>(cq, total));
+        while (io_uring_cq_ready(&ring_) < fill || (over && !io_uring_cq_has_overflow(&ring_))) {
             if (Clock::now() >= give_up) {
                 fail("overflow= check", 0,
                      "after " + std::to_string(total) + " NOPs without reaping, the CQ holds " +
-                         std::to_string(io_uring_cq_ready(&ring_)) + " of " + std::to_string(cq) +
+                         std::to_string(io_uring_cq_ready(&ring_)) + " of " + std::to_string(fill) +
                          " CQEs and the kernel has " +
                          (io_uring_cq_has_overflow(&ring_) ? "" : "not ") +
                          "flagged an overflow (IORING_SQ_CQ_OVERFLOW)");
                 return false;
             }
             std::this_thread::sleep_for(100us);
+        }
+        if (!over && io_uring_cq_has_overflow(&ring_)) {
+            fail("overflow= check", 0,
+                 "the kernel flagged an overflow (IORING_SQ_CQ_OVERFLOW) of a CQ of " +
+                     std::to_string(cq) + " entries after only " + std::to_string(total) + " NOPs");
+            return false;
         }
         const unsigned now_dropped = IO_URING_READ_ONCE(*ring_.cq.koverflow);
         if (now_dropped != dropped) {
@@ -178,7 +193,50 @@ private:
         for (std::size_t i = slots; i-- > 0;) {
             free_slots_.push_back(static_cast<unsigned>(i));
         }
+        return st_.spec.bufs == 0 || prepare_buf_ring();
+    }
+
+    // bufs=N: a provided-buffer ring (group kBufGroup) of N 4 KiB buffers that every read
+    // selects from, each given back as its CQE is reaped. The ring's size is N rounded up to a
+    // power of two, as the kernel wants; its memory is page-aligned, as it wants too.
+    bool prepare_buf_ring() {
+        const unsigned n = st_.spec.bufs;
+        buf_entries_ = std::bit_ceil(n);
+        const std::size_t ring_bytes =
+            std::max<std::size_t>(kBlockSize, buf_entries_ * sizeof(io_uring_buf));
+        buf_ring_mem_.reset(static_cast<std::byte*>(std::aligned_alloc(kBlockSize, ring_bytes)));
+        buf_pool_.reset(static_cast<std::byte*>(std::aligned_alloc(kBlockSize, n * kBlockSize)));
+        if (!buf_ring_mem_ || !buf_pool_) {
+            fail("aligned_alloc", ENOMEM);
+            return false;
+        }
+        std::memset(buf_ring_mem_.get(), 0, ring_bytes);
+        io_uring_buf_reg reg{};
+        reg.ring_addr = reinterpret_cast<std::uint64_t>(buf_ring_mem_.get());
+        reg.ring_entries = buf_entries_;
+        reg.bgid = kBufGroup;
+        if (const int ret = io_uring_register_buf_ring(&ring_, &reg, 0); ret < 0) {
+            fail("io_uring_register_buf_ring", 0,
+                 errno_text(-ret) +
+                     (ret == -EINVAL ? "; provided-buffer rings need Linux 5.19" : ""));
+            return false;
+        }
+        buf_ring_ = reinterpret_cast<io_uring_buf_ring*>(buf_ring_mem_.get());
+        io_uring_buf_ring_init(buf_ring_);
+        for (unsigned bid = 0; bid < n; ++bid) {
+            io_uring_buf_ring_add(buf_ring_, buf_pool_.get() + std::size_t{bid} * kBlockSize,
+                                  kBlockSize, static_cast<unsigned short>(bid),
+                                  io_uring_buf_ring_mask(buf_entries_), static_cast<int>(bid));
+        }
+        io_uring_buf_ring_advance(buf_ring_, static_cast<int>(n));
         return true;
+    }
+
+    void give_back_buffer(unsigned bid) {
+        io_uring_buf_ring_add(buf_ring_, buf_pool_.get() + std::size_t{bid} * kBlockSize,
+                              kBlockSize, static_cast<unsigned short>(bid),
+                              io_uring_buf_ring_mask(buf_entries_), 0);
+        io_uring_buf_ring_advance(buf_ring_, 1);
     }
 
     void submit_loop() {
@@ -243,16 +301,19 @@ private:
                 std::byte* buf = buffers_.get() + slot * kBlockSize;
                 if (op == Op::Read) {
                     const std::uint64_t offset = (rng_() % wl_.blocks) * kBlockSize;
-                    io_uring_prep_read(sqe, wl_.fd, buf, kBlockSize, offset);
+                    const bool select = st_.spec.bufs > 0;
+                    io_uring_prep_read(sqe, wl_.fd, select ? nullptr : buf, kBlockSize, offset);
+                    if (select) {
+                        sqe->buf_group = kBufGroup;
+                    }
                 } else {  // each slot its own block of the scratch file
-                    io_uring_prep_write(sqe, wl_.scratch_fd, buf, kBlockSize,
-                                        std::uint64_t{slot} * kBlockSize);
+                    io_uring_prep_write(sqe, st_.spec.direct ? wl_.direct_fd : wl_.scratch_fd, buf,
+                                        kBlockSize, std::uint64_t{slot} * kBlockSize);
                 }
                 io_uring_sqe_set_data64(sqe, slot);
             }
-            if (st_.spec.async) {
-                io_uring_sqe_set_flags(sqe, IOSQE_ASYNC);
-            }
+            io_uring_sqe_set_flags(sqe, (st_.spec.async ? IOSQE_ASYNC : 0U) |
+                                            (st_.spec.bufs > 0 ? IOSQE_BUFFER_SELECT : 0U));
         }
         queued_ += queued;
         return queued;
@@ -312,7 +373,14 @@ private:
             return;
         }
         ++cqes_;
-        count_error(cqe);
+        if (st_.spec.bufs > 0 && cqe.res == -ENOBUFS) {
+            ++st_.enobufs;  // what bufs= is for, not a failure
+        } else {
+            count_error(cqe);
+        }
+        if (cqe.flags & IORING_CQE_F_BUFFER) {
+            give_back_buffer(cqe.flags >> IORING_CQE_BUFFER_SHIFT);
+        }
         if (ring_op(st_.spec) != Op::Nop) {
             free_slots_.push_back(static_cast<unsigned>(cqe.user_data));
         }
@@ -391,6 +459,11 @@ private:
     nanoseconds rate_origin_{0};
     std::unique_ptr<std::byte, FreeDeleter> buffers_;
     std::vector<unsigned> free_slots_;
+    // bufs=: the buffer ring shared with the kernel, and the buffers it hands out.
+    std::unique_ptr<std::byte, FreeDeleter> buf_ring_mem_;
+    std::unique_ptr<std::byte, FreeDeleter> buf_pool_;
+    io_uring_buf_ring* buf_ring_ = nullptr;
+    unsigned buf_entries_ = 0;
     std::mt19937_64 rng_;
 };
 

@@ -24,6 +24,7 @@
 using namespace live;
 using namespace live::advise;
 using namespace std::chrono;
+using Labels = std::map<std::string, std::string>;
 
 namespace {
 
@@ -80,16 +81,23 @@ const std::vector<Case> kSteady = {
     {"plain,batch=2,rate=20000", "", "", "two SQEs per enter"},
     {"plain,op=write,rate=20", "", "", "buffered writes, 20/s: punts too few"},
     {"plain,async,rate=20", "", "", "forced NOPs, 20/s: too few"},
+    {"plain,op=write,direct,rate=2000", "", "", "O_DIRECT writes, 2,000/s: issued inline"},
     {"plain,count=50000", "", "", "a burst, then idle"},
     {"plain,count=1,n=3", "", "", "idle rings"},
 };
 const std::vector<Case> kLate = {
     {"plain,overflow=100,rate=100", "cq_overflow", "cq_entries", "100 CQEs overflowed"},
     {"plain,overflow=1000,rate=100", "cq_overflow", "cq_entries", "1,000 CQEs overflowed"},
+    {"plain,overflow=1000,cq=2048,rate=100", "", "", "a burst of 1,128 CQEs, a CQ of 2,048"},
 };
 const std::vector<Case> kReads = {
     {"plain,op=read,rate=2000", "", "", "O_DIRECT reads, 2,000/s: issued inline"},
     {"plain,op=read,depth=128,batch=32,rate=5000", "", "", "O_DIRECT reads, deep queue"},
+    {"plain,op=read,bufs=1,depth=8,rate=1000", "provided_buffers_ran_dry", "more buffers",
+     "1 provided buffer, 8 reads in flight"},
+    {"plain,op=read,bufs=2,depth=16,rate=4000", "provided_buffers_ran_dry", "more buffers",
+     "2 provided buffers, 16 reads in flight"},
+    {"plain,op=read,bufs=32,depth=32,rate=5000", "", "", "a provided buffer for every read"},
 };
 
 // Programs nobody here wrote, beside the injected ones: fio's buffered random writes, which the
@@ -250,62 +258,156 @@ double measured_saving(const std::string& before, const std::string& after) {
     return saving;
 }
 
-}  // namespace
+// A finding whose change is checked on the same load. Priced ones (factor > 0) predict CPU
+// saved; counted ones predict a count gone (punts, -ENOBUFS, overflowed CQEs), checked on the
+// daemon's series of the ring after the change and on the load's own count.
+struct Check {
+    std::string finding, before, after;
+    double factor = 0;   // 0: counted, not priced
+    bool reads = false;  // the load reads the --file
+    std::string ring{};  // the before ring's id
+    double predicted = -1, measured = 0;
+    std::string change{};
+};
 
-// Each priced request finding, checked by applying its change to the same load: the CPU the
-// finding predicts saved and the CPU measured saved (the process's, before and after, side by
-// side, once the daemon is gone: what the process saves unobserved) agree within the factor
-// each states. Batches: 2; the prediction is the calls saved at the syscall cost the daemon
-// measures with one NOP a call. Forced NOPs: 3; the prediction is the workers' CPU, which holds
-// the request tier's own probes (about 1 us a punted request), and issued inline the NOPs cost
-// their submitter some of it back (docs/TUNING.md has the figures).
-TEST(Doctor, PredictedSavingsHoldWhenTheChangeIsApplied) {
-    Daemon d({"--sample.interval=200ms", "--probes.requests", "--advise.window=6s"});
-    ASSERT_TRUE(d.ready()) << d.startup_log();
-    REQUIRE_PROBE(d, probe_attached(d, "req_submit"), "req_submit");
-    struct Check {
-        std::string finding, before, after;
-        double factor;
-        double predicted = -1, measured = 0;
-    };
-    std::vector<Check> checks = {
-        {"requests_forced_async", "plain,async,rate=50000", "plain,rate=50000", 3},
-        {"single_sqe_per_enter", "plain,batch=1,rate=150000", "", 2},
-    };
-    std::vector<std::unique_ptr<Child>> loads;
-    std::map<std::string, std::string> ring_of;  // finding -> ring id
-    for (const auto& c : checks) {
-        std::vector<LoadRing> rings;
-        loads.push_back(start_load({"--ring", c.before, "--duration", "14s"}, rings));
-        ASSERT_EQ(rings.size(), 1u);
-        ring_of[c.finding] = rings[0].id();
-    }
-    // Each finding on its ring, once a whole window has passed over both.
-    json advice;
-    ASSERT_TRUE(eventually(seconds(14), [&] {
+// Every check's finding on its ring, once a whole window has passed over the loads; the
+// change's figures filled in from it.
+bool find_each(Daemon& d, std::vector<Check>& checks, json& advice) {
+    return eventually(seconds(14), [&] {
         int rc = 0;
         std::tie(advice, rc) = advise_cli(d);
         if (rc != 0 || !advice.contains("findings")) return false;
         for (auto& c : checks)
-            for (const auto& f : advice["findings"])
-                if (f["id"] == c.finding && f["ring"] == ring_of[c.finding]) {
-                    c.predicted = figure(f, "predicted", "cpu_cores_saved");
-                    if (c.after.empty()) {  // the batch size the change names
-                        const std::string change = f["change"];
-                        const auto at = change.find("submit them ") + 12;
-                        c.after = "plain,batch=" + change.substr(at, change.find(' ', at) - at) +
-                                  ",rate=150000";
-                    }
-                }
+            for (const auto& f : advice["findings"]) {
+                if (f["id"] != c.finding || f["ring"] != c.ring || c.predicted >= 0) continue;
+                c.change = f["change"];
+                c.predicted = c.factor > 0 ? figure(f, "predicted", "cpu_cores_saved") : 0;
+                const auto number_after = [&](const std::string& word) {
+                    const auto at = c.change.find(word) + word.size();
+                    return c.change.substr(at, c.change.find(' ', at) - at);
+                };
+                if (c.finding == "single_sqe_per_enter")  // the batch size the change names
+                    c.after = "plain,batch=" + number_after("submit them ") + ",rate=150000";
+                if (c.finding == "cq_overflow")  // the CQ size it names
+                    c.after = c.before + ",cq=" + number_after("a CQ of ");
+            }
         return std::all_of(checks.begin(), checks.end(),
                            [](const Check& c) { return c.predicted >= 0; });
-    })) << advice.dump(2);
+    });
+}
+
+double sum_series(const std::vector<Series>& m, const std::string& name, const Labels& match) {
+    double sum = 0;
+    for (const auto& s : m) {
+        if (s.name != name) continue;
+        bool all = true;
+        for (const auto& [k, v] : match) all = all && s.labels.count(k) && s.labels.at(k) == v;
+        if (all) sum += s.value;
+    }
+    return sum;
+}
+
+// What a counted finding counts on a ring, from the daemon's series.
+double counted(const std::vector<Series>& m, const std::string& finding, const std::string& ring) {
+    if (finding == "requests_punted_without_nowait")
+        return sum_series(m, "iouscope_ring_request_punts_total", {{"ring", ring}});
+    if (finding == "provided_buffers_ran_dry")
+        return sum_series(m, "iouscope_ring_request_completions_total",
+                          {{"ring", ring}, {"result", "enobufs"}});
+    return sum_series(m, "iouscope_ring_cq_overflow_cqes_total", {{"ring", ring}});
+}
+
+// The counted changes applied while the daemon watches, each in a load of its own beside the
+// loads it fixes, for a whole window and a second: the daemon must count none of what the
+// finding counted on the ring after the change, report none of its finding there, and the
+// load must count none itself (enobufs=, overflowed=).
+void apply_counted(Daemon& d, std::vector<Check>& checks, const std::string& file) {
+    std::vector<std::pair<Check*, std::unique_ptr<Child>>> loads;
+    std::map<std::string, Check*> by_ring;
+    for (auto& c : checks) {
+        if (c.factor > 0) continue;
+        std::vector<std::string> args = {"--ring", c.after, "--duration", "8s"};
+        if (c.reads) args.insert(args.end(), {"--file", file});
+        std::vector<LoadRing> rings;
+        loads.emplace_back(&c, start_load(args, rings));
+        ASSERT_EQ(rings.size(), 1u) << c.after;
+        by_ring[rings[0].id()] = &c;
+    }
+    std::set<std::string> flagged;  // "finding ring" seen on a ring after its change
+    const auto until = steady_clock::now() + seconds(7);
+    while (steady_clock::now() < until) {
+        auto [advice, rc] = advise_cli(d);
+        if (rc == 0 && advice.contains("findings"))
+            for (const auto& f : advice["findings"]) {
+                const auto it = by_ring.find(f["ring"].get<std::string>());
+                if (it != by_ring.end() && f["id"] == it->second->finding)
+                    flagged.insert(f["id"].get<std::string>() + " " + it->first);
+            }
+        std::this_thread::sleep_for(milliseconds(500));
+    }
+    const auto m = d.scrape();
+    for (auto& [ring, c] : by_ring) {
+        c->measured = counted(m, c->finding, ring);
+        std::printf("%-32s %-40s %-40s before %6.0f after %4.0f\n", c->finding.c_str(),
+                    c->before.c_str(), c->after.c_str(), counted(m, c->finding, c->ring),
+                    c->measured);
+        EXPECT_GT(counted(m, c->finding, c->ring), 0) << c->finding << " before the change";
+        EXPECT_EQ(c->measured, 0) << c->finding << " after the change: " << c->after;
+        EXPECT_EQ(flagged.count(c->finding + " " + ring), 0u) << c->finding << " " << c->after;
+    }
+    for (auto& [c, load] : loads) {
+        const auto final = read_load_rings(*load, "ring", "done", seconds(30));
+        EXPECT_EQ(load->wait(seconds(30)), std::optional<int>(0)) << c->after;
+        ASSERT_EQ(final.size(), 1u) << c->after;
+        EXPECT_EQ(final[0].overflowed + final[0].enobufs, 0u) << c->after;
+    }
+}
+
+}  // namespace
+
+// Each request finding's change, applied to the same load. Counted findings first, with the
+// daemon watching: O_DIRECT leaves no punt, a CQ of the size named no overflowed CQE, a buffer
+// for every read in flight no -ENOBUFS. Then the priced ones: the CPU the finding predicts
+// saved and the CPU measured saved (the process's, before and after, side by side, once the
+// daemon is gone: what the process saves unobserved) agree within the factor each states.
+// Batches: 2; the prediction is the calls saved at the syscall cost the daemon measures with
+// one NOP a call. Forced NOPs: 3; the prediction is the workers' CPU, which holds the request
+// tier's own probes (about 1 us a punted request), and issued inline the NOPs cost their
+// submitter some of it back (docs/TUNING.md has the figures).
+TEST(Doctor, PredictedSavingsHoldWhenTheChangeIsApplied) {
+    Daemon d({"--sample.interval=200ms", "--probes.requests", "--advise.window=6s"});
+    ASSERT_TRUE(d.ready()) << d.startup_log();
+    REQUIRE_PROBE(d, probe_attached(d, "req_submit"), "req_submit");
+    const ReadFile file;
+    std::vector<Check> checks = {
+        {"requests_forced_async", "plain,async,rate=50000", "plain,rate=50000", 3},
+        {"single_sqe_per_enter", "plain,batch=1,rate=150000", "", 2},
+        {"requests_punted_without_nowait", "plain,op=write,rate=2000",
+         "plain,op=write,direct,rate=2000"},
+        {"provided_buffers_ran_dry", "plain,op=read,bufs=1,depth=8,rate=1000",
+         "plain,op=read,bufs=8,depth=8,rate=1000", 0, true},
+        {"cq_overflow", "plain,overflow=1000,rate=100", ""},
+    };
+    std::vector<std::unique_ptr<Child>> loads;
+    for (auto& c : checks) {
+        std::vector<std::string> args = {"--ring", c.before, "--duration", "22s"};
+        if (c.reads) args.insert(args.end(), {"--file", file.path});
+        std::vector<LoadRing> rings;
+        loads.push_back(start_load(args, rings));
+        ASSERT_EQ(rings.size(), 1u) << c.before;
+        c.ring = rings[0].id();
+    }
+    json advice;
+    ASSERT_TRUE(find_each(d, checks, advice)) << advice.dump(2);
+    apply_counted(d, checks, file.path);
+    for (auto& l : loads) l->signal(SIGTERM);
     for (auto& l : loads) l->wait(seconds(30));
     d.process().signal(SIGTERM);
     ASSERT_EQ(d.process().wait(seconds(30)), std::optional<int>(0));
     std::printf("%-24s %-28s %-28s %10s %10s %7s\n", "finding", "before", "after", "predicted",
                 "measured", "factor");
     for (auto& c : checks) {
+        if (c.factor == 0) continue;
         c.measured = measured_saving(c.before, c.after);
         std::printf("%-24s %-28s %-28s %10.3f %10.3f %7.0f\n", c.finding.c_str(), c.before.c_str(),
                     c.after.c_str(), c.predicted, c.measured, c.factor);

@@ -380,6 +380,8 @@ std::optional<LoadRing> parse_load_line(const std::string& line, const std::stri
             r.blocked = std::stoull(v);
         else if (k == "overflowed")
             r.overflowed = std::stoull(v);
+        else if (k == "enobufs")
+            r.enobufs = std::stoull(v);
     }
     return r;
 }

@@ -148,7 +148,7 @@ struct LoadRing {
     // only).
     std::string op;
     bool async = false;
-    unsigned long long stuck = 0, blocked = 0, overflowed = 0;
+    unsigned long long stuck = 0, blocked = 0, overflowed = 0, enobufs = 0;
     std::string id() const { return std::to_string(pid) + ":" + std::to_string(fd); }
 };
 // Parses "ring ..." / "setup ..." key=value lines; returns nullopt for other lines.

@@ -60,8 +60,8 @@ TEST(LoadCommandLine, RejectsWhatCli11Rejects) {
 TEST(LoadCommandLine, HelpDocumentsThePerRingKeysAndTheirReportKeys) {
     const std::string help = help_text();
     for (const char* key : {"op=OP", "async ", "overflow=K", "stuck=N", "blocked=N",
-                            "op=nop async=0 stuck=0 blocked=0", "overflowed=0", "\"async\":false",
-                            "\"overflowed\":0"}) {
+                            "op=nop async=0 stuck=0 blocked=0", "overflowed=0 enobufs=0",
+                            "\"async\":false", "\"overflowed\":0,\"enobufs\":0"}) {
         EXPECT_NE(help.find(key), std::string::npos) << key;
     }
 }

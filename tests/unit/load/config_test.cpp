@@ -115,3 +115,20 @@ TEST(LoadConfig, PerRingOpOverridesTheRunsOp) {
               "ring 1: op=write needs a mode without iopoll (its writes are buffered, and an "
               "IOPOLL ring takes O_DIRECT I/O only)");
 }
+
+// direct is for writes and bufs= for reads, whether op= or --op says which.
+TEST(LoadConfig, DirectNeedsWritesAndBufsNeedsReads) {
+    RawOptions raw;
+    raw.rings = {"plain,count=1,op=write,direct", "plain,count=1,op=read,bufs=4"};
+    raw.file = "/dev/null";
+    auto cfg = ok(build_config(raw));
+    EXPECT_TRUE(cfg.rings[0].direct);
+    EXPECT_EQ(cfg.rings[1].bufs, 4u);
+    raw.rings = {"plain,count=1,direct"};
+    EXPECT_EQ(err(build_config(raw)), "ring 0: direct needs op=write (reads are O_DIRECT already)");
+    raw.op = "write";
+    EXPECT_TRUE(ok(build_config(raw)).rings[0].direct);
+    raw.rings = {"plain,count=1,bufs=2"};
+    EXPECT_EQ(err(build_config(raw)),
+              "ring 0: bufs= needs op=read (the reads select the provided buffers)");
+}

@@ -121,8 +121,10 @@ TEST(RingSpec, OpAsyncOverflowAndStuckRejectBadValues) {
     // stuck + depth must fit the CQ (128 for depth 64), whichever key comes first.
     EXPECT_EQ(err(parse_ring_spec("plain,stuck=65")),
               "ring spec \"plain,stuck=65\": stuck=65 and blocked=0 with depth=64 do not fit the "
-              "CQ: stuck + blocked + depth must be at most cq_entries, 128 here (twice depth "
-              "rounded up to a power of two); lower them or raise depth=");
+              "CQ: stuck + blocked + depth must be at most cq_entries, 128 here (cq=, or twice "
+              "depth rounded up to a power of two); lower them or raise depth= or cq=");
+    // A larger CQ makes the room.
+    EXPECT_EQ(ok(parse_ring_spec("plain,stuck=65,cq=256")).stuck, 65u);
     // blocked= splices share the room, and only a plain ring's submitting thread takes them.
     EXPECT_EQ(ok(parse_ring_spec("plain,stuck=30,blocked=34")).blocked, 34u);
     EXPECT_NE(err(parse_ring_spec("plain,stuck=30,blocked=35")).find("stuck + blocked + depth"),
@@ -137,4 +139,30 @@ TEST(RingSpec, OpAsyncOverflowAndStuckRejectBadValues) {
     EXPECT_NE(err(parse_ring_spec("plain,async,overflow=10")).find("async"), std::string::npos);
     EXPECT_NE(err(parse_ring_spec("iopoll,overflow=10")).find("iopoll"), std::string::npos);
     EXPECT_NE(err(parse_ring_spec("sqpoll+iopoll,stuck=1")).find("iopoll"), std::string::npos);
+}
+
+// cq= sizes the CQ; overflow=K is a burst K beyond the default CQ, so a larger CQ takes what it
+// can of it. direct and bufs= are flags of writes and reads.
+TEST(RingSpec, CqDirectAndBufs) {
+    const auto big = ok(parse_ring_spec("plain,overflow=1000,cq=2048"));
+    EXPECT_EQ(ring_cq_entries(big), 2048u);
+    EXPECT_EQ(overflow_expected(big), 0u);  // 128 + 1000 fit
+    EXPECT_EQ(overflow_expected(ok(parse_ring_spec("plain,overflow=1000"))), 1000u);
+    EXPECT_EQ(overflow_expected(ok(parse_ring_spec("plain,overflow=1000,cq=1000"))), 104u);
+    EXPECT_EQ(overflow_expected(ok(parse_ring_spec("plain"))), 0u);
+    EXPECT_EQ(ring_cq_entries(ok(parse_ring_spec("plain,depth=100"))), 256u);
+    EXPECT_EQ(ring_cq_entries(ok(parse_ring_spec("plain,cq=300"))), 512u);  // rounded up
+    EXPECT_EQ(err(parse_ring_spec("plain,cq=32")),
+              "ring spec \"plain,cq=32\": cq=32 is smaller than depth=64 (the kernel wants a CQ "
+              "at least as large as the SQ)");
+    EXPECT_NE(err(parse_ring_spec("plain,cq=65537")).find("1..65536"), std::string::npos);
+    EXPECT_TRUE(ok(parse_ring_spec("plain,op=write,direct")).direct);
+    EXPECT_NE(err(parse_ring_spec("plain,direct=1")).find("unknown key \"direct\""),
+              std::string::npos);
+    EXPECT_EQ(ok(parse_ring_spec("plain,op=read,bufs=3")).bufs, 3u);
+    EXPECT_NE(err(parse_ring_spec("plain,bufs=0")).find("1..32768"), std::string::npos);
+    EXPECT_NE(err(parse_ring_spec("iopoll,op=read,bufs=4"))
+                  .find("bufs= needs a mode without "
+                        "iopoll"),
+              std::string::npos);
 }

@@ -2,6 +2,7 @@
 // ring, opcode and change it names, and stays quiet on the healthy case beside it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 
 #include "iouscope/requests.h"
@@ -123,6 +124,10 @@ TEST(AdviseRequests, WritesPuntedWithoutNowait) {
     EXPECT_NEAR(figure(f.evidence, "punts_per_second"), 500, 1e-9);
     EXPECT_NEAR(figure(f.evidence, "hashed_punts_per_second"), 500, 1e-9);
     EXPECT_NE(f.change.find("O_DIRECT"), std::string::npos);
+    // No punts left, and no CPU claimed saved: O_DIRECT pays the device at submission.
+    EXPECT_EQ(figure(f.predicted, "punts_per_second"), 0);
+    EXPECT_TRUE(std::none_of(f.predicted.begin(), f.predicted.end(),
+                             [](const auto& p) { return p.name == "cpu_cores_saved"; }));
 }
 
 // 500,000 calls/s of one SQE each at 1 us a call: batches of 32 save 0.48 of a core. Two SQEs

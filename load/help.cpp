@@ -102,6 +102,12 @@ OPTIONS
                       buffers (IOSQE_BUFFER_SELECT), each given back as its CQE is reaped. With
                       N below the requests in flight, the reads that find none fail with
                       -ENOBUFS: the final line counts them (enobufs=) and they are not failures.
+            fanout=N  1..1024, at most depth, mode plain without count=, rate=, async,
+                      overflow= or bufs=: the ring submits nothing but bursts, one a second,
+                      of N IORING_OP_SPLICEs of 1 byte from a pipe of its own into /dev/null.
+                      Each blocks an io-wq worker until the ring writes N bytes into the pipe
+                      20 ms later, so the process keeps N workers (with max_workers=M, M) that
+                      wait for work between bursts. The splices are in sqes and cqes.
         Keys and flags of the seeds kernel (tests/vm/run --kernel seeds), which other kernels
         refuse with a message saying so:
             idle_ns=N sq_thread_idle in nanoseconds (IORING_SETUP_IDLE_NS), 0..4294967295, in

@@ -301,6 +301,9 @@ std::string describe(const RingSpec& spec) {
     if (spec.bufs > 0) {
         out += " bufs=" + std::to_string(spec.bufs);
     }
+    if (spec.fanout > 0) {
+        out += " fanout=" + std::to_string(spec.fanout);
+    }
     return out;
 }
 

@@ -110,6 +110,7 @@ bool apply_unsigned_key(RingSpec& out, std::string_view key, std::string_view va
         {"max_workers", 1, kMaxWorkers},
         {"cq", 1, kMaxCqEntries},
         {"bufs", 1, kMaxBufs},
+        {"fanout", 1, kMaxWorkers},
     };
     const auto* k = std::find_if(std::begin(kKeys), std::end(kKeys),
                                  [&](const Key& x) { return x.name == key; });
@@ -145,6 +146,8 @@ bool apply_unsigned_key(RingSpec& out, std::string_view key, std::string_view va
         out.cq = v;
     } else if (key == "bufs") {
         out.bufs = v;
+    } else if (key == "fanout") {
+        out.fanout = v;
     } else {
         out.max_workers = v;
     }
@@ -182,7 +185,7 @@ std::optional<std::string> apply_key(RingSpec& out, std::string_view key, std::s
     if (!apply_unsigned_key(out, key, value, idle_given, error)) {
         return "unknown key " + quoted(key) +
                " (expected count, rate, share, idle, idle_ns, cpu, depth, batch, n, op, "
-               "overflow, stuck, blocked, max_workers, cq or bufs)";
+               "overflow, stuck, blocked, max_workers, cq, bufs or fanout)";
     }
     return error;
 }
@@ -213,6 +216,16 @@ std::optional<std::string> check_extras(const RingSpec& out) {
     if (out.bufs > 0 && uses_iopoll(out.mode)) {
         return "bufs= needs a mode without iopoll (its reads select a provided buffer, which "
                "this load keeps to inline and io-wq issue)";
+    }
+    if (out.fanout > 0 && (out.mode != RingMode::Plain || out.count > 0 || out.rate > 0 ||
+                           out.async || out.overflow > 0 || out.bufs > 0)) {
+        return "fanout= needs mode plain without count=, rate=, async, overflow= or bufs= (the "
+               "ring submits only its bursts of splices, from the thread whose io-wq runs them)";
+    }
+    if (out.fanout > out.depth) {
+        return "fanout=" + std::to_string(out.fanout) +
+               " is more than depth=" + std::to_string(out.depth) +
+               " (a burst's splices are in flight at once)";
     }
     const std::uint64_t cq = ring_cq_entries(out);
     const std::uint64_t parked = std::uint64_t{out.stuck} + out.blocked;

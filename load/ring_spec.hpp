@@ -77,6 +77,9 @@ struct RingSpec {
     unsigned cq = 0;      // IORING_SETUP_CQSIZE; 0 = the kernel's, twice the SQ
     bool direct = false;  // op=write: O_DIRECT writes, to a scratch file of their own
     unsigned bufs = 0;    // op=read: a provided-buffer ring of this many 4 KiB buffers
+    // Every second, this many splices that each block an io-wq worker until released 20 ms
+    // later: a burst's workers, idle the rest of the time. The ring submits nothing else.
+    unsigned fanout = 0;
 };
 
 bool uses_sqpoll(RingMode mode);

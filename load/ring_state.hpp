@@ -20,6 +20,7 @@ inline constexpr std::size_t kBlockSize = 4096;
 // low bits.
 inline constexpr std::uint64_t kStuckUserData = std::uint64_t{1} << 63;
 inline constexpr std::uint64_t kOverflowUserData = std::uint64_t{1} << 62;
+inline constexpr std::uint64_t kFanoutUserData = std::uint64_t{1} << 61;
 // The provided-buffer group of a ring with bufs=.
 inline constexpr std::uint16_t kBufGroup = 0;
 

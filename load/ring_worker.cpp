@@ -5,6 +5,9 @@
 // NOPs pushed through the CQ overflow list, reaped before the normal SQEs start.
 #include "ring_worker.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <bit>
 #include <cerrno>
@@ -37,7 +40,9 @@ public:
 
     void run() {
         ctl_.wait_for_start();
-        if (overflow_cq() && prepare_buffers()) {
+        if (st_.spec.fanout > 0) {
+            fanout_loop();
+        } else if (overflow_cq() && prepare_buffers()) {
             submit_loop();
         }
         ctl_.submission_ended(st_.spec.count > 0);
@@ -239,6 +244,59 @@ private:
         io_uring_buf_ring_advance(buf_ring_, 1);
     }
 
+    // fanout=N: every second, N splices of one byte from a pipe of the ring's own into
+    // /dev/null. A splice cannot be armed for poll, so each blocks an io-wq worker until the
+    // ring writes N bytes into the pipe 20 ms later; then all N are reaped. Between bursts the
+    // workers wait for work. The splices count as sqes and cqes, outside count= and rate=.
+    void fanout_loop() {
+        int fds[2];
+        if (pipe2(fds, O_CLOEXEC) != 0) {
+            fail("pipe2 for the fanout= splices", errno);
+            return;
+        }
+        const int sink = open("/dev/null", O_WRONLY | O_CLOEXEC);
+        if (sink < 0) {
+            fail("open /dev/null for the fanout= splices", errno);
+        }
+        const unsigned n = st_.spec.fanout;
+        const std::string bytes(n, 'x');
+        const Schedule& sched = ctl_.schedule();
+        auto next = Clock::now();
+        while (!failed() && !ctl_.stop_requested() && !sched.expired(Clock::now())) {
+            for (unsigned i = 0; i < n; ++i) {
+                io_uring_sqe* sqe = io_uring_get_sqe(&ring_);  // n <= depth: always one free
+                io_uring_prep_splice(sqe, fds[0], -1, sink, -1, 1, 0);
+                io_uring_sqe_set_data64(sqe, kFanoutUserData | i);
+            }
+            extra_sqes_ += n;
+            if (const int ret = submit_all(ring_); ret < 0) {
+                fail("submitting the fanout= splices", -ret);
+                break;
+            }
+            std::this_thread::sleep_for(20ms);
+            if (write(fds[1], bytes.data(), n) != static_cast<ssize_t>(n)) {
+                fail("writing the fanout= pipe", errno);
+                break;
+            }
+            const auto give_up = Clock::now() + 5s;
+            while (extra_cqes_ < extra_sqes_ && !failed() && Clock::now() < give_up) {
+                wait_completion();
+            }
+            if (extra_cqes_ < extra_sqes_ && !failed()) {
+                fail("fanout= check", 0,
+                     std::to_string(extra_sqes_ - extra_cqes_) + " of a burst's " +
+                         std::to_string(n) + " splices did not complete in 5 s");
+            }
+            next += 1s;
+            ctl_.sleep_until(sched.clip(next));
+        }
+        close(fds[0]);
+        close(fds[1]);
+        if (sink >= 0) {
+            close(sink);
+        }
+    }
+
     void submit_loop() {
         const RingSpec& spec = st_.spec;
         const Schedule& sched = ctl_.schedule();
@@ -360,7 +418,7 @@ private:
     }
 
     void account(const io_uring_cqe& cqe) {
-        if (cqe.user_data & kOverflowUserData) {
+        if (cqe.user_data & (kOverflowUserData | kFanoutUserData)) {
             ++extra_cqes_;
             count_error(cqe);
             return;

@@ -13,6 +13,7 @@
 #include <bit>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "iouscope/requests.h"
 #include "model/advisor_findings.hpp"
@@ -81,6 +82,19 @@ bool is_read_or_write(const std::string& name) {
     return name.rfind("read", 0) == 0 || name.rfind("write", 0) == 0;
 }
 
+// Opcodes whose prep sets REQ_F_FORCE_ASYNC itself on some kernels, as IOSQE_ASYNC does: the
+// kernel never tries them inline, so their forced punts say nothing of the SQE's flags.
+// io_uring/sync.c (fsync, sync_file_range, fallocate), advise.c (madvise; fadvise for most
+// advice), fs.c (renameat, unlinkat, mkdirat, symlinkat, linkat), openclose.c (openat with
+// O_CREAT, O_TRUNC or O_TMPFILE), statx.c, xattr.c, splice.c (splice, tee), truncate.c.
+bool kernel_forces_async(const std::string& name) {
+    static const std::set<std::string> kForced = {
+        "fsync",    "sync_file_range", "fallocate", "madvise", "fadvise", "renameat", "unlinkat",
+        "mkdirat",  "symlinkat",       "linkat",    "openat",  "openat2", "statx",    "fsetxattr",
+        "setxattr", "fgetxattr",       "getxattr",  "splice",  "tee",     "ftruncate"};
+    return kForced.count(name) > 0;
+}
+
 // The ring's io-wq punts over the window, all opcodes.
 double ring_punts(const RingSnapshot* a, const RingSnapshot& b) {
     double n = 0;
@@ -109,7 +123,8 @@ void punt_findings(const RingWindow& w, const Snapshot& from, double punts_all,
         };
         const auto* iowq_old = old ? &old->paths[IOU_PATH_IOWQ].latency : nullptr;
         const auto p50 = window_quantile(iowq_old, op.paths[IOU_PATH_IOWQ].latency, 0.5);
-        if (forced >= o.punt_min_rate && p50 && *p50 <= o.forced_max_iowq_p50_seconds) {
+        if (forced >= o.punt_min_rate && p50 && *p50 <= o.forced_max_iowq_p50_seconds &&
+            !kernel_forces_async(name)) {
             Finding f = ring_finding("requests_forced_async", w.b, name);
             f.summary = fmt::format(
                 "ring {}: {:.0f} {} requests/s sent to io-wq by IOSQE_ASYNC ran there in a "

@@ -14,34 +14,24 @@ constexpr TableColumn kColumns[] = {{"RING", 14, false}, {"COMM", 12, false},  {
                                     {"WRK", 4, true},    {"SQE/ENT", 7, true}, {"OVFL", 6, true},
                                     {"STUCK", 5, true},  {"OLDEST", 8, true},  {" OPS", 0, false}};
 
-std::string op_name(const Snapshot& s, std::uint32_t op) {
-    if (s.opcode_names && op < s.opcode_names->size() && !(*s.opcode_names)[op].empty())
-        return (*s.opcode_names)[op];
-    return "op" + std::to_string(op);
-}
-
 // Quantile q of every completion the ring's histograms hold (all opcodes and paths, since
 // iouscope attached): the upper bound of the bucket it falls in; -1 without completions.
 double quantile(const RingRequests& r, double q) {
-    std::vector<double> bounds;
-    std::vector<std::uint64_t> cum;
-    std::uint64_t count = 0;
+    LatencyHistogram all;
     for (const auto& op : r.ops)
         for (const auto& p : op.paths) {
             const auto& h = p.latency;
             if (h.count == 0) continue;
-            if (bounds.empty()) {
-                bounds = h.upper_bounds_s;
-                cum.assign(bounds.size(), 0);
+            if (all.upper_bounds_s.empty()) {
+                all.upper_bounds_s = h.upper_bounds_s;
+                all.cumulative.assign(h.cumulative.size(), 0);
             }
-            if (h.cumulative.size() != cum.size()) continue;
-            for (std::size_t i = 0; i < cum.size(); ++i) cum[i] += h.cumulative[i];
-            count += h.count;
+            if (h.cumulative.size() != all.cumulative.size()) continue;
+            for (std::size_t i = 0; i < all.cumulative.size(); ++i)
+                all.cumulative[i] += h.cumulative[i];
+            all.count += h.count;
         }
-    if (count == 0) return -1;
-    for (std::size_t i = 0; i < cum.size(); ++i)
-        if (static_cast<double>(cum[i]) >= q * static_cast<double>(count)) return bounds[i];
-    return bounds.empty() ? -1 : bounds.back();
+    return bucket_quantile(all, q).value_or(-1);
 }
 
 // The opcodes by share of the ring's requests, the largest first, at most three.
@@ -53,7 +43,7 @@ std::string op_mix(const Snapshot& s, const RingRequests& r, std::uint64_t submi
                      [](const auto* a, const auto* b) { return a->submitted > b->submitted; });
     std::string out;
     for (std::size_t i = 0; i < ops.size() && i < 3; ++i)
-        out += " " + op_name(s, ops[i]->opcode) + " " +
+        out += " " + opcode_name(s, ops[i]->opcode) + " " +
                fmt("%.0f%%",
                    100.0 * static_cast<double>(ops[i]->submitted) / static_cast<double>(submitted));
     return out.empty() ? " -" : out;

@@ -221,13 +221,6 @@ void ring_families(Exposition& ex, const Snapshot& s) {
     }
 }
 
-// A request's opcode as the kernel names it (Snapshot::opcode_names), or op<N> past its names.
-std::string op_name(const Snapshot& s, std::uint32_t op) {
-    if (s.opcode_names && op < s.opcode_names->size() && !(*s.opcode_names)[op].empty())
-        return (*s.opcode_names)[op];
-    return "op" + std::to_string(op);
-}
-
 // The paths a request takes (enum iou_req_path).
 constexpr std::string_view kPaths[] = {"inline", "io_wq", "poll"};
 
@@ -261,7 +254,7 @@ void ring_fold_families(Exposition& ex, const Snapshot& s) {
                             {"comm", f.comm},
                             {"mode", "plain"},
                             {"sq_thread", ""},
-                            {"op", op_name(s, o.opcode)}};
+                            {"op", opcode_name(s, o.opcode)}};
             requests.counter(lo, static_cast<double>(o.submitted));
             punts_by_reason(punts, lo, o.punted_forced, o.punted_other);
             for (std::size_t p = 0; p < o.completed.size(); ++p) {
@@ -363,7 +356,7 @@ void ring_request_families(Exposition& ex, const Snapshot& s) {
             overflow.counter(labels, static_cast<double>(rq.overflow_cqes));
             dropped.counter(labels, static_cast<double>(rq.overflow_dropped));
         }
-        for (const auto& o : rq.ops) f.add(labels, op_name(s, o.opcode), o, rq.timed);
+        for (const auto& o : rq.ops) f.add(labels, opcode_name(s, o.opcode), o, rq.timed);
         if (rq.timed) {
             in_flight.gauge(labels, static_cast<double>(rq.in_flight));
             oldest.gauge(labels, rq.oldest_age_seconds);

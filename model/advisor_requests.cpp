@@ -38,27 +38,16 @@ const RequestOpSnapshot* find_op(const RingSnapshot* r, std::uint32_t opcode) {
     return nullptr;
 }
 
-std::string op_name(const Snapshot& s, std::uint32_t opcode) {
-    if (s.opcode_names && opcode < s.opcode_names->size() && !(*s.opcode_names)[opcode].empty())
-        return (*s.opcode_names)[opcode];
-    return fmt::format("opcode {}", opcode);
-}
-
-// The upper bound of the bucket holding quantile q of the observations between two cumulative
-// histograms (the same bounds), or nullopt without observations.
+// Quantile q of the observations between two cumulative histograms of the same bounds
+// (bucket_quantile of their difference), or nullopt without observations.
 std::optional<double> window_quantile(const LatencyHistogram* a, const LatencyHistogram& b,
                                       double q) {
-    const auto at = [&](std::size_t i) {
-        const std::uint64_t before =
-            a && a->cumulative.size() == b.cumulative.size() ? a->cumulative[i] : 0;
-        return b.cumulative[i] - std::min(b.cumulative[i], before);
-    };
-    const std::uint64_t before = a && a->cumulative.size() == b.cumulative.size() ? a->count : 0;
-    const std::uint64_t n = b.count - std::min(b.count, before);
-    if (n == 0) return std::nullopt;
-    for (std::size_t i = 0; i < b.cumulative.size(); ++i)
-        if (static_cast<double>(at(i)) >= q * static_cast<double>(n)) return b.upper_bounds_s[i];
-    return b.upper_bounds_s.empty() ? std::nullopt : std::optional(b.upper_bounds_s.back() * 2);
+    const bool same = a && a->cumulative.size() == b.cumulative.size();
+    LatencyHistogram d = b;
+    for (std::size_t i = 0; same && i < d.cumulative.size(); ++i)
+        d.cumulative[i] -= std::min(d.cumulative[i], a->cumulative[i]);
+    d.count -= same ? std::min(d.count, a->count) : 0;
+    return bucket_quantile(d, q);
 }
 
 Finding ring_finding(const char* id, const RingSnapshot& r, const std::string& op = {}) {
@@ -116,7 +105,7 @@ void punt_findings(const RingWindow& w, const Snapshot& from, double punts_all,
         const double forced = delta(old ? old->punted_forced : 0, op.punted_forced) / w.window;
         const double other = delta(old ? old->punted_other() : 0, op.punted_other()) / w.window;
         const double hashed = delta(old ? old->punted_hashed : 0, op.punted_hashed) / w.window;
-        const std::string name = op_name(w.to, op.opcode);
+        const std::string name = opcode_name(w.to, op.opcode);
         // The workers' CPU, shared among the process's punts by their number.
         const auto share_of_workers = [&](double punts) {
             return punts_all > 0 ? worker_cores * punts * w.window / punts_all : 0;
@@ -285,7 +274,7 @@ void enobufs_finding(const RingWindow& w, const AdviseOptions& o, Advice& out) {
             n += delta(old ? old->paths[p].results[IOU_RES_ENOBUFS] : 0,
                        op.paths[p].results[IOU_RES_ENOBUFS]);
         if (n / w.window < o.enobufs_min_rate) continue;
-        const std::string name = op_name(w.to, op.opcode);
+        const std::string name = opcode_name(w.to, op.opcode);
         Finding f = ring_finding("provided_buffers_ran_dry", w.b, name);
         f.summary = fmt::format(
             "ring {}: {:.0f} {} requests failed with -ENOBUFS in {}: their provided-buffer "
@@ -313,7 +302,7 @@ void stuck_finding(const RingSnapshot& r, const Snapshot& to, Advice& out) {
             r.id, r.requests.stuck));
         return;
     }
-    const std::string name = op_name(to, r.requests.oldest_opcode);
+    const std::string name = opcode_name(to, r.requests.oldest_opcode);
     Finding f = ring_finding("requests_stuck", r);
     f.summary = fmt::format(
         "ring {}: {} requests in flight for longer than the stuck threshold; the oldest, {} on "

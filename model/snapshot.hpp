@@ -31,6 +31,17 @@ struct LatencyHistogram {
     double sum_s = 0;                       // sum of observations, seconds
 };
 
+// The upper bound of the bucket that holds quantile q of the observations, the last finite
+// bound where it falls past them (as Prometheus's histogram_quantile), or nullopt without
+// observations.
+inline std::optional<double> bucket_quantile(const LatencyHistogram& h, double q) {
+    if (h.count == 0 || h.upper_bounds_s.empty()) return std::nullopt;
+    for (std::size_t i = 0; i < h.cumulative.size() && i < h.upper_bounds_s.size(); ++i)
+        if (static_cast<double>(h.cumulative[i]) >= q * static_cast<double>(h.count))
+            return h.upper_bounds_s[i];
+    return h.upper_bounds_s.back();
+}
+
 // Gaps between consecutive SQEs of one SQ thread (deep tier), cumulative since it was first
 // seen: the raw material of `iouscope advise`'s idle-time curve. Buckets as IOU_GAP_BUCKETS.
 struct WorkGaps {
@@ -376,5 +387,13 @@ struct SnapshotHead {
 struct Snapshot : SnapshotHead {
     std::vector<RingSnapshot> rings;  // by ctx
 };
+
+// Opcode `op` as the kernel names it (SnapshotHead::opcode_names: IORING_OP_* lowercased), or
+// "op<N>" past its names: the one spelling of the op label, the advisor's findings and top.
+inline std::string opcode_name(const SnapshotHead& s, std::uint32_t op) {
+    if (s.opcode_names && op < s.opcode_names->size() && !(*s.opcode_names)[op].empty())
+        return (*s.opcode_names)[op];
+    return "op" + std::to_string(op);
+}
 
 }  // namespace iouscope

@@ -270,3 +270,23 @@ TEST(AdviseRequests, TheWorkersCpuIsSharedAmongTheProcesssPunts) {
     for (const auto& f : adv.findings)
         EXPECT_NEAR(figure(f.predicted, "cpu_cores_saved"), 0.15, 1e-9) << f.subject;
 }
+
+// The quantile every request view shares: the bucket's upper bound, the last finite bound past
+// them (as Prometheus's histogram_quantile), nothing without observations; and opcodes by the
+// kernel's name or by number.
+TEST(AdviseRequests, BucketQuantileAndOpcodeNames) {
+    LatencyHistogram h = latency(100, 16e-6);  // all 100 in the bucket up to 16 us
+    EXPECT_NEAR(bucket_quantile(h, 0.5).value_or(-1), 16e-6, 1e-12);
+    h.cumulative[3] = 50;  // 50 of them up to 8 us, the other 50 up to 16 us
+    EXPECT_NEAR(bucket_quantile(h, 0.5).value_or(-1), 8e-6, 1e-12);
+    h.count = 200;  // 100 past the last bound
+    EXPECT_NEAR(bucket_quantile(h, 0.99).value_or(-1), h.upper_bounds_s.back(), 1e-12);
+    EXPECT_FALSE(bucket_quantile(LatencyHistogram{}, 0.5).has_value());
+    Snapshot s;
+    s.opcode_names = names();
+    EXPECT_EQ(opcode_name(s, kRead), "read");
+    EXPECT_EQ(opcode_name(s, 5), "op5");        // unnamed in the table
+    EXPECT_EQ(opcode_name(s, 1000), "op1000");  // past it
+    s.opcode_names.reset();
+    EXPECT_EQ(opcode_name(s, kRead), "op22");
+}

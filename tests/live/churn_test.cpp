@@ -114,13 +114,6 @@ int scrape_until_exit(Daemon& d, Child& c, milliseconds limit,
     return -1;
 }
 
-double total(const std::vector<Series>& all, const std::string& name) {
-    double sum = 0;
-    for (const auto& s : all)
-        if (s.name == name) sum += s.value;
-    return sum;
-}
-
 std::map<std::string, double> map_entries(const std::vector<Series>& all) {
     std::map<std::string, double> m;
     for (const auto& s : all)
@@ -217,7 +210,7 @@ TEST_F(Churn, ThousandsOfShortLivedRingsAreCountedExactlyAndCheaply) {
     // count the kernel's ring lifecycle as exactly, and the host keeps the 6,000.
     const int cycles = in_vm_guest() ? 100 : 300;
     constexpr int kPerCycle = 20;
-    const double created_before = total(daemon_->scrape(), "iouscope_rings_created_total");
+    const double created_before = sum_values(daemon_->scrape(), "iouscope_rings_created_total");
     const std::string bin = build_dir() + "/iouscope-load";
     Child load({bin, "--ring", "sqpoll,count=4,n=10", "--ring", "plain,count=4,n=10", "--cycles",
                 std::to_string(cycles)});
@@ -244,7 +237,7 @@ TEST_F(Churn, ThousandsOfShortLivedRingsAreCountedExactlyAndCheaply) {
     // io_uring_create saw every ring: the count is exact.
     double created = 0;
     eventually(seconds(3), [&] {
-        created = total(daemon_->scrape(), "iouscope_rings_created_total") - created_before;
+        created = sum_values(daemon_->scrape(), "iouscope_rings_created_total") - created_before;
         return created >= cycles * kPerCycle;
     });
     std::printf("%d scrapes, rings created %.0f of %d, slowest sample %.1f ms\n", inv.scrapes(),

@@ -24,7 +24,6 @@
 using namespace live;
 using namespace live::advise;
 using namespace std::chrono;
-using Labels = std::map<std::string, std::string>;
 
 namespace {
 
@@ -411,17 +410,6 @@ bool find_each(Daemon& d, std::vector<Check>& checks, json& advice) {
     });
 }
 
-double sum_series(const std::vector<Series>& m, const std::string& name, const Labels& match) {
-    double sum = 0;
-    for (const auto& s : m) {
-        if (s.name != name) continue;
-        bool all = true;
-        for (const auto& [k, v] : match) all = all && s.labels.count(k) && s.labels.at(k) == v;
-        if (all) sum += s.value;
-    }
-    return sum;
-}
-
 // The process's io-wq workers: its threads named iou-wrk-*.
 double iowq_workers(pid_t pid) {
     double n = 0;
@@ -439,11 +427,11 @@ double counted(const std::vector<Series>& m, const Check& c, const std::string& 
     const std::string ring = subject.substr(subject.find(' ') + 1);
     if (c.finding == "iowq_workers_idle") return iowq_workers(pid);
     if (c.finding == "requests_punted_without_nowait")
-        return sum_series(m, "iouscope_ring_request_punts_total", {{"ring", ring}});
+        return sum_values(m, "iouscope_ring_request_punts_total", {{"ring", ring}});
     if (c.finding == "provided_buffers_ran_dry")
-        return sum_series(m, "iouscope_ring_request_completions_total",
+        return sum_values(m, "iouscope_ring_request_completions_total",
                           {{"ring", ring}, {"result", "enobufs"}});
-    return sum_series(m, "iouscope_ring_cq_overflow_cqes_total", {{"ring", ring}});
+    return sum_values(m, "iouscope_ring_cq_overflow_cqes_total", {{"ring", ring}});
 }
 
 struct Applied {

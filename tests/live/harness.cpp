@@ -183,21 +183,27 @@ std::vector<Series> parse_exposition(const std::string& text) {
     return out;
 }
 
+bool labels_match(const Series& s, const std::map<std::string, std::string>& match) {
+    for (const auto& [k, v] : match) {
+        auto it = s.labels.find(k);
+        if (it == s.labels.end() || it->second != v) return false;
+    }
+    return true;
+}
+
 std::optional<double> find_value(const std::vector<Series>& all, const std::string& name,
                                  const std::map<std::string, std::string>& match) {
-    for (const auto& s : all) {
-        if (s.name != name) continue;
-        bool ok = true;
-        for (const auto& [k, v] : match) {
-            auto it = s.labels.find(k);
-            if (it == s.labels.end() || it->second != v) {
-                ok = false;
-                break;
-            }
-        }
-        if (ok) return s.value;
-    }
+    for (const auto& s : all)
+        if (s.name == name && labels_match(s, match)) return s.value;
     return std::nullopt;
+}
+
+double sum_values(const std::vector<Series>& all, const std::string& name,
+                  const std::map<std::string, std::string>& match) {
+    double sum = 0;
+    for (const auto& s : all)
+        if (s.name == name && labels_match(s, match)) sum += s.value;
+    return sum;
 }
 
 std::optional<std::string> live_tier_unavailable() {

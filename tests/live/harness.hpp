@@ -59,9 +59,16 @@ struct Series {
 };
 std::vector<Series> parse_exposition(const std::string& text);
 
+// Whether the series' labels include all of `match`.
+bool labels_match(const Series& s, const std::map<std::string, std::string>& match);
+
 // First series with this name whose labels include all of `match`.
 std::optional<double> find_value(const std::vector<Series>& all, const std::string& name,
                                  const std::map<std::string, std::string>& match);
+
+// Every series with this name whose labels include all of `match`, summed; 0 without one.
+double sum_values(const std::vector<Series>& all, const std::string& name,
+                  const std::map<std::string, std::string>& match = {});
 
 // Polls until pred returns true or the timeout passes; returns pred's last value.
 bool eventually(std::chrono::milliseconds timeout, const std::function<bool()>& pred);

@@ -170,12 +170,7 @@ double device_sum(const std::vector<Series>& all, const std::string& name,
         if (dev == s.labels.end()) continue;
         const bool in = std::find(disks.begin(), disks.end(), dev->second) != disks.end();
         if (in == others) continue;
-        bool match = true;
-        for (const auto& [k, v] : extra) {
-            auto l = s.labels.find(k);
-            match = match && l != s.labels.end() && l->second == v;
-        }
-        if (match) sum += s.value;
+        if (labels_match(s, extra)) sum += s.value;
     }
     return sum;
 }

@@ -40,12 +40,9 @@ double value_or_zero(const std::vector<Series>& m, const std::string& name, cons
 // Every completion series of the ring (all opcodes, paths and results) summed.
 double completions(const std::vector<Series>& m, const std::string& ring,
                    const std::string& result = "") {
-    double sum = 0;
-    for (const auto& s : m)
-        if (s.name == "iouscope_ring_request_completions_total" && s.labels.at("ring") == ring &&
-            (result.empty() || s.labels.at("result") == result))
-            sum += s.value;
-    return sum;
+    Labels match{{"ring", ring}};
+    if (!result.empty()) match["result"] = result;
+    return sum_values(m, "iouscope_ring_request_completions_total", match);
 }
 
 // The ring's request series, one per line: what a failure message shows.

@@ -60,9 +60,12 @@ unsigned ring_cq_entries(const RingSpec& spec) {
     return spec.cq > 0 ? std::bit_ceil(spec.cq) : cq_entries_for(spec.depth);
 }
 
+std::uint64_t overflow_burst(const RingSpec& spec) {
+    return spec.overflow == 0 ? 0 : std::uint64_t{cq_entries_for(spec.depth)} + spec.overflow;
+}
+
 unsigned overflow_expected(const RingSpec& spec) {
-    if (spec.overflow == 0) return 0;
-    const std::uint64_t burst = std::uint64_t{cq_entries_for(spec.depth)} + spec.overflow;
+    const std::uint64_t burst = overflow_burst(spec);
     const unsigned cq = ring_cq_entries(spec);
     return burst > cq ? static_cast<unsigned>(burst - cq) : 0;
 }

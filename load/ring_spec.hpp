@@ -97,6 +97,8 @@ inline Op ring_op(const RingSpec& spec) {
 unsigned cq_entries_for(unsigned depth);
 // The CQ size the ring gets: cq= rounded up to a power of two, or cq_entries_for(depth).
 unsigned ring_cq_entries(const RingSpec& spec);
+// The NOPs overflow=K posts before reaping any: cq_entries_for(depth) + K, 0 without it.
+std::uint64_t overflow_burst(const RingSpec& spec);
 // The CQEs overflow= sends through the overflow list: what its burst exceeds the CQ by.
 unsigned overflow_expected(const RingSpec& spec);
 

@@ -81,8 +81,7 @@ private:
             return true;
         }
         const unsigned cq = ring_.cq.ring_entries;
-        const std::uint64_t total =
-            std::uint64_t{cq_entries_for(st_.spec.depth)} + st_.spec.overflow;
+        const std::uint64_t total = overflow_burst(st_.spec);
         const unsigned dropped = IO_URING_READ_ONCE(*ring_.cq.koverflow);
         if (io_uring_cq_ready(&ring_) != 0) {
             fail("overflow= check", 0, "the CQ was not empty before the overflow= NOPs");
@@ -229,18 +228,21 @@ private:
         buf_ring_ = reinterpret_cast<io_uring_buf_ring*>(buf_ring_mem_.get());
         io_uring_buf_ring_init(buf_ring_);
         for (unsigned bid = 0; bid < n; ++bid) {
-            io_uring_buf_ring_add(buf_ring_, buf_pool_.get() + std::size_t{bid} * kBlockSize,
-                                  kBlockSize, static_cast<unsigned short>(bid),
-                                  io_uring_buf_ring_mask(buf_entries_), static_cast<int>(bid));
+            add_buffer(bid, static_cast<int>(bid));
         }
         io_uring_buf_ring_advance(buf_ring_, static_cast<int>(n));
         return true;
     }
 
-    void give_back_buffer(unsigned bid) {
+    // Buffer `bid` into the ring's slot `offset` past its tail, made visible by the next advance.
+    void add_buffer(unsigned bid, int offset) {
         io_uring_buf_ring_add(buf_ring_, buf_pool_.get() + std::size_t{bid} * kBlockSize,
                               kBlockSize, static_cast<unsigned short>(bid),
-                              io_uring_buf_ring_mask(buf_entries_), 0);
+                              io_uring_buf_ring_mask(buf_entries_), offset);
+    }
+
+    void give_back_buffer(unsigned bid) {
+        add_buffer(bid, 0);
         io_uring_buf_ring_advance(buf_ring_, 1);
     }
 

@@ -357,6 +357,26 @@ std::vector<ProbeSpec> completion_probes() {
          .deep = false,
          .requests = true,
          .maps = {{"ring_enters", KeyOwner::ring_born}, {"enter_calls", KeyOwner::in_flight}}},
+        // Task work run by a thread waiting in io_uring_enter, on the ring it waits on: its
+        // wake-ups to post completions. Once per task-work batch, after an enter-map lookup
+        // that ends at once for a thread not waiting; needs req_enter's in-flight calls.
+        {.id = ProbeId::wait_task_work,
+         .name = "wait_task_work",
+         .object = BpfObject::req,
+         .variants = {{"tp_btf",
+                       {PROG(req, iou_task_work_run), PROG(req, iou_local_work_run)},
+                       {{K::tp_params, "io_uring_task_work_run", 3},
+                        {K::tp_params, "io_uring_local_work_run", 4}}},
+                      {"tp_btf",
+                       {PROG(req, iou_task_work_run), PROG(req, iou_local_work_run)},
+                       {{K::tp_params, "io_uring_task_work_run", 4},
+                        {K::tp_params, "io_uring_local_work_run", 4}}},
+                      {"tp_btf",
+                       {PROG(req, iou_task_work_run)},
+                       {{K::tp_params, "io_uring_task_work_run", 4}}}},
+         .essential = false,
+         .deep = false,
+         .requests = true},
         // io-wq workers: a walk of every task each sample (a flags test for all but io-threads)
         // and a program at every task's exit. Nothing on the I/O path.
         {.id = ProbeId::iowq_workers,

@@ -65,6 +65,7 @@ enum class ProbeId : std::uint8_t {
     req_poll_arm,
     req_complete,
     req_enter,
+    wait_task_work,
     iowq_workers,
     count
 };

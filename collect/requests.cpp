@@ -106,6 +106,7 @@ void BpfCollector::read_requests(RawSample& raw, std::uint64_t walk_start_ns) co
     rq.on = attached(ProbeId::req_submit);
     rq.timed = attached(ProbeId::req_complete);
     rq.enter_probe = attached(ProbeId::req_enter);
+    rq.wait_task_work_probe = rq.enter_probe && attached(ProbeId::wait_task_work);
     const auto& maps = objs_.req->maps;
     std::optional<LiveRings> judged;
     const auto live = [&]() -> const LiveRings& {

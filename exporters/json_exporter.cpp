@@ -51,8 +51,9 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RequestOpSnapshot, opcode, submi
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RingRequests, has_requests, timed, ops, in_flight,
                                                 stuck, oldest_age_seconds, oldest_opcode, oldest_fd,
                                                 has_enters, enters, enter_sqes, enter_waits,
-                                                enter_wait_seconds, sqes_per_enter, has_overflow,
-                                                overflow_cqes, overflow_dropped)
+                                                enter_wait_seconds, issuer_switches,
+                                                has_wait_task_work, wait_task_work, sqes_per_enter,
+                                                has_overflow, overflow_cqes, overflow_dropped)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
     RingSnapshot, id, start_time_seconds, pid, fd, comm, cgroup, mode, sq_thread, setup_flags,
     sq_entries, cq_entries, sqes_total, cqes_total, sq_backlog, sqthread_share, sqe_rate, cqe_rate,

@@ -334,6 +334,8 @@ void ring_request_families(Exposition& ex, const Snapshot& s) {
     Family& per_enter = ex.add("iouscope_ring_sqes_per_enter");
     Family& waits = ex.add("iouscope_ring_enter_waits_total");
     Family& wait_s = ex.add("iouscope_ring_enter_wait_seconds_total");
+    Family& switches = ex.add("iouscope_ring_enter_issuer_switches_total");
+    Family& wait_tw = ex.add("iouscope_ring_enter_wait_task_work_total");
     Family& overflow = ex.add("iouscope_ring_cq_overflow_cqes_total");
     Family& dropped = ex.add("iouscope_ring_cq_overflow_dropped_total");
     for (const auto& r : s.rings) {
@@ -349,6 +351,9 @@ void ring_request_families(Exposition& ex, const Snapshot& s) {
             if (rq.enters > 0) per_enter.histogram(labels, rq.sqes_per_enter);
             waits.counter(labels, static_cast<double>(rq.enter_waits));
             wait_s.counter(labels, rq.enter_wait_seconds);
+            switches.counter(labels, static_cast<double>(rq.issuer_switches));
+            if (rq.has_wait_task_work)
+                wait_tw.counter(labels, static_cast<double>(rq.wait_task_work));
         }
         // Only for a ring that has overflowed: two zero series on every ring of a host would
         // carry nothing and cost the exposition 2 series a ring (20,000 at 10,000 rings).

@@ -108,6 +108,21 @@ OPTIONS
                       Each blocks an io-wq worker until the ring writes N bytes into the pipe
                       20 ms later, so the process keeps N workers (with max_workers=M, M) that
                       wait for work between bursts. The splices are in sqes and cqes.
+            pipes=N   1..4096, at most depth, mode plain with rate=, without count=, op=,
+                      async, overflow=, bufs=, fanout=, stuck= or blocked=: completions that
+                      come by task work. The ring keeps a 1-byte read in flight on each of N
+                      pipes of its own; a writer thread writes rate= bytes a second into them,
+                      one pipe after another. The ring's thread submits and waits for batch=
+                      completions at a time (io_uring_submit_and_wait) and reads each pipe
+                      again as its read completes. A read of an empty pipe is armed for poll,
+                      and the write that fills it completes it by task work, which wakes the
+                      waiting thread once per batch of task work. At the end the writer writes
+                      a byte to every pipe, so every read completes. The reads are in sqes and
+                      cqes.
+            defer     pipes= rings only: IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN
+                      (Linux 6.1): the task work waits for the ring's one submitter, which is
+                      woken once a wait has batch= completions queued. The ring is made
+                      disabled and enabled by the thread that submits, its single issuer.
         Keys and flags of the seeds kernel (tests/vm/run --kernel seeds), which other kernels
         refuse with a message saying so:
             idle_ns=N sq_thread_idle in nanoseconds (IORING_SETUP_IDLE_NS), 0..4294967295, in

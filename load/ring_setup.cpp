@@ -141,6 +141,10 @@ int setup_ring(RingState& st, const std::vector<std::unique_ptr<RingState>>& rin
         params.flags |= IORING_SETUP_CQSIZE;
         params.cq_entries = spec.cq;
     }
+    if (spec.defer) {  // disabled until its worker enables it, which makes that the issuer
+        params.flags |=
+            IORING_SETUP_R_DISABLED | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
+    }
     return io_uring_queue_init_params(spec.depth, &st.ring, &params);
 }
 
@@ -303,6 +307,12 @@ std::string describe(const RingSpec& spec) {
     }
     if (spec.fanout > 0) {
         out += " fanout=" + std::to_string(spec.fanout);
+    }
+    if (spec.pipes > 0) {
+        out += " pipes=" + std::to_string(spec.pipes);
+    }
+    if (spec.defer) {
+        out += " defer";
     }
     return out;
 }

@@ -114,6 +114,7 @@ bool apply_unsigned_key(RingSpec& out, std::string_view key, std::string_view va
         {"cq", 1, kMaxCqEntries},
         {"bufs", 1, kMaxBufs},
         {"fanout", 1, kMaxWorkers},
+        {"pipes", 1, kMaxStuck},
     };
     const auto* k = std::find_if(std::begin(kKeys), std::end(kKeys),
                                  [&](const Key& x) { return x.name == key; });
@@ -151,6 +152,8 @@ bool apply_unsigned_key(RingSpec& out, std::string_view key, std::string_view va
         out.bufs = v;
     } else if (key == "fanout") {
         out.fanout = v;
+    } else if (key == "pipes") {
+        out.pipes = v;
     } else {
         out.max_workers = v;
     }
@@ -188,7 +191,7 @@ std::optional<std::string> apply_key(RingSpec& out, std::string_view key, std::s
     if (!apply_unsigned_key(out, key, value, idle_given, error)) {
         return "unknown key " + quoted(key) +
                " (expected count, rate, share, idle, idle_ns, cpu, depth, batch, n, op, "
-               "overflow, stuck, blocked, max_workers, cq, bufs or fanout)";
+               "overflow, stuck, blocked, max_workers, cq, bufs, fanout or pipes)";
     }
     return error;
 }
@@ -224,6 +227,23 @@ std::optional<std::string> check_extras(const RingSpec& out) {
                            out.async || out.overflow > 0 || out.bufs > 0)) {
         return "fanout= needs mode plain without count=, rate=, async, overflow= or bufs= (the "
                "ring submits only its bursts of splices, from the thread whose io-wq runs them)";
+    }
+    if (out.pipes > 0 &&
+        (out.mode != RingMode::Plain || out.rate == 0 || out.count > 0 || out.async ||
+         out.overflow > 0 || out.bufs > 0 || out.fanout > 0 || out.stuck > 0 || out.blocked > 0 ||
+         out.op.value_or(Op::Nop) != Op::Nop)) {
+        return "pipes= needs mode plain with rate= (the bytes a second its writer writes) and "
+               "without count=, op=, async, overflow=, bufs=, fanout=, stuck= or blocked= (the "
+               "ring submits only its pipe reads)";
+    }
+    if (out.pipes > out.depth) {
+        return "pipes=" + std::to_string(out.pipes) +
+               " is more than depth=" + std::to_string(out.depth) +
+               " (a read of every pipe is in flight at once)";
+    }
+    if (out.defer && out.pipes == 0) {
+        return "defer needs pipes= (only the pipe reads are submitted from the thread that "
+               "enables the ring, which IORING_SETUP_SINGLE_ISSUER requires)";
     }
     if (out.fanout > out.depth) {
         return "fanout=" + std::to_string(out.fanout) +
@@ -288,12 +308,13 @@ ParseResult<RingSpec> parse_ring_spec(std::string_view spec) {
             return fail("empty key=value item (stray comma?)");
         }
         const std::size_t eq = item.find('=');
-        const bool flag = eq == std::string_view::npos && (item == "percpu" || item == "stats" ||
-                                                           item == "async" || item == "direct");
+        const bool flag = eq == std::string_view::npos &&
+                          (item == "percpu" || item == "stats" || item == "async" ||
+                           item == "direct" || item == "defer");
         if (eq == std::string_view::npos && !flag) {
             return fail(quoted(item) +
                         " is neither key=value nor one of the flags percpu, stats, async, "
-                        "direct");
+                        "direct, defer");
         }
         const std::string_view key = item.substr(0, eq);
         if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
@@ -304,6 +325,7 @@ ParseResult<RingSpec> parse_ring_spec(std::string_view spec) {
             (key == "percpu"  ? out.percpu
              : key == "stats" ? out.stats
              : key == "async" ? out.async
+             : key == "defer" ? out.defer
                               : out.direct) = true;
         } else if (auto err = apply_key(out, key, item.substr(eq + 1), idle_given)) {
             return fail(*err);

@@ -80,6 +80,11 @@ struct RingSpec {
     // Every second, this many splices that each block an io-wq worker until released 20 ms
     // later: a burst's workers, idle the rest of the time. The ring submits nothing else.
     unsigned fanout = 0;
+    // N reads in flight, each on a pipe of the ring's own that a writer thread feeds a byte at a
+    // time, in turn, at rate= bytes a second: completions by task work (load/pipe_ring.hpp).
+    unsigned pipes = 0;
+    // IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN (6.1+), pipes= rings only.
+    bool defer = false;
 };
 
 bool uses_sqpoll(RingMode mode);

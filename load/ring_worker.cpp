@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "exit.hpp"
+#include "pipe_ring.hpp"
 #include "ring_setup.hpp"
 
 namespace iouscope::load {
@@ -40,7 +41,11 @@ public:
 
     void run() {
         ctl_.wait_for_start();
-        if (st_.spec.fanout > 0) {
+        if (st_.spec.pipes > 0) {
+            const PipeCounts n = run_pipe_ring(st_, ctl_);
+            extra_sqes_ = n.sqes;
+            extra_cqes_ = n.cqes;
+        } else if (st_.spec.fanout > 0) {
             fanout_loop();
         } else if (overflow_cq() && prepare_buffers()) {
             submit_loop();

@@ -62,6 +62,10 @@ struct AdviseOptions {
     std::int64_t iowq_min_limit = 4;
     // The cap holds each io-wq (one per submitting thread): it must save this many workers.
     std::uint32_t iowq_idle_min_saved = 8;
+    // waiter_woken_per_completion: task-work wake-ups per wait of a single-issuer ring at least
+    // this, and DEFER_TASKRUN saving at least this many wake-ups a second.
+    double taskrun_min_wakes_per_wait = 2;
+    double taskrun_min_saved_wakes = 1000;
 };
 
 Advice make_advice(const Snapshot& from, const Snapshot& to, const AdviseOptions& opts = {});

@@ -7,6 +7,8 @@
 //   cq_overflow                    CQEs that took the overflow list
 //   provided_buffers_ran_dry       requests that failed with -ENOBUFS
 //   requests_stuck                 requests in flight longer than --requests.stuck-after
+//   waiter_woken_per_completion    one thread submits and waits, and is woken for each batch
+//                                  of task work before its wait is over: DEFER_TASKRUN
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -290,6 +292,43 @@ void enobufs_finding(const RingWindow& w, const AdviseOptions& o, Advice& out) {
     }
 }
 
+// IORING_SETUP_SINGLE_ISSUER and IORING_SETUP_DEFER_TASKRUN (6.1+): the ring's task work then
+// waits in the ring for its one submitter, which is woken only once a wait has as many
+// completions queued as it asked for. Said only on the evidence: one thread entered the ring
+// all window, and its waits were woken several times each to post completions by task work.
+void defer_taskrun_finding(const RingWindow& w, const AdviseOptions& o, Advice& out) {
+    constexpr std::uint32_t kSqpoll = 1U << 1, kDeferTaskrun = 1U << 13;
+    const RingRequests& b = w.b.requests;
+    if (!b.has_enters || !b.has_wait_task_work || w.b.sq_thread > 0 ||
+        (w.b.setup_flags & (kSqpoll | kDeferTaskrun)))
+        return;
+    const RingRequests* a = w.a ? &w.a->requests : nullptr;
+    const double waits = delta(a ? a->enter_waits : 0, b.enter_waits) / w.window;
+    const double wakes = delta(a ? a->wait_task_work : 0, b.wait_task_work) / w.window;
+    const double switches = delta(a ? a->issuer_switches : 0, b.issuer_switches);
+    if (switches > 0 || waits <= 0 || wakes < o.taskrun_min_wakes_per_wait * waits ||
+        wakes - waits < o.taskrun_min_saved_wakes)
+        return;
+    Finding f = ring_finding("waiter_woken_per_completion", w.b);
+    f.summary = fmt::format(
+        "ring {}: one thread submits and waits, {:.0f} waits/s, and is woken {:.1f} times per "
+        "wait to post completions by task work ({:.0f} wake-ups/s); IORING_SETUP_DEFER_TASKRUN "
+        "would wake it once per wait",
+        w.b.id, waits, wakes / waits, wakes);
+    f.evidence = {{"waits_per_second", waits, "1/s"},
+                  {"task_work_wakeups_per_second", wakes, "1/s"},
+                  {"wakeups_per_wait", wakes / waits, "wakeups"},
+                  {"issuer_switches", switches, "calls"}};
+    f.change = "IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN at io_uring_setup (6.1+)";
+    f.predicted = {{"task_work_wakeups_per_second", waits, "1/s"},
+                   {"wakeups_saved_per_second", wakes - waits, "1/s"}};
+    f.assumption =
+        "the thread that submits is the only one that will ever enter the ring, and it waits "
+        "(IORING_ENTER_GETEVENTS) for its completions rather than peeking at the CQ: deferred "
+        "task work runs only in its waits. No CPU is priced: a wake-up's cost is not measured";
+    out.findings.push_back(std::move(f));
+}
+
 // Kernels that trace only the CQEs that fit the CQ (6.18) post overflowed ones unseen: their
 // requests stay in flight to the probes until the io_kiocb is reused, and look stuck. A ring
 // with no more stuck requests than CQEs overflowed is not judged.
@@ -350,6 +389,7 @@ void request_findings(const FromIndex& index, const Snapshot& from, const Snapsh
         punt_findings(w, from, punts[w.b.pid], o, out);
         batching_finding(w, o, out);
         enobufs_finding(w, o, out);
+        defer_taskrun_finding(w, o, out);
     }
     if (unseen)
         out.notes.push_back(fmt::format(

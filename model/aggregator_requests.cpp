@@ -61,6 +61,8 @@ void add_enters(RingRequests& out, const iou_ring_enters& e) {
     out.enter_sqes = e.sqes;
     out.enter_waits = e.waits;
     out.enter_wait_seconds = static_cast<double>(e.wait_ns) / 1e9;
+    out.wait_task_work = e.wait_task_work;
+    out.issuer_switches = e.issuer_switches;
     auto& h = out.sqes_per_enter;
     std::uint64_t cum = 0;
     for (std::size_t b = 0; b < IOU_ENTER_BUCKETS; ++b) {
@@ -127,6 +129,7 @@ void attach_requests(const RawSample& raw, std::vector<RingSnapshot>& rings) {
             out.overflow_dropped = o->second.dropped;
         }
         out.has_enters = rq.enter_probe;
+        out.has_wait_task_work = rq.wait_task_work_probe;
         if (const auto* e = enters_of(enters, {rs.ctx, born})) add_enters(out, *e);
         if (!rq.on) continue;
         out.has_requests = true;

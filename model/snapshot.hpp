@@ -205,6 +205,12 @@ struct RingRequests {
     bool has_enters = false;
     std::uint64_t enters = 0, enter_sqes = 0, enter_waits = 0;
     double enter_wait_seconds = 0;
+    // Calls from a thread other than the previous call's: 0 while one thread enters the ring.
+    std::uint64_t issuer_switches = 0;
+    // Task-work batches run in the calls that waited: the waiter's wake-ups for completions
+    // (has_wait_task_work: counted on this kernel, 6.0+).
+    bool has_wait_task_work = false;
+    std::uint64_t wait_task_work = 0;
     // Calls by SQEs submitted: upper bounds 0, 1, 3, 7, ... (IOU_ENTER_BUCKETS), sum = SQEs.
     LatencyHistogram sqes_per_enter;
     bool has_overflow = false;           // the CQ overflow probe is attached

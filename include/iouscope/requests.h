@@ -97,6 +97,15 @@ struct iou_ring_enters {
 	__u64 waits;                /* calls with IORING_ENTER_GETEVENTS */
 	__u64 wait_ns;              /* time those calls took, entry to exit */
 	__u64 per_enter[IOU_ENTER_BUCKETS]; /* calls by SQEs submitted, see IOU_ENTER_BUCKETS */
+	/*
+	 * Task-work batches that ran in the caller during those waits (io_uring_task_work_run,
+	 * 6.0+; io_uring_local_work_run for IORING_SETUP_DEFER_TASKRUN, 6.1+): each is a wake-up of
+	 * the waiter to post completions, whether or not enough had come to end the wait.
+	 */
+	__u64 wait_task_work;
+	__u64 issuer_switches; /* calls from a thread other than the previous call's */
+	__u32 last_tid;        /* the thread of the latest call, 0 before the first */
+	__u32 _pad;
 };
 
 /* A thread inside io_uring_enter, keyed by its tid. */
@@ -186,7 +195,7 @@ IOU_REQ_ASSERT_SIZE(iou_req_counters, 56);
 IOU_REQ_ASSERT_SIZE(iou_iowq_worker, 64 + IOU_COMM_LEN);
 IOU_REQ_ASSERT_SIZE(iou_iowq_proc_key, 16);
 IOU_REQ_ASSERT_SIZE(iou_iowq_exits, 24 + IOU_COMM_LEN);
-IOU_REQ_ASSERT_SIZE(iou_ring_enters, 32 + 8 * IOU_ENTER_BUCKETS);
+IOU_REQ_ASSERT_SIZE(iou_ring_enters, 56 + 8 * IOU_ENTER_BUCKETS);
 IOU_REQ_ASSERT_SIZE(iou_enter_call, 32);
 
 #endif /* IOUSCOPE_REQUESTS_H */

@@ -3,6 +3,7 @@
 // exactly to what iouscope-load says it did. Each probe is attached, or the kernel lacks what it
 // needs (its startup reason says so); a probe the kernel could run and did not is a failure.
 #include <gtest/gtest.h>
+#include <liburing.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -414,8 +415,72 @@ TEST_F(Requests, EnterCallsAndSqesPerCallEqualTheLoads) {
     const double enters = value_or_zero(m, "iouscope_ring_enters_total", {{"ring", rings[0].id()}});
     EXPECT_EQ(enters, bucket(m, rings[0], "+Inf"));
     EXPECT_GE(enters, 100 - miss);
+    // Each ring is entered by its own thread alone.
+    for (const auto& r : rings)
+        EXPECT_EQ(value_or_zero(m, "iouscope_ring_enter_issuer_switches_total", {{"ring", r.id()}}),
+                  0)
+            << r.id();
     load.signal(SIGTERM);
     EXPECT_EQ(load.wait(seconds(30)), std::optional<int>(0));
+}
+
+// Who enters a ring, and the task work its waits run: a ring of this process entered 10 times
+// by one thread, 10 by another, 10 by the first again switches issuer exactly twice; then 20
+// waits for a read of an empty pipe, each ended by a byte another thread writes 20 ms later,
+// are each woken exactly once by the task work that completes the read.
+TEST_F(Requests, IssuerSwitchesAndWaitTaskWorkCountWhatHappened) {
+    Daemon d({"--sample.interval=100ms", "--rings.plain-interval=100ms", "--probes.requests"});
+    ASSERT_TRUE(d.ready()) << d.startup_log();
+    REQUIRE_PROBE(d, probe_attached(d, "req_enter"), "req_enter");
+    REQUIRE_PROBE(d, probe_attached(d, "wait_task_work"), "wait_task_work");
+    io_uring ring{};
+    ASSERT_EQ(io_uring_queue_init(8, &ring, 0), 0);
+    const auto nops = [&] {
+        for (int i = 0; i < 10; ++i) {
+            io_uring_prep_nop(io_uring_get_sqe(&ring));
+            ASSERT_EQ(io_uring_submit(&ring), 1);
+            io_uring_cqe* cqe = nullptr;
+            ASSERT_EQ(io_uring_peek_cqe(&ring, &cqe), 0);
+            io_uring_cqe_seen(&ring, cqe);
+        }
+    };
+    nops();
+    std::thread(nops).join();
+    nops();
+    int fds[2];
+    ASSERT_EQ(pipe(fds), 0);
+    char byte = 0;
+    for (int i = 0; i < 20; ++i) {
+        io_uring_prep_read(io_uring_get_sqe(&ring), fds[0], &byte, 1, 0);
+        std::thread writer([&] {
+            std::this_thread::sleep_for(milliseconds(20));
+            EXPECT_EQ(write(fds[1], "x", 1), 1);
+        });
+        ASSERT_EQ(io_uring_submit_and_wait(&ring, 1), 1);
+        writer.join();
+        io_uring_cqe* cqe = nullptr;
+        ASSERT_EQ(io_uring_peek_cqe(&ring, &cqe), 0);
+        EXPECT_EQ(cqe->res, 1);
+        io_uring_cqe_seen(&ring, cqe);
+    }
+    const Labels id{{"ring", std::to_string(getpid()) + ":" + std::to_string(ring.ring_fd)}};
+    std::vector<Series> m;
+    const bool seen = eventually(seconds(10), [&] {
+        m = d.scrape();
+        return value_or_zero(m, "iouscope_ring_enter_waits_total", id) == 20;
+    });
+    const double missed =
+        value_or_zero(m, "iouscope_probe_missed_total", {{"probe", "req_enter"}}) +
+        value_or_zero(m, "iouscope_probe_missed_total", {{"probe", "wait_task_work"}});
+    EXPECT_TRUE(seen) << value_or_zero(m, "iouscope_ring_enter_waits_total", id);
+    EXPECT_EQ(value_or_zero(m, "iouscope_ring_enters_total", id), 50);
+    if (missed == 0) {
+        EXPECT_EQ(value_or_zero(m, "iouscope_ring_enter_issuer_switches_total", id), 2);
+        EXPECT_EQ(value_or_zero(m, "iouscope_ring_enter_wait_task_work_total", id), 20);
+    }
+    close(fds[0]);
+    close(fds[1]);
+    io_uring_queue_exit(&ring);
 }
 
 // The CQ overflow probe is the default tier's: without --probes.requests it counts a ring's

@@ -99,6 +99,8 @@ inline Snapshot full_snapshot() {
     r.requests.overflow_cqes = 1;
     r.requests.has_enters = true;
     r.requests.enters = 4;
+    r.requests.has_wait_task_work = true;
+    r.requests.wait_task_work = 3;
     r.requests.sqes_per_enter = histogram();
     r.requests.oldest_age_seconds = 1.5;
     s.opcode_names =

@@ -166,3 +166,24 @@ TEST(RingSpec, CqDirectAndBufs) {
                         "iopoll"),
               std::string::npos);
 }
+
+// pipes=N: poll-driven reads fed by a writer at rate=, nothing else on the ring; defer sets
+// DEFER_TASKRUN on such a ring only.
+TEST(RingSpec, PipesAndDefer) {
+    const auto p = ok(parse_ring_spec("plain,pipes=8,rate=20000,batch=8"));
+    EXPECT_EQ(p.pipes, 8u);
+    EXPECT_FALSE(p.defer);
+    EXPECT_TRUE(ok(parse_ring_spec("plain,pipes=8,rate=20000,defer")).defer);
+    EXPECT_NE(err(parse_ring_spec("plain,pipes=8")).find("pipes= needs mode plain with rate="),
+              std::string::npos);
+    for (const char* bad :
+         {"sqpoll,pipes=8,rate=1", "plain,pipes=8,rate=1,count=5", "plain,pipes=8,rate=1,async",
+          "plain,pipes=8,rate=1,stuck=1", "plain,pipes=8,rate=1,op=read"})
+        EXPECT_NE(err(parse_ring_spec(bad)).find("pipes= needs"), std::string::npos) << bad;
+    EXPECT_NE(err(parse_ring_spec("plain,pipes=65,rate=1")).find("more than depth=64"),
+              std::string::npos);
+    EXPECT_NE(err(parse_ring_spec("plain,pipes=0,rate=1")).find("1..4096"), std::string::npos);
+    EXPECT_NE(err(parse_ring_spec("plain,defer")).find("defer needs pipes="), std::string::npos);
+    EXPECT_NE(err(parse_ring_spec("plain,pipes=2,rate=1,defer=1")).find("unknown key \"defer\""),
+              std::string::npos);
+}

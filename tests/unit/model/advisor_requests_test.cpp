@@ -169,6 +169,55 @@ TEST(AdviseRequests, OneSqePerEnterOnABusyRing) {
     EXPECT_EQ(find(judge(a, b), "single_sqe_per_enter"), nullptr);
 }
 
+// One thread waits 2,000 times a second and is woken 8 times per wait to post completions by
+// task work: DEFER_TASKRUN would wake it once per wait, 14,000 wake-ups a second fewer. Quiet
+// when a second thread entered the ring, when each wait is woken about once, when the ring has
+// the flag or an SQ thread, and where the kernel cannot count the wake-ups.
+TEST(AdviseRequests, WaiterWokenPerCompletionAsksForDeferTaskrun) {
+    RingSnapshot a = plain("100:9", 0x7000), b = a;
+    a.requests.has_enters = b.requests.has_enters = true;
+    a.requests.has_wait_task_work = b.requests.has_wait_task_work = true;
+    a.requests.issuer_switches = b.requests.issuer_switches = 3;
+    b.requests.enters = b.requests.enter_waits = 20'000;
+    b.requests.enter_sqes = 160'000;
+    b.requests.wait_task_work = 160'000;
+    const auto adv = judge(a, b);
+    const Finding* f = find(adv, "waiter_woken_per_completion");
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(f->subject, "ring 100:9");
+    EXPECT_NEAR(figure(f->evidence, "wakeups_per_wait"), 8, 1e-9);
+    EXPECT_NEAR(figure(f->predicted, "task_work_wakeups_per_second"), 2000, 1e-9);
+    EXPECT_NEAR(figure(f->predicted, "wakeups_saved_per_second"), 14000, 1e-9);
+    EXPECT_NE(f->change.find("IORING_SETUP_DEFER_TASKRUN"), std::string::npos);
+    EXPECT_NE(f->change.find("IORING_SETUP_SINGLE_ISSUER"), std::string::npos);
+    // No CPU claimed: a wake-up's price is not measured.
+    for (const auto& p : f->predicted) EXPECT_NE(p.name, "cpu_cores_saved");
+
+    const auto quiet = [&](RingSnapshot bb) {
+        return find(judge(a, bb), "waiter_woken_per_completion") == nullptr;
+    };
+    RingSnapshot c = b;
+    c.requests.issuer_switches = 4;  // one call from another thread in the window
+    EXPECT_TRUE(quiet(c));
+    c = b;
+    c.requests.wait_task_work = 30'000;  // 1.5 wake-ups per wait
+    EXPECT_TRUE(quiet(c));
+    c = b;
+    c.requests.enter_waits = 500;  // 50 waits/s woken 320 times each: 15,950 saved
+    EXPECT_FALSE(quiet(c));
+    c.requests.wait_task_work = 10'000;  // 1,000/s, 950 saved: too few
+    EXPECT_TRUE(quiet(c));
+    c = b;
+    c.setup_flags = 1U << 13;  // IORING_SETUP_DEFER_TASKRUN already
+    EXPECT_TRUE(quiet(c));
+    c = b;
+    c.sq_thread = 7;
+    EXPECT_TRUE(quiet(c));
+    c = b;
+    c.requests.has_wait_task_work = false;
+    EXPECT_TRUE(quiet(c));
+}
+
 // 100 CQEs overflowed a CQ of 128: 256 entries hold them. None in the window: quiet.
 TEST(AdviseRequests, CqOverflowNamesTheCqSize) {
     RingSnapshot a = plain("100:6", 0x4000), b = a;

@@ -468,44 +468,7 @@ int iou_enter_exit(struct trace_event_raw_sys_exit *args)
 	return 0;
 }
 
-/*
- * Task work run by a thread waiting in io_uring_enter (IORING_ENTER_GETEVENTS): completions that
- * come by task work (poll-driven reads, O_DIRECT ends) each wake the waiter to be posted, once
- * per batch the kernel queued while the last was pending. Counted on the ring it waits on; a
- * task's task work can hold other rings' completions too. `ring` is the ring whose deferred
- * work ran (IORING_SETUP_DEFER_TASKRUN), 0 for the task's own list.
- */
-static __always_inline void note_wait_task_work(__u64 ring, unsigned int count)
-{
-	static const struct iou_ring_enters zero = {};
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct iou_enter_call *c = bpf_map_lookup_elem(&enter_calls, &tid);
-
-	if (!c || !count || !(c->flags & IOU_ENTER_GETEVENTS) || (ring && ring != c->ctx))
-		return;
-	struct iou_req_key key = { .ctx = c->ctx, .born_ns = c->born_ns };
-	struct iou_ring_enters *e =
-		lookup_or_init(&ring_enters, &key, &zero, &req_counters.enters_dropped);
-
-	if (e)
-		__sync_fetch_and_add(&e->wait_task_work, 1);
-}
-
-/* 6.0+: (tctx, count), with a third argument, loops, before 6.9. */
-SEC("tp_btf/io_uring_task_work_run")
-int BPF_PROG(iou_task_work_run, void *tctx, unsigned int count)
-{
-	note_wait_task_work(0, count);
-	return 0;
-}
-
-/* 6.1+: (ctx, count, loops), a DEFER_TASKRUN ring's work run by its submitter. */
-SEC("tp_btf/io_uring_local_work_run")
-int BPF_PROG(iou_local_work_run, void *ring, int count, unsigned int loops)
-{
-	note_wait_task_work((__u64)ring, count > 0 ? (unsigned int)count : 0);
-	return 0;
-}
+#include "task_work.bpf.h"
 
 /*
  * io-wq workers (iou-wrk-<tid> threads): the worker walk (iter/task, each sample) reports each

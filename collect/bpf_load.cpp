@@ -156,6 +156,7 @@ struct LoadConstants {
     // REQ_F_CQE_SKIP and REQ_F_FORCE_ASYNC, from the kernel's BTF enumerators; 0 if absent.
     std::uint64_t cqe_skip_mask = 0, force_async_mask = 0;
     std::uint32_t worker_bound_mask = 0;  // IO_WORKER_F_BOUND as a mask, 0 if absent
+    std::uint64_t task_work_add_start = 0, task_work_add_end = 0;   // its code, from kallsyms
     std::vector<std::pair<std::string, std::uint32_t>> capacities;  // map -> max_entries
 };
 
@@ -190,6 +191,8 @@ void set_constants(const Selection& sel, const LoadConstants& k, BpfObjects& obj
         objs.req->rodata->cqe_skip_mask = k.cqe_skip_mask;
         objs.req->rodata->force_async_mask = k.force_async_mask;
         objs.req->rodata->worker_bound_mask = k.worker_bound_mask;
+        objs.req->rodata->task_work_add_start = k.task_work_add_start;
+        objs.req->rodata->task_work_add_end = k.task_work_add_end;
     }
 }
 
@@ -404,6 +407,10 @@ std::optional<Selection> load_probes(const KernelFeatures& kf, const LoaderOptio
         consts.worker_bound_mask = *up == 0 ? 1u << *bound : static_cast<std::uint32_t>(*bound);
     if (opts.gap_sampling.enabled())
         consts.gap_cutoff_ns = static_cast<std::uint64_t>(kGapCutoff.count());
+    if (chosen[static_cast<std::size_t>(ProbeId::task_work_ipis)] >= 0) {
+        consts.task_work_add_start = kf.ksym_address("task_work_add");
+        consts.task_work_add_end = kernel_symbol_end(consts.task_work_add_start);
+    }
     Selection sel, essential;
     for (std::size_t i = 0; i < table.size(); ++i) {
         if (chosen[i] >= 0) {

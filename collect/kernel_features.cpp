@@ -10,8 +10,10 @@
 
 #include <cctype>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <string_view>
 #include <utility>
@@ -278,6 +280,17 @@ std::vector<std::uint64_t> module_symbol_addresses(int kallsyms_fd, const std::s
         pending.erase(0, start);
     }
     return out;
+}
+
+std::uint64_t kernel_symbol_end(std::uint64_t start) {
+    if (start == 0) return 0;
+    std::ifstream in("/proc/kallsyms");
+    std::uint64_t end = ~std::uint64_t{0};
+    for (std::string line; std::getline(in, line);) {
+        const std::uint64_t a = std::strtoull(line.c_str(), nullptr, 16);
+        if (a > start && a < end) end = a;
+    }
+    return end == ~std::uint64_t{0} ? start : end;
 }
 
 }  // namespace iouscope

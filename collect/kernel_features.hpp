@@ -95,4 +95,9 @@ inline bool module_loaded(const std::string& name) {
 std::vector<std::uint64_t> module_symbol_addresses(int kallsyms_fd, const std::string& module,
                                                    const std::vector<std::string>& names);
 
+// Where the kernel function at `start` ends: the lowest address of /proc/kallsyms above it
+// (the next symbol; functions are laid out one after another), or `start` (an empty range)
+// where the file shows none.
+std::uint64_t kernel_symbol_end(std::uint64_t start);
+
 }  // namespace iouscope

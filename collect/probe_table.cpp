@@ -377,6 +377,23 @@ std::vector<ProbeSpec> completion_probes() {
          .essential = false,
          .deep = false,
          .requests = true},
+        // IPIs task_work_add sends to running threads (TWA_SIGNAL) for poll completions, on
+        // their ring: what COOP_TASKRUN saves. io_uring_task_add fires per poll wake-up,
+        // ipi_send_cpu per IPI on the machine, of which only task_work_add's go past the first
+        // compare. The loader gives it task_work_add's address range.
+        {.id = ProbeId::task_work_ipis,
+         .name = "task_work_ipis",
+         .object = BpfObject::req,
+         .variants = {{"tp_btf",
+                       {PROG(req, iou_task_add), PROG(req, iou_ipi_send_cpu)},
+                       {{K::tp_params, "io_uring_task_add", 3},
+                        {K::tp_params, "ipi_send_cpu", 4},
+                        {K::ksym, "task_work_add"}}}},
+         .essential = false,
+         .deep = false,
+         .requests = true,
+         // One entry per CPU: the latest poll wake-up there, overwritten by the next.
+         .maps = {{"tw_stash", KeyOwner::bounded}}},
         // io-wq workers: a walk of every task each sample (a flags test for all but io-threads)
         // and a program at every task's exit. Nothing on the I/O path.
         {.id = ProbeId::iowq_workers,

@@ -66,6 +66,7 @@ enum class ProbeId : std::uint8_t {
     req_complete,
     req_enter,
     wait_task_work,
+    task_work_ipis,
     iowq_workers,
     count
 };

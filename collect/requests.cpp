@@ -107,6 +107,7 @@ void BpfCollector::read_requests(RawSample& raw, std::uint64_t walk_start_ns) co
     rq.timed = attached(ProbeId::req_complete);
     rq.enter_probe = attached(ProbeId::req_enter);
     rq.wait_task_work_probe = rq.enter_probe && attached(ProbeId::wait_task_work);
+    rq.task_work_ipis_probe = attached(ProbeId::task_work_ipis);
     const auto& maps = objs_.req->maps;
     std::optional<LiveRings> judged;
     const auto live = [&]() -> const LiveRings& {

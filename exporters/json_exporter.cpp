@@ -52,7 +52,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RingRequests, has_requests, time
                                                 stuck, oldest_age_seconds, oldest_opcode, oldest_fd,
                                                 has_enters, enters, enter_sqes, enter_waits,
                                                 enter_wait_seconds, issuer_switches,
-                                                has_wait_task_work, wait_task_work, sqes_per_enter,
+                                                has_wait_task_work, wait_task_work,
+                                                has_task_work_ipis, task_work_ipis, sqes_per_enter,
                                                 has_overflow, overflow_cqes, overflow_dropped)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
     RingSnapshot, id, start_time_seconds, pid, fd, comm, cgroup, mode, sq_thread, setup_flags,

@@ -150,6 +150,8 @@ std::vector<MetricDecl> request_metrics() {
          "io_uring_enter calls on the ring from a thread other than the previous call's (request tier). 0 while one thread submits and reaps, as IORING_SETUP_SINGLE_ISSUER requires; calls through a registered ring fd are not seen."},
         {"iouscope_ring_enter_wait_task_work_total", MetricKind::counter, "ring_requests", kRing,
          "Task-work batches run by a thread inside its io_uring_enter calls that waited on the ring (io_uring_task_work_run, 6.0+; io_uring_local_work_run under IORING_SETUP_DEFER_TASKRUN, 6.1+): each woke the waiter to post completions that come by task work (poll-driven reads, socket I/O), whether or not enough had come to end the wait. Per iouscope_ring_enter_waits_total, the wake-ups per wait DEFER_TASKRUN would cut to one. Request tier; absent on kernels without the tracepoint."},
+        {"iouscope_ring_task_work_ipis_total", MetricKind::counter, "ring_requests", kRing,
+         "IPIs the kernel sent to make a thread running its own code run its task work at once (task_work_add's TWA_SIGNAL kick, seen by the ipi_send_cpu tracepoint, 6.6+), counted on the last ring the thread used: the interruptions IORING_SETUP_COOP_TASKRUN would leave for its next system call. Request tier; absent on kernels without the tracepoint."},
         {"iouscope_ring_cq_overflow_cqes_total", MetricKind::counter, "ring_requests", kRing,
          "CQEs that found the ring's CQ full and took the overflow path (io_uring_cqe_overflow, 5.19+): the application reaps too slowly for its CQ size. Request tier; since iouscope attached. Present once the ring has overflowed: absent is none."},
         {"iouscope_ring_cq_overflow_dropped_total", MetricKind::counter, "ring_requests", kRing,

@@ -336,6 +336,7 @@ void ring_request_families(Exposition& ex, const Snapshot& s) {
     Family& wait_s = ex.add("iouscope_ring_enter_wait_seconds_total");
     Family& switches = ex.add("iouscope_ring_enter_issuer_switches_total");
     Family& wait_tw = ex.add("iouscope_ring_enter_wait_task_work_total");
+    Family& ipis = ex.add("iouscope_ring_task_work_ipis_total");
     Family& overflow = ex.add("iouscope_ring_cq_overflow_cqes_total");
     Family& dropped = ex.add("iouscope_ring_cq_overflow_dropped_total");
     for (const auto& r : s.rings) {
@@ -354,6 +355,7 @@ void ring_request_families(Exposition& ex, const Snapshot& s) {
             switches.counter(labels, static_cast<double>(rq.issuer_switches));
             if (rq.has_wait_task_work)
                 wait_tw.counter(labels, static_cast<double>(rq.wait_task_work));
+            if (rq.has_task_work_ipis) ipis.counter(labels, static_cast<double>(rq.task_work_ipis));
         }
         // Only for a ring that has overflowed: two zero series on every ring of a host would
         // carry nothing and cost the exposition 2 series a ring (20,000 at 10,000 rings).

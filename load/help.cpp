@@ -123,6 +123,15 @@ OPTIONS
                       (Linux 6.1): the task work waits for the ring's one submitter, which is
                       woken once a wait has batch= completions queued. The ring is made
                       disabled and enabled by the thread that submits, its single issuer.
+            busy=P    1..100, pipes= rings only: the ring's thread does not wait in the
+                      kernel. Each millisecond it computes in user space for P% of it and
+                      sleeps the rest; between the two it reaps, and submits the reads again
+                      (io_uring_submit). The task work that completes a read interrupts it
+                      while it computes (an IPI from the writer's CPU), or wakes it asleep.
+            coop      pipes= rings only, not with defer: IORING_SETUP_COOP_TASKRUN |
+                      IORING_SETUP_TASKRUN_FLAG (Linux 5.19): the task work is not sent as an
+                      IPI but waits for the thread's next system call; with busy= the thread
+                      calls io_uring_get_events when the kernel sets IORING_SQ_TASKRUN.
         Keys and flags of the seeds kernel (tests/vm/run --kernel seeds), which other kernels
         refuse with a message saying so:
             idle_ns=N sq_thread_idle in nanoseconds (IORING_SETUP_IDLE_NS), 0..4294967295, in

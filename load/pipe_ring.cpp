@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -33,7 +34,11 @@ public:
         if (!open_pipes() || !enable()) return counts_;
         for (unsigned i = 0; i < st_.spec.pipes; ++i) queue_read(i);
         std::thread writer([this] { write_loop(); });
-        wait_loop();
+        if (st_.spec.busy > 0) {
+            busy_loop();
+        } else {
+            wait_loop();
+        }
         stop_writer_.store(true, std::memory_order_release);
         writer.join();
         if (const int err = writer_errno_.load(std::memory_order_acquire); err != 0)
@@ -90,8 +95,9 @@ private:
     // read in flight, or submitted before the ring sees done_, completes. Its own thread: it
     // touches nothing of the ring's, and leaves an error in writer_errno_.
     void write_loop() {
-        pthread_setname_np(pthread_self(),
-                           "pipes-writer");  // not the ring's: tools tell them apart
+        // Named apart from the ring's thread, so that tools (and the doctor test) tell them apart.
+        pthread_setname_np(pthread_self(), "pipes-writer");
+        if (st_.spec.busy > 0) pin_to(1);
         const Schedule& sched = ctl_.schedule();
         const auto start = Clock::now();
         const std::uint64_t rate = st_.spec.rate, pipes = st_.spec.pipes;
@@ -121,6 +127,47 @@ private:
             const int ret = io_uring_submit_and_wait(&ring_, want);
             if (ret < 0 && ret != -EINTR) fail("io_uring_submit_and_wait", -ret);
             reap();
+        }
+    }
+
+    // busy=P: P% of every millisecond spent computing in user space, the rest asleep; between
+    // the two the thread reaps what the kernel posted and submits the reads again. Completions
+    // come by task work, which the kernel runs when the thread is back in the kernel: sent an
+    // IPI to interrupt it while it computes, or (coop) at its next system call, which the
+    // kernel asks for with IORING_SQ_TASKRUN.
+    void busy_loop() {
+        pin_to(0);
+        const auto compute = std::chrono::microseconds(10 * st_.spec.busy);
+        const auto rest = std::chrono::microseconds(1000) - compute;
+        while (outstanding_ > 0 && !failed()) {
+            for (const auto until = Clock::now() + compute; Clock::now() < until;) {
+            }
+            if (IO_URING_READ_ONCE(*ring_.sq.kflags) & IORING_SQ_TASKRUN) {
+                if (const int ret = io_uring_get_events(&ring_); ret < 0 && ret != -EINTR)
+                    fail("io_uring_get_events", -ret);
+            }
+            reap();
+            if (io_uring_sq_ready(&ring_) > 0) {
+                if (const int ret = io_uring_submit(&ring_); ret < 0 && ret != -EINTR)
+                    fail("io_uring_submit", -ret);
+            }
+            if (rest.count() > 0) std::this_thread::sleep_for(rest);
+        }
+    }
+
+    // busy=: the ring's thread on the first CPU it may use, the writer on the second, so that
+    // each completion comes from another CPU than the one the thread computes on, as a device
+    // interrupt's or another thread's does. Nothing where the process has one CPU.
+    static void pin_to(unsigned which) {
+        cpu_set_t allowed;
+        if (sched_getaffinity(0, sizeof allowed, &allowed) != 0 || CPU_COUNT(&allowed) < 2) return;
+        for (int cpu = 0, seen = 0; cpu < CPU_SETSIZE; ++cpu) {
+            if (!CPU_ISSET(cpu, &allowed) || seen++ != static_cast<int>(which)) continue;
+            cpu_set_t one;
+            CPU_ZERO(&one);
+            CPU_SET(cpu, &one);
+            pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+            return;
         }
     }
 

@@ -145,6 +145,9 @@ int setup_ring(RingState& st, const std::vector<std::unique_ptr<RingState>>& rin
         params.flags |=
             IORING_SETUP_R_DISABLED | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
     }
+    if (spec.coop) {
+        params.flags |= IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
+    }
     return io_uring_queue_init_params(spec.depth, &st.ring, &params);
 }
 
@@ -313,6 +316,12 @@ std::string describe(const RingSpec& spec) {
     }
     if (spec.defer) {
         out += " defer";
+    }
+    if (spec.busy > 0) {
+        out += " busy=" + std::to_string(spec.busy);
+    }
+    if (spec.coop) {
+        out += " coop";
     }
     return out;
 }

@@ -115,6 +115,7 @@ bool apply_unsigned_key(RingSpec& out, std::string_view key, std::string_view va
         {"bufs", 1, kMaxBufs},
         {"fanout", 1, kMaxWorkers},
         {"pipes", 1, kMaxStuck},
+        {"busy", 1, 100},
     };
     const auto* k = std::find_if(std::begin(kKeys), std::end(kKeys),
                                  [&](const Key& x) { return x.name == key; });
@@ -154,6 +155,8 @@ bool apply_unsigned_key(RingSpec& out, std::string_view key, std::string_view va
         out.fanout = v;
     } else if (key == "pipes") {
         out.pipes = v;
+    } else if (key == "busy") {
+        out.busy = v;
     } else {
         out.max_workers = v;
     }
@@ -191,7 +194,7 @@ std::optional<std::string> apply_key(RingSpec& out, std::string_view key, std::s
     if (!apply_unsigned_key(out, key, value, idle_given, error)) {
         return "unknown key " + quoted(key) +
                " (expected count, rate, share, idle, idle_ns, cpu, depth, batch, n, op, "
-               "overflow, stuck, blocked, max_workers, cq, bufs, fanout or pipes)";
+               "overflow, stuck, blocked, max_workers, cq, bufs, fanout, pipes or busy)";
     }
     return error;
 }
@@ -244,6 +247,14 @@ std::optional<std::string> check_extras(const RingSpec& out) {
     if (out.defer && out.pipes == 0) {
         return "defer needs pipes= (only the pipe reads are submitted from the thread that "
                "enables the ring, which IORING_SETUP_SINGLE_ISSUER requires)";
+    }
+    if ((out.coop || out.busy > 0) && out.pipes == 0) {
+        return std::string(out.coop ? "coop" : "busy=") +
+               " needs pipes= (it changes how the ring's thread reaps its pipe reads)";
+    }
+    if (out.coop && out.defer) {
+        return "coop cannot be combined with defer (DEFER_TASKRUN runs task work only when the "
+               "thread waits, so there is nothing left to make cooperative)";
     }
     if (out.fanout > out.depth) {
         return "fanout=" + std::to_string(out.fanout) +
@@ -310,11 +321,11 @@ ParseResult<RingSpec> parse_ring_spec(std::string_view spec) {
         const std::size_t eq = item.find('=');
         const bool flag = eq == std::string_view::npos &&
                           (item == "percpu" || item == "stats" || item == "async" ||
-                           item == "direct" || item == "defer");
+                           item == "direct" || item == "defer" || item == "coop");
         if (eq == std::string_view::npos && !flag) {
             return fail(quoted(item) +
                         " is neither key=value nor one of the flags percpu, stats, async, "
-                        "direct, defer");
+                        "direct, defer, coop");
         }
         const std::string_view key = item.substr(0, eq);
         if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
@@ -326,6 +337,7 @@ ParseResult<RingSpec> parse_ring_spec(std::string_view spec) {
              : key == "stats" ? out.stats
              : key == "async" ? out.async
              : key == "defer" ? out.defer
+             : key == "coop"  ? out.coop
                               : out.direct) = true;
         } else if (auto err = apply_key(out, key, item.substr(eq + 1), idle_given)) {
             return fail(*err);

@@ -85,6 +85,11 @@ struct RingSpec {
     unsigned pipes = 0;
     // IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN (6.1+), pipes= rings only.
     bool defer = false;
+    // pipes= rings only: the ring's thread computes in user space this percent of every
+    // millisecond and sleeps the rest, reaping between, instead of waiting in the kernel.
+    unsigned busy = 0;
+    // IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG (5.19+), pipes= rings only.
+    bool coop = false;
 };
 
 bool uses_sqpoll(RingMode mode);

@@ -66,6 +66,8 @@ struct AdviseOptions {
     // this, and DEFER_TASKRUN saving at least this many wake-ups a second.
     double taskrun_min_wakes_per_wait = 2;
     double taskrun_min_saved_wakes = 1000;
+    // task_work_interrupts_thread: IPIs a second for task work worth a finding.
+    double coop_min_ipis = 500;
 };
 
 Advice make_advice(const Snapshot& from, const Snapshot& to, const AdviseOptions& opts = {});

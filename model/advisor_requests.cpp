@@ -9,6 +9,8 @@
 //   requests_stuck                 requests in flight longer than --requests.stuck-after
 //   waiter_woken_per_completion    one thread submits and waits, and is woken for each batch
 //                                  of task work before its wait is over: DEFER_TASKRUN
+//   task_work_interrupts_thread    completions' task work interrupts the thread where it runs
+//                                  its own code, by IPI: COOP_TASKRUN
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -329,6 +331,38 @@ void defer_taskrun_finding(const RingWindow& w, const AdviseOptions& o, Advice& 
     out.findings.push_back(std::move(f));
 }
 
+// IORING_SETUP_COOP_TASKRUN (5.19+): the ring's task work no longer interrupts a running thread
+// with an IPI but waits for its next kernel entry. Said on the evidence of the IPIs themselves,
+// counted on the last ring the interrupted thread used.
+void coop_taskrun_finding(const RingWindow& w, const AdviseOptions& o, Advice& out) {
+    constexpr std::uint32_t kSqpoll = 1U << 1, kCoop = 1U << 8, kDeferTaskrun = 1U << 13;
+    const RingRequests& b = w.b.requests;
+    if (!b.has_task_work_ipis || w.b.sq_thread > 0 ||
+        (w.b.setup_flags & (kSqpoll | kCoop | kDeferTaskrun)))
+        return;
+    const RingRequests* a = w.a ? &w.a->requests : nullptr;
+    const double ipis = delta(a ? a->task_work_ipis : 0, b.task_work_ipis) / w.window;
+    if (ipis < o.coop_min_ipis) return;
+    Finding f = ring_finding("task_work_interrupts_thread", w.b);
+    f.summary = fmt::format(
+        "ring {}: the kernel sent its thread {:.0f} IPIs a second to run the task work of "
+        "completions while it ran its own code; IORING_SETUP_COOP_TASKRUN would leave the work "
+        "for its next system call",
+        w.b.id, ipis);
+    f.evidence = {{"task_work_ipis_per_second", ipis, "1/s"}};
+    f.change =
+        "IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG at io_uring_setup (5.19+); with "
+        "the flag, enter the kernel (io_uring_get_events) when the SQ ring's flags have "
+        "IORING_SQ_TASKRUN, as liburing's io_uring_peek_cqe does";
+    f.predicted = {{"task_work_ipis_per_second", 0, "1/s"}, {"ipis_saved_per_second", ipis, "1/s"}};
+    f.assumption =
+        "the thread enters the kernel often enough for its completions to wait for it: the "
+        "work then runs at its next system call, or at a tick that finds it pending. The IPIs "
+        "counted are those task_work_add sent to the thread, io_uring's or not, on the last "
+        "ring it used. No CPU is priced: an IPI's cost is not measured";
+    out.findings.push_back(std::move(f));
+}
+
 // Kernels that trace only the CQEs that fit the CQ (6.18) post overflowed ones unseen: their
 // requests stay in flight to the probes until the io_kiocb is reused, and look stuck. A ring
 // with no more stuck requests than CQEs overflowed is not judged.
@@ -390,6 +424,7 @@ void request_findings(const FromIndex& index, const Snapshot& from, const Snapsh
         batching_finding(w, o, out);
         enobufs_finding(w, o, out);
         defer_taskrun_finding(w, o, out);
+        coop_taskrun_finding(w, o, out);
     }
     if (unseen)
         out.notes.push_back(fmt::format(

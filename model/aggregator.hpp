@@ -49,6 +49,7 @@ struct RequestSample {
     std::vector<std::pair<std::uint64_t, iou_ring_overflow>> overflow;  // by ctx
     bool enter_probe = false;                                           // io_uring_enter is traced
     bool wait_task_work_probe = false;  // task work in those calls is counted (wait_task_work)
+    bool task_work_ipis_probe = false;  // task_work_add's IPIs are counted (task_work_ipis)
     std::vector<std::pair<iou_req_key, iou_ring_enters>> enters;
     bool iowq_probe = false;          // io-wq workers are walked (iowq_workers)
     std::uint64_t iowq_since_ns = 0;  // workers started since were created while we watched

@@ -62,6 +62,7 @@ void add_enters(RingRequests& out, const iou_ring_enters& e) {
     out.enter_waits = e.waits;
     out.enter_wait_seconds = static_cast<double>(e.wait_ns) / 1e9;
     out.wait_task_work = e.wait_task_work;
+    out.task_work_ipis = e.task_work_ipis;
     out.issuer_switches = e.issuer_switches;
     auto& h = out.sqes_per_enter;
     std::uint64_t cum = 0;
@@ -130,6 +131,7 @@ void attach_requests(const RawSample& raw, std::vector<RingSnapshot>& rings) {
         }
         out.has_enters = rq.enter_probe;
         out.has_wait_task_work = rq.wait_task_work_probe;
+        out.has_task_work_ipis = rq.task_work_ipis_probe;
         if (const auto* e = enters_of(enters, {rs.ctx, born})) add_enters(out, *e);
         if (!rq.on) continue;
         out.has_requests = true;

@@ -211,6 +211,10 @@ struct RingRequests {
     // (has_wait_task_work: counted on this kernel, 6.0+).
     bool has_wait_task_work = false;
     std::uint64_t wait_task_work = 0;
+    // IPIs sent to make a running thread run its task work, counted on the last ring it used
+    // (has_task_work_ipis: counted on this kernel, 6.6+): what COOP_TASKRUN saves.
+    bool has_task_work_ipis = false;
+    std::uint64_t task_work_ipis = 0;
     // Calls by SQEs submitted: upper bounds 0, 1, 3, 7, ... (IOU_ENTER_BUCKETS), sum = SQEs.
     LatencyHistogram sqes_per_enter;
     bool has_overflow = false;           // the CQ overflow probe is attached

@@ -103,6 +103,12 @@ struct iou_ring_enters {
 	 * the waiter to post completions, whether or not enough had come to end the wait.
 	 */
 	__u64 wait_task_work;
+	/*
+	 * IPIs task_work_add sent to make the submitter, running, run the task work of a poll
+	 * completion of the ring at once (ipi_send_cpu right after io_uring_task_add on one CPU,
+	 * 6.6+; TWA_SIGNAL, the notification without IORING_SETUP_COOP_TASKRUN).
+	 */
+	__u64 task_work_ipis;
 	__u64 issuer_switches; /* calls from a thread other than the previous call's */
 	__u32 last_tid;        /* the thread of the latest call, 0 before the first */
 	__u32 _pad;
@@ -195,7 +201,7 @@ IOU_REQ_ASSERT_SIZE(iou_req_counters, 56);
 IOU_REQ_ASSERT_SIZE(iou_iowq_worker, 64 + IOU_COMM_LEN);
 IOU_REQ_ASSERT_SIZE(iou_iowq_proc_key, 16);
 IOU_REQ_ASSERT_SIZE(iou_iowq_exits, 24 + IOU_COMM_LEN);
-IOU_REQ_ASSERT_SIZE(iou_ring_enters, 56 + 8 * IOU_ENTER_BUCKETS);
+IOU_REQ_ASSERT_SIZE(iou_ring_enters, 64 + 8 * IOU_ENTER_BUCKETS);
 IOU_REQ_ASSERT_SIZE(iou_enter_call, 32);
 
 #endif /* IOUSCOPE_REQUESTS_H */

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -84,10 +86,13 @@ const std::vector<Case> kSteady = {
     {"plain,count=50000", "", "", "a burst, then idle"},
     {"plain,pipes=8,batch=8,rate=5000", "waiter_woken_per_completion", "DEFER_TASKRUN",
      "poll-driven reads, 5,000/s, waits for 8"},
-    {"plain,pipes=16,batch=16,rate=10000", "waiter_woken_per_completion", "DEFER_TASKRUN",
-     "poll-driven reads, 10,000/s, waits for 16"},
+    {"plain,pipes=16,batch=16,rate=5000", "waiter_woken_per_completion", "DEFER_TASKRUN",
+     "poll-driven reads, 5,000/s, waits for 16"},
     {"plain,pipes=16,batch=16,rate=10000,defer", "", "", "the same with DEFER_TASKRUN"},
     {"plain,pipes=8,batch=1,rate=5000", "", "", "poll-driven reads, waits for 1"},
+    // task_work_interrupts_thread is injected in PredictedSavingsHoldWhenTheChangeIsApplied:
+    // among this many rings its thread seldom runs when its completions come, so the kernel
+    // sends few IPIs and the finding rightly stays quiet (docs/TUNING.md).
     {"plain,count=1,n=3", "", "", "idle rings"},
 };
 const std::vector<Case> kLate = {
@@ -373,6 +378,7 @@ struct Check {
     std::string subject{};  // the before load's ring ("ring ID") or process ("process PID")
     pid_t pid = 0;
     double predicted = -1, measured = 0;
+    double claimed = 0;  // task_work_interrupts_thread: the IPIs a second it says are saved
     std::string change{};
 };
 
@@ -395,6 +401,7 @@ void fill_after(Check& c) {
         c.after = c.before + ",max_workers=" + number_after("cap the workers at ");
     if (c.finding == "waiter_woken_per_completion")  // the flags
         c.after = c.before + ",defer";
+    if (c.finding == "task_work_interrupts_thread") c.after = c.before + ",coop";
 }
 
 // Every check's finding on its subject, once a whole window has passed over the loads; the
@@ -408,6 +415,8 @@ bool find_each(Daemon& d, std::vector<Check>& checks, json& advice) {
             for (const auto& f : advice["findings"]) {
                 if (f["id"] != c.finding || !about(f, c.subject) || c.predicted >= 0) continue;
                 c.change = f["change"];
+                if (c.finding == "task_work_interrupts_thread")
+                    c.claimed = figure(f, "predicted", "ipis_saved_per_second");
                 c.predicted = c.finding == "waiter_woken_per_completion"
                                   ? figure(f, "predicted", "wakeups_saved_per_second")
                               : c.factor > 0 ? figure(f, "predicted", "cpu_cores_saved")
@@ -438,6 +447,8 @@ double counted(const std::vector<Series>& m, const Check& c, const std::string& 
     if (c.finding == "iowq_workers_idle") return iowq_workers(pid);
     if (c.finding == "requests_punted_without_nowait")
         return sum_values(m, "iouscope_ring_request_punts_total", {{"ring", ring}});
+    if (c.finding == "task_work_interrupts_thread")
+        return sum_values(m, "iouscope_ring_task_work_ipis_total", {{"ring", ring}});
     if (c.finding == "provided_buffers_ran_dry")
         return sum_values(m, "iouscope_ring_request_completions_total",
                           {{"ring", ring}, {"result", "enobufs"}});
@@ -477,6 +488,40 @@ double measured_wakeups_saved(const std::string& before, const std::string& afte
     la->wait(seconds(30));
     cpu_saved = cpu[0] - cpu[1];
     return saved;
+}
+
+// The rescheduling IPIs the host's CPUs took (RES in /proc/interrupts), summed.
+double rescheduling_ipis() {
+    std::ifstream in("/proc/interrupts");
+    for (std::string line; std::getline(in, line);) {
+        std::istringstream fields(line);
+        std::string name;
+        fields >> name;
+        if (name != "RES:") continue;
+        double n = 0;
+        for (std::string f; fields >> f && std::isdigit(static_cast<unsigned char>(f[0]));)
+            n += std::stod(f);
+        return n;
+    }
+    return -1;
+}
+
+// COOP_TASKRUN applied: `before`, then `after`, each alone for 3 s; the rescheduling IPIs a
+// second the change saves. The host's own count: side by side, the two could not be told apart.
+double measured_ipis_saved(const std::string& before, const std::string& after) {
+    double per_second[2];
+    for (int i = 0; i < 2; ++i) {
+        std::vector<LoadRing> r;
+        auto load = start_load({"--ring", i == 0 ? before : after, "--duration", "30s"}, r);
+        if (r.empty()) return -1;
+        std::this_thread::sleep_for(milliseconds(500));
+        const double from = rescheduling_ipis();
+        std::this_thread::sleep_for(seconds(3));
+        per_second[i] = (rescheduling_ipis() - from) / 3;
+        load->signal(SIGTERM);
+        load->wait(seconds(30));
+    }
+    return per_second[0] - per_second[1];
 }
 
 struct Applied {
@@ -525,7 +570,13 @@ void apply_counted(Daemon& d, std::vector<Check>& checks, const std::string& fil
                     c.finding.c_str(), c.before.c_str(), c.after.c_str(), before, c.measured,
                     c.predicted);
         EXPECT_GT(before, c.predicted) << c.finding << " before the change";
-        EXPECT_EQ(c.measured, c.predicted) << c.finding << " after the change: " << c.after;
+        // An IPI is tied to its ring by the poll wake-up just before it on the same CPU: one
+        // of another task_work_add, in the microseconds after a COOP_TASKRUN ring's wake-up,
+        // is taken for that ring's (0 or 1 in 20,000 here).
+        if (c.finding == "task_work_interrupts_thread")
+            EXPECT_LE(c.measured, before / 1000) << c.finding << " after the change: " << c.after;
+        else
+            EXPECT_EQ(c.measured, c.predicted) << c.finding << " after the change: " << c.after;
         EXPECT_EQ(flagged.count(c.finding + " " + a.subject), 0u) << c.finding << " " << c.after;
     }
     for (auto& a : applied) {
@@ -563,6 +614,7 @@ TEST(Doctor, PredictedSavingsHoldWhenTheChangeIsApplied) {
         {"cq_overflow", "plain,overflow=1000,rate=100", ""},
         {"iowq_workers_idle", "plain,fanout=32", ""},
         {"waiter_woken_per_completion", "plain,pipes=8,batch=8,rate=10000", "", 2},
+        {"task_work_interrupts_thread", "plain,pipes=32,rate=10000,busy=50", ""},
     };
     std::vector<std::unique_ptr<Child>> loads;
     for (auto& c : checks) {
@@ -582,6 +634,15 @@ TEST(Doctor, PredictedSavingsHoldWhenTheChangeIsApplied) {
     for (auto& l : loads) l->wait(seconds(30));
     d.process().signal(SIGTERM);
     ASSERT_EQ(d.process().wait(seconds(30)), std::optional<int>(0));
+    // The IPIs COOP_TASKRUN saves, by the host's own count: at least half what was claimed
+    // (claimed beside the other loads, measured alone, where the thread is preempted less).
+    for (auto& c : checks) {
+        if (c.finding != "task_work_interrupts_thread") continue;
+        const double saved = measured_ipis_saved(c.before, c.after);
+        std::printf("%-30s IPIs/s claimed saved %.0f, RES saved alone %.0f\n", c.finding.c_str(),
+                    c.claimed, saved);
+        EXPECT_GE(saved, c.claimed / 2) << c.finding;
+    }
     std::printf("%-24s %-28s %-28s %10s %10s %7s\n", "finding", "before", "after", "predicted",
                 "measured", "factor");
     for (auto& c : checks) {

@@ -101,6 +101,8 @@ inline Snapshot full_snapshot() {
     r.requests.enters = 4;
     r.requests.has_wait_task_work = true;
     r.requests.wait_task_work = 3;
+    r.requests.has_task_work_ipis = true;
+    r.requests.task_work_ipis = 2;
     r.requests.sqes_per_enter = histogram();
     r.requests.oldest_age_seconds = 1.5;
     s.opcode_names =

@@ -218,6 +218,40 @@ TEST(AdviseRequests, WaiterWokenPerCompletionAsksForDeferTaskrun) {
     EXPECT_TRUE(quiet(c));
 }
 
+// 4,500 IPIs a second for task work: COOP_TASKRUN leaves none. Quiet with COOP_TASKRUN or
+// DEFER_TASKRUN, an SQ thread, 400 a second, or without the counter.
+TEST(AdviseRequests, TaskWorkInterruptingTheThreadAsksForCoopTaskrun) {
+    RingSnapshot a = plain("100:10", 0x8000), b = a;
+    a.requests.has_enters = b.requests.has_enters = true;
+    a.requests.has_task_work_ipis = b.requests.has_task_work_ipis = true;
+    a.requests.task_work_ipis = 5'000;
+    b.requests.task_work_ipis = 50'000;
+    const auto adv = judge(a, b);
+    const Finding* f = find(adv, "task_work_interrupts_thread");
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(f->subject, "ring 100:10");
+    EXPECT_NEAR(figure(f->evidence, "task_work_ipis_per_second"), 4500, 1e-9);
+    EXPECT_NEAR(figure(f->predicted, "task_work_ipis_per_second"), 0, 1e-9);
+    EXPECT_NEAR(figure(f->predicted, "ipis_saved_per_second"), 4500, 1e-9);
+    EXPECT_NE(f->change.find("IORING_SETUP_COOP_TASKRUN"), std::string::npos);
+    EXPECT_EQ(find(adv, "waiter_woken_per_completion"), nullptr);
+
+    const auto quiet = [&](RingSnapshot bb) {
+        return find(judge(a, bb), "task_work_interrupts_thread") == nullptr;
+    };
+    for (std::uint32_t flag : {1U << 8, 1U << 13, 1U << 1}) {
+        RingSnapshot c = b;
+        c.setup_flags = flag;
+        EXPECT_TRUE(quiet(c)) << flag;
+    }
+    RingSnapshot c = b;
+    c.requests.task_work_ipis = 9'000;  // 400/s
+    EXPECT_TRUE(quiet(c));
+    c = b;
+    c.requests.has_task_work_ipis = false;
+    EXPECT_TRUE(quiet(c));
+}
+
 // 100 CQEs overflowed a CQ of 128: 256 entries hold them. None in the window: quiet.
 TEST(AdviseRequests, CqOverflowNamesTheCqSize) {
     RingSnapshot a = plain("100:6", 0x4000), b = a;

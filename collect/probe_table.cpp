@@ -357,6 +357,26 @@ std::vector<ProbeSpec> completion_probes() {
          .deep = false,
          .requests = true,
          .maps = {{"ring_enters", KeyOwner::ring_born}, {"enter_calls", KeyOwner::in_flight}}},
+        // io-wq workers: a walk of every task each sample (a flags test for all but io-threads)
+        // and a program at every task's exit. Nothing on the I/O path.
+        {.id = ProbeId::iowq_workers,
+         .name = "iowq_workers",
+         .object = BpfObject::req,
+         .variants = {{"iter",
+                       {PROG(req, iou_iter_workers), PROG(req, iou_iowq_exit)},
+                       {{K::btf_struct, "bpf_iter__task"},
+                        {K::btf_struct, "io_worker"},
+                        {K::btf_typedef, "btf_trace_sched_process_exit"}}}},
+         .essential = false,
+         .deep = false,
+         .requests = true,
+         .maps = {{"iowq_exits", KeyOwner::process}}},
+    };
+}
+
+// The request tier's task-work probes: what a ring's submitter is woken or interrupted for.
+std::vector<ProbeSpec> task_work_probes() {
+    return {
         // Task work run by a thread waiting in io_uring_enter, on the ring it waits on: its
         // wake-ups to post completions. Once per task-work batch, after an enter-map lookup
         // that ends at once for a thread not waiting; needs req_enter's in-flight calls.
@@ -394,20 +414,6 @@ std::vector<ProbeSpec> completion_probes() {
          .requests = true,
          // One entry per CPU: the latest poll wake-up there, overwritten by the next.
          .maps = {{"tw_stash", KeyOwner::bounded}}},
-        // io-wq workers: a walk of every task each sample (a flags test for all but io-threads)
-        // and a program at every task's exit. Nothing on the I/O path.
-        {.id = ProbeId::iowq_workers,
-         .name = "iowq_workers",
-         .object = BpfObject::req,
-         .variants = {{"iter",
-                       {PROG(req, iou_iter_workers), PROG(req, iou_iowq_exit)},
-                       {{K::btf_struct, "bpf_iter__task"},
-                        {K::btf_struct, "io_worker"},
-                        {K::btf_typedef, "btf_trace_sched_process_exit"}}}},
-         .essential = false,
-         .deep = false,
-         .requests = true,
-         .maps = {{"iowq_exits", KeyOwner::process}}},
     };
 }
 
@@ -420,7 +426,7 @@ const std::vector<ProbeSpec>& probe_table() {
     static const std::vector<ProbeSpec> table = [] {
         std::vector<ProbeSpec> all;
         for (auto part : {core_probes, deep_probes, gap_probes, nvme_probes, request_probes,
-                          completion_probes}) {
+                          completion_probes, task_work_probes}) {
             auto specs = part();
             all.insert(all.end(), std::make_move_iterator(specs.begin()),
                        std::make_move_iterator(specs.end()));

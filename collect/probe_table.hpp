@@ -65,9 +65,9 @@ enum class ProbeId : std::uint8_t {
     req_poll_arm,
     req_complete,
     req_enter,
+    iowq_workers,
     wait_task_work,
     task_work_ipis,
-    iowq_workers,
     count
 };
 

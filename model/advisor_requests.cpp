@@ -358,8 +358,8 @@ void coop_taskrun_finding(const RingWindow& w, const AdviseOptions& o, Advice& o
     f.assumption =
         "the thread enters the kernel often enough for its completions to wait for it: the "
         "work then runs at its next system call, or at a tick that finds it pending. The IPIs "
-        "counted are those task_work_add sent to the thread, io_uring's or not, on the last "
-        "ring it used. No CPU is priced: an IPI's cost is not measured";
+        "counted are those task_work_add sent right after a poll wake-up of the ring on the "
+        "same CPU: poll completions only. No CPU is priced: an IPI's cost is not measured";
     out.findings.push_back(std::move(f));
 }
 

@@ -375,6 +375,15 @@ std::vector<ProbeSpec> completion_probes() {
 }
 
 // The request tier's task-work probes: what a ring's submitter is woken or interrupted for.
+// Both count in req_enter's maps (ring_enters, enter_calls), which exist only where req_enter
+// loads: they need its trace events too (a kernel without CONFIG_FTRACE_SYSCALLS, as the seeds
+// kernel's, has neither).
+std::vector<Requirement> with_enter_events(std::vector<Requirement> needs) {
+    needs.push_back({K::trace_event, "syscalls/sys_enter_io_uring_enter"});
+    needs.push_back({K::trace_event, "syscalls/sys_exit_io_uring_enter"});
+    return needs;
+}
+
 std::vector<ProbeSpec> task_work_probes() {
     return {
         // Task work run by a thread waiting in io_uring_enter, on the ring it waits on: its
@@ -385,15 +394,15 @@ std::vector<ProbeSpec> task_work_probes() {
          .object = BpfObject::req,
          .variants = {{"tp_btf",
                        {PROG(req, iou_task_work_run), PROG(req, iou_local_work_run)},
-                       {{K::tp_params, "io_uring_task_work_run", 3},
-                        {K::tp_params, "io_uring_local_work_run", 4}}},
+                       with_enter_events({{K::tp_params, "io_uring_task_work_run", 3},
+                                          {K::tp_params, "io_uring_local_work_run", 4}})},
                       {"tp_btf",
                        {PROG(req, iou_task_work_run), PROG(req, iou_local_work_run)},
-                       {{K::tp_params, "io_uring_task_work_run", 4},
-                        {K::tp_params, "io_uring_local_work_run", 4}}},
+                       with_enter_events({{K::tp_params, "io_uring_task_work_run", 4},
+                                          {K::tp_params, "io_uring_local_work_run", 4}})},
                       {"tp_btf",
                        {PROG(req, iou_task_work_run)},
-                       {{K::tp_params, "io_uring_task_work_run", 4}}}},
+                       with_enter_events({{K::tp_params, "io_uring_task_work_run", 4}})}},
          .essential = false,
          .deep = false,
          .requests = true},
@@ -406,9 +415,9 @@ std::vector<ProbeSpec> task_work_probes() {
          .object = BpfObject::req,
          .variants = {{"tp_btf",
                        {PROG(req, iou_task_add), PROG(req, iou_ipi_send_cpu)},
-                       {{K::tp_params, "io_uring_task_add", 3},
-                        {K::tp_params, "ipi_send_cpu", 4},
-                        {K::ksym, "task_work_add"}}}},
+                       with_enter_events({{K::tp_params, "io_uring_task_add", 3},
+                                          {K::tp_params, "ipi_send_cpu", 4},
+                                          {K::ksym, "task_work_add"}})}},
          .essential = false,
          .deep = false,
          .requests = true,

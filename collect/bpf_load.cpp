@@ -15,6 +15,7 @@
 #include <map>
 #include <set>
 #include <string_view>
+#include <tuple>
 
 #include "iouscope.skel.h"
 #include "iouscope/records.h"
@@ -125,6 +126,11 @@ std::optional<std::string> missing_requirement(const KernelFeatures& kf,
                 break;
             case Requirement::Kind::ksym:
                 if (!kf.has_ksym(r.name)) return std::string("no kernel symbol ") + r.name;
+                break;
+            case Requirement::Kind::kernel_function:
+                if (kernel_function_range(r.name).first == 0)
+                    return std::string("no address in /proc/kallsyms for kernel function ") +
+                           r.name;
                 break;
             case Requirement::Kind::kprobes:
                 if (!kf.has_kprobes()) return std::string("kernel has no kprobes (CONFIG_KPROBES)");
@@ -408,8 +414,8 @@ std::optional<Selection> load_probes(const KernelFeatures& kf, const LoaderOptio
     if (opts.gap_sampling.enabled())
         consts.gap_cutoff_ns = static_cast<std::uint64_t>(kGapCutoff.count());
     if (chosen[static_cast<std::size_t>(ProbeId::task_work_ipis)] >= 0) {
-        consts.task_work_add_start = kf.ksym_address("task_work_add");
-        consts.task_work_add_end = kernel_symbol_end(consts.task_work_add_start);
+        std::tie(consts.task_work_add_start, consts.task_work_add_end) =
+            kernel_function_range("task_work_add");
     }
     Selection sel, essential;
     for (std::size_t i = 0; i < table.size(); ++i) {

@@ -282,15 +282,23 @@ std::vector<std::uint64_t> module_symbol_addresses(int kallsyms_fd, const std::s
     return out;
 }
 
-std::uint64_t kernel_symbol_end(std::uint64_t start) {
-    if (start == 0) return 0;
+std::pair<std::uint64_t, std::uint64_t> kernel_function_range(const std::string& name) {
     std::ifstream in("/proc/kallsyms");
-    std::uint64_t end = ~std::uint64_t{0};
+    std::vector<std::uint64_t> addresses;
+    std::uint64_t start = 0;
     for (std::string line; std::getline(in, line);) {
+        // "ffffffff813935a0 T task_work_add"; a module's symbols end in "\t[module]".
         const std::uint64_t a = std::strtoull(line.c_str(), nullptr, 16);
-        if (a > start && a < end) end = a;
+        const auto sym = line.find(' ', line.find(' ') + 1);
+        if (a == 0 || sym == std::string::npos) continue;
+        addresses.push_back(a);
+        if (start == 0 && line.compare(sym + 1, std::string::npos, name) == 0) start = a;
     }
-    return end == ~std::uint64_t{0} ? start : end;
+    std::uint64_t end = ~std::uint64_t{0};
+    for (const std::uint64_t a : addresses)
+        if (a > start && a < end) end = a;
+    if (start == 0 || end == ~std::uint64_t{0}) return {0, 0};
+    return {start, end};
 }
 
 }  // namespace iouscope

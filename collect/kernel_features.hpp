@@ -95,9 +95,11 @@ inline bool module_loaded(const std::string& name) {
 std::vector<std::uint64_t> module_symbol_addresses(int kallsyms_fd, const std::string& module,
                                                    const std::vector<std::string>& names);
 
-// Where the kernel function at `start` ends: the lowest address of /proc/kallsyms above it
-// (the next symbol; functions are laid out one after another), or `start` (an empty range)
-// where the file shows none.
-std::uint64_t kernel_symbol_end(std::uint64_t start);
+// The code of a function of the kernel proper, [start, end) from one read of /proc/kallsyms:
+// its address, and the lowest address of any symbol above it (functions are laid out one after
+// another). {0, 0} where the file has no such name or shows no addresses. By hand rather than
+// ksym_address, for the same reason as module_symbol_addresses: a program of the request tier
+// needs it, and BCC's cache would cost that tier 55 MB.
+std::pair<std::uint64_t, std::uint64_t> kernel_function_range(const std::string& name);
 
 }  // namespace iouscope

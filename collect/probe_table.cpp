@@ -417,7 +417,7 @@ std::vector<ProbeSpec> task_work_probes() {
                        {PROG(req, iou_task_add), PROG(req, iou_ipi_send_cpu)},
                        with_enter_events({{K::tp_params, "io_uring_task_add", 3},
                                           {K::tp_params, "ipi_send_cpu", 4},
-                                          {K::ksym, "task_work_add"}})}},
+                                          {K::kernel_function, "task_work_add"}})}},
          .essential = false,
          .deep = false,
          .requests = true,

@@ -14,18 +14,20 @@ namespace iouscope {
 // What a program needs from the kernel before we try to load it.
 struct Requirement {
     enum class Kind {
-        btf_typedef,  // a type in vmlinux BTF (tracepoints: btf_trace_<name>)
-        btf_struct,   // a struct in vmlinux BTF
-        btf_func,     // a function in vmlinux or module BTF (fentry/fexit targets)
-        btf_params,   // btf_func with exactly `params` parameters (signature variants)
-        tp_params,    // tracepoint `name` whose prototype has exactly `params` parameters, the
-                      // context pointer included (btf_trace_<name>; signature variants)
-        trace_event,  // a tracefs event ("syscalls/sys_enter_io_uring_enter"): classic
-                      // tracepoints need its id, so tracefs mounted and the event built in
-        ksym,         // a symbol in /proc/kallsyms (kprobe targets, typeless ksyms)
-        kprobes,      // the kernel can attach kprobes at all
-        module,       // a module loaded now (/sys/module/<name>): its BTF and symbols are read
-                      // at load, so programs on it cannot follow a module loaded later
+        btf_typedef,      // a type in vmlinux BTF (tracepoints: btf_trace_<name>)
+        btf_struct,       // a struct in vmlinux BTF
+        btf_func,         // a function in vmlinux or module BTF (fentry/fexit targets)
+        btf_params,       // btf_func with exactly `params` parameters (signature variants)
+        tp_params,        // tracepoint `name` whose prototype has exactly `params` parameters, the
+                          // context pointer included (btf_trace_<name>; signature variants)
+        trace_event,      // a tracefs event ("syscalls/sys_enter_io_uring_enter"): classic
+                          // tracepoints need its id, so tracefs mounted and the event built in
+        ksym,             // a symbol in /proc/kallsyms (kprobe targets, typeless ksyms)
+        kernel_function,  // a function of the kernel proper whose code range /proc/kallsyms
+                          // gives (kernel_function_range: no BCC symbol cache)
+        kprobes,          // the kernel can attach kprobes at all
+        module,           // a module loaded now (/sys/module/<name>): its BTF and symbols are read
+                          // at load, so programs on it cannot follow a module loaded later
     } kind;
     const char* name = "";
     int params = 0;

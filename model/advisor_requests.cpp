@@ -299,10 +299,9 @@ void enobufs_finding(const RingWindow& w, const AdviseOptions& o, Advice& out) {
 // completions queued as it asked for. Said only on the evidence: one thread entered the ring
 // all window, and its waits were woken several times each to post completions by task work.
 void defer_taskrun_finding(const RingWindow& w, const AdviseOptions& o, Advice& out) {
-    constexpr std::uint32_t kSqpoll = 1U << 1, kDeferTaskrun = 1U << 13;
     const RingRequests& b = w.b.requests;
     if (!b.has_enters || !b.has_wait_task_work || w.b.sq_thread > 0 ||
-        (w.b.setup_flags & (kSqpoll | kDeferTaskrun)))
+        (w.b.setup_flags & (IOU_SETUP_SQPOLL | IOU_SETUP_DEFER_TASKRUN)))
         return;
     const RingRequests* a = w.a ? &w.a->requests : nullptr;
     const double waits = delta(a ? a->enter_waits : 0, b.enter_waits) / w.window;
@@ -333,12 +332,11 @@ void defer_taskrun_finding(const RingWindow& w, const AdviseOptions& o, Advice& 
 
 // IORING_SETUP_COOP_TASKRUN (5.19+): the ring's task work no longer interrupts a running thread
 // with an IPI but waits for its next kernel entry. Said on the evidence of the IPIs themselves,
-// counted on the last ring the interrupted thread used.
+// each tied to the ring whose poll wake-up just before it queued the task work.
 void coop_taskrun_finding(const RingWindow& w, const AdviseOptions& o, Advice& out) {
-    constexpr std::uint32_t kSqpoll = 1U << 1, kCoop = 1U << 8, kDeferTaskrun = 1U << 13;
     const RingRequests& b = w.b.requests;
     if (!b.has_task_work_ipis || w.b.sq_thread > 0 ||
-        (w.b.setup_flags & (kSqpoll | kCoop | kDeferTaskrun)))
+        (w.b.setup_flags & (IOU_SETUP_SQPOLL | IOU_SETUP_COOP_TASKRUN | IOU_SETUP_DEFER_TASKRUN)))
         return;
     const RingRequests* a = w.a ? &w.a->requests : nullptr;
     const double ipis = delta(a ? a->task_work_ipis : 0, b.task_work_ipis) / w.window;

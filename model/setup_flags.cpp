@@ -8,6 +8,7 @@
 #include <string_view>
 #include <utility>
 
+#include "iouscope/records.h"
 #include "iouscope/seeds_uapi.h"
 
 namespace iouscope {
@@ -46,6 +47,8 @@ constexpr std::pair<std::uint32_t, std::string_view> kSetupFlags[] = {
 static_assert(IORING_SETUP_IOPOLL == 1U << 0 && IORING_SETUP_SQPOLL == 1U << 1 &&
               IORING_SETUP_ATTACH_WQ == 1U << 5 && IORING_SETUP_SUBMIT_ALL == 1U << 7 &&
               IORING_SETUP_CQE32 == 1U << 11 && IORING_SETUP_DEFER_TASKRUN == 1U << 13);
+static_assert(IOU_SETUP_COOP_TASKRUN == IORING_SETUP_COOP_TASKRUN &&
+              IOU_SETUP_DEFER_TASKRUN == IORING_SETUP_DEFER_TASKRUN);
 #endif
 
 }  // namespace

@@ -60,6 +60,8 @@ enum iou_ring_caps {
 #define IOU_SETUP_IOPOLL (1U << 0)
 #define IOU_SETUP_SQPOLL (1U << 1)
 #define IOU_SETUP_SQ_AFF (1U << 2)
+#define IOU_SETUP_COOP_TASKRUN (1U << 8)   /* 5.19 */
+#define IOU_SETUP_DEFER_TASKRUN (1U << 13) /* 6.1 */
 
 /*
  * One io_uring file seen by the task_file iterator. The iterator writes these back to back into
